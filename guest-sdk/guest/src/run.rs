@@ -1,0 +1,252 @@
+//! One execution: evaluate the prepared script, then drive its promise to
+//! completion, waiting on the host only when the job queue is empty.
+
+use std::path::Path;
+
+use airlock_guest_sdk::abi::{
+    LogLevel, KIND_DEADLOCK, KIND_RUNTIME, KIND_SYNTAX, KIND_TOOL, STATUS_OK, STATUS_TIMER,
+    STATUS_TOOL_ERROR,
+};
+use boa_engine::{
+    builtins::promise::PromiseState, js_string, object::builtins::JsPromise, Context, JsError,
+    JsNativeError, JsObject, JsValue, Script, Source,
+};
+use serde_json::{json, Value};
+
+use crate::{host, json, realm, script};
+
+/// The script's name in stack traces.
+pub const SCRIPT_NAME: &str = "script.js";
+
+/// Runs `source` to completion. `Ok` is the result value as JSON; `Err` a
+/// guest error object (see `abi`).
+pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
+    let prepared = script::prepare(source, ctx).map_err(|e| {
+        json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column})
+    })?;
+    let mut positions = Positions {
+        inserted_at: prepared.inserted_at,
+        last_line: script::end_of(source).0,
+    };
+    let parsed = match compile(&prepared.code, ctx) {
+        Ok(script) => script,
+        Err(_) => {
+            // The rewrite that makes the last expression the result broke
+            // the script (a parser corner case): run it unchanged.
+            host::log(
+                LogLevel::Warn,
+                "airlock: could not take the last expression as the result; end the script with `return <value>`",
+            );
+            positions.inserted_at = None;
+            compile(&script::wrap(source), ctx).map_err(|e| {
+                json!({"kind": KIND_SYNTAX, "message": e.to_string(), "line": 1, "column": 1})
+            })?
+        }
+    };
+    let value = parsed.evaluate(ctx).map_err(|e| {
+        let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
+        failure(&v, &positions, ctx)
+    })?;
+    let promise = value
+        .as_object()
+        .and_then(|o| JsPromise::from_object(o).ok())
+        .ok_or_else(|| json!({"kind": KIND_RUNTIME, "message": "internal: the script wrapper did not produce a promise", "stack": null}))?;
+
+    let outcome = drive(&promise, &positions, ctx);
+    report_unhandled(&promise, ctx);
+    outcome
+}
+
+fn compile(code: &str, ctx: &mut Context) -> boa_engine::JsResult<Script> {
+    Script::parse(
+        Source::from_bytes(code.as_bytes()).with_path(Path::new(SCRIPT_NAME)),
+        None,
+        ctx,
+    )
+}
+
+fn drive(promise: &JsPromise, positions: &Positions, ctx: &mut Context) -> Result<Value, Value> {
+    loop {
+        if let Err(e) = ctx.run_jobs() {
+            let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
+            return Err(failure(&v, positions, ctx));
+        }
+        match promise.state() {
+            PromiseState::Fulfilled(v) => {
+                return json::to_json(&v, "", "result", json::Mode::Strict, ctx).map_err(|e| {
+                    let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
+                    failure(&v, positions, ctx)
+                });
+            }
+            PromiseState::Rejected(e) => return Err(failure(&e, positions, ctx)),
+            PromiseState::Pending => {}
+        }
+        if !realm::has_pending() {
+            return Err(deadlock());
+        }
+        let Some((completion, payload)) = host::wait() else {
+            return Err(deadlock());
+        };
+        let Some(pending) = realm::take_pending(completion.id) else {
+            continue; // a cancelled timer that fired anyway
+        };
+        let dispatched = match (pending, completion.status) {
+            (realm::Pending::Call { resolve, .. }, STATUS_OK) => {
+                match json::from_json_bytes(&payload, ctx) {
+                    Ok(v) => resolve.call(&JsValue::undefined(), &[v], ctx),
+                    Err(e) => {
+                        let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
+                        settle_reject(completion.id, v, ctx)
+                    }
+                }
+            }
+            (realm::Pending::Call { reject, .. }, STATUS_TOOL_ERROR) => {
+                let err = tool_error(&payload, ctx);
+                reject.call(&JsValue::undefined(), &[err], ctx)
+            }
+            (realm::Pending::Timer { callback, args }, STATUS_TIMER) => {
+                callback.call(&JsValue::undefined(), &args, ctx)
+            }
+            (_, status) => Err(JsNativeError::error()
+                .with_message(format!("internal: unexpected completion status {status}"))
+                .into()),
+        };
+        if let Err(e) = dispatched {
+            // An exception thrown by a timer callback ends the execution, as
+            // an uncaught exception would in any other runtime.
+            let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
+            return Err(failure(&v, positions, ctx));
+        }
+    }
+}
+
+fn settle_reject(_id: u32, _v: JsValue, _ctx: &mut Context) -> boa_engine::JsResult<JsValue> {
+    Err(JsNativeError::syntax()
+        .with_message("a tool result could not be read as JSON")
+        .into())
+}
+
+fn deadlock() -> Value {
+    json!({
+        "kind": KIND_DEADLOCK,
+        "message": "the script is waiting on a promise that can never settle: no tool call or timer is pending (a `new Promise` whose resolve is never called?)",
+    })
+}
+
+/// Builds the JS error a failed tool call rejects with: an `Error` named
+/// `ToolError` carrying `tool`, `code`, `message` and any further fields.
+fn tool_error(payload: &[u8], ctx: &mut Context) -> JsValue {
+    let parsed: Value = serde_json::from_slice(payload).unwrap_or_else(|_| json!({}));
+    let text = |k: &str| parsed.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let (tool, code, message) = (text("tool"), text("code"), text("message"));
+    let err: JsObject = JsNativeError::error()
+        .with_message(format!("{tool}: {message}"))
+        .into_opaque(ctx);
+    let _ = err.set(js_string!("name"), js_string!("ToolError"), false, ctx);
+    let _ = err.set(js_string!("message"), boa_engine::JsString::from(format!("{tool}: {message}").as_str()), false, ctx);
+    let _ = err.set(js_string!("tool"), boa_engine::JsString::from(tool.as_str()), false, ctx);
+    let _ = err.set(js_string!("code"), boa_engine::JsString::from(code.as_str()), false, ctx);
+    let details = parsed.get("details").cloned().unwrap_or(Value::Null);
+    if let Ok(d) = JsValue::from_json(&details, ctx) {
+        let _ = err.set(js_string!("details"), d, false, ctx);
+    }
+    err.into()
+}
+
+/// Classifies a value that escaped the script: a tool error someone did not
+/// catch, or any other exception.
+fn failure(value: &JsValue, positions: &Positions, ctx: &mut Context) -> Value {
+    if let Some(obj) = value.as_object() {
+        let get = |k, ctx: &mut Context| {
+            obj.get(k, ctx)
+                .ok()
+                .and_then(|v| v.as_string().map(|s| s.to_std_string_lossy()))
+        };
+        let name = get(js_string!("name"), ctx);
+        if name.as_deref() == Some("ToolError") {
+            if let (Some(tool), Some(code)) = (get(js_string!("tool"), ctx), get(js_string!("code"), ctx)) {
+                let message = get(js_string!("message"), ctx).unwrap_or_default();
+                let message = message
+                    .strip_prefix(&format!("{tool}: "))
+                    .map(str::to_string)
+                    .unwrap_or(message);
+                let details = obj
+                    .get(js_string!("details"), ctx)
+                    .ok()
+                    .and_then(|d| json::to_json(&d, "", "details", json::Mode::Lenient, ctx).ok())
+                    .unwrap_or(Value::Null);
+                return json!({"kind": KIND_TOOL, "tool": tool, "code": code, "message": message, "details": details});
+            }
+        }
+        if JsError::from_opaque(value.clone()).try_native(ctx).is_ok() {
+            let message = realm::render(value, ctx);
+            let stack = get(js_string!("stack"), ctx).map(|s| positions.fix_stack(&s));
+            return json!({"kind": KIND_RUNTIME, "message": message, "stack": stack});
+        }
+    }
+    let message = format!("Uncaught {}", realm::render(value, ctx));
+    json!({"kind": KIND_RUNTIME, "message": message, "stack": null})
+}
+
+/// Maps positions in the evaluated (wrapped, rewritten) source back to the
+/// agent's script.
+struct Positions {
+    inserted_at: Option<(u32, u32)>,
+    last_line: u32,
+}
+
+impl Positions {
+    /// Rewrites `script.js:LINE:COL` frames to the agent's lines and
+    /// columns, and drops frames of Airlock's own wrapper and prelude.
+    fn fix_stack(&self, stack: &str) -> String {
+        let needle = format!("{SCRIPT_NAME}:");
+        let mut out = String::with_capacity(stack.len());
+        for frame in stack.lines() {
+            let Some(i) = frame.find(&needle) else {
+                if !frame.contains("unknown at") && !frame.trim().is_empty() {
+                    out.push_str(frame);
+                    out.push('\n');
+                }
+                continue;
+            };
+            let (head, tail) = frame.split_at(i + needle.len());
+            let mut nums = tail.splitn(2, ':');
+            let line = nums.next().and_then(|l| l.parse::<u32>().ok());
+            let rest = nums.next().unwrap_or("");
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            let column = rest[..digits].parse::<u32>().ok();
+            let (Some(line), Some(column)) = (line, column) else {
+                out.push_str(frame);
+                out.push('\n');
+                continue;
+            };
+            let mut column = column;
+            if let Some((l, c)) = self.inserted_at {
+                if line == l && column >= c + script::INSERTED {
+                    column -= script::INSERTED;
+                }
+            }
+            let line = line.saturating_sub(script::LINE_OFFSET);
+            if line == 0 || line > self.last_line {
+                continue; // the wrapper's own frame
+            }
+            out.push_str(&format!("{head}{line}:{column}{}\n", &rest[digits..]));
+        }
+        out
+    }
+}
+
+/// A promise rejected with nobody to handle it does not fail the execution,
+/// but it is reported, because it usually hides a bug.
+fn report_unhandled(main: &JsPromise, ctx: &mut Context) {
+    let main_obj: JsObject = main.clone().into();
+    for promise in realm::take_unhandled(&main_obj) {
+        if let Ok(p) = JsPromise::from_object(promise) {
+            if let PromiseState::Rejected(reason) = p.state() {
+                let text = realm::render(&reason, ctx);
+                host::log(LogLevel::Warn, &format!("Uncaught (in promise) {text}"));
+            }
+        }
+    }
+}
+

@@ -1,0 +1,167 @@
+//! Runs the tool calls and timers a script started, concurrently with the
+//! script itself, and reports each completion back to the guest's `wait`.
+//!
+//! The dispatcher is polled in the same task as the wasm call (no spawning),
+//! so it can borrow the `ToolHost` and everything it starts is dropped —
+//! cancelled — the moment the execution ends. Calls beyond
+//! `calls_in_flight` wait in order for a free slot.
+
+use std::{
+    collections::{HashSet, VecDeque},
+    future::Future,
+    pin::Pin,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use airlock_guest_sdk::abi::{STATUS_OK, STATUS_TIMER, STATUS_TOOL_ERROR};
+use futures::{stream::FuturesUnordered, StreamExt};
+use serde_json::{json, Value};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use crate::{
+    limits::{Limit, Limits},
+    outcome::CallRecord,
+    store::{Done, Request},
+    tool_host::{codes, ToolCall, ToolFailure, ToolHost},
+};
+
+enum Finished {
+    Call { id: u32, tool: String, result: Result<Value, ToolFailure> },
+    Timer { id: u32 },
+}
+
+type Running<'a> = Pin<Box<dyn Future<Output = Finished> + Send + 'a>>;
+
+/// Shared with the execution so the trace survives the dispatcher being
+/// dropped. Indexed by call order.
+pub type Trace = Mutex<Vec<(u32, CallRecord)>>;
+
+pub async fn run(
+    host: &dyn ToolHost,
+    mut requests: UnboundedReceiver<Request>,
+    completions: UnboundedSender<Done>,
+    limits: &Limits,
+    started: Instant,
+    trace: &Trace,
+    peak_in_flight: &std::sync::atomic::AtomicU32,
+) {
+    let mut running: FuturesUnordered<Running<'_>> = FuturesUnordered::new();
+    let mut queued: VecDeque<(u32, String, Value)> = VecDeque::new();
+    let mut cancelled: HashSet<u32> = HashSet::new();
+    let mut in_flight: u32 = 0;
+    let max_in_flight = limits.calls_in_flight.max(1);
+    let call_timeout = limits.call_timeout();
+
+    let start_call = |id: u32, name: String, args: Value| -> Running<'_> {
+        let begun = Instant::now();
+        trace.lock().unwrap().push((
+            id,
+            CallRecord {
+                tool: name.clone(),
+                start_us: begun.duration_since(started).as_micros() as u64,
+                duration_us: None,
+                status: "cancelled".into(),
+            },
+        ));
+        Box::pin(async move {
+            let call = ToolCall { name: name.clone(), args };
+            let result = match tokio::time::timeout(call_timeout, host.call(call)).await {
+                Ok(r) => r,
+                Err(_) => Err(call_timeout_failure(&name, call_timeout, begun.elapsed())),
+            };
+            Finished::Call { id, tool: name, result }
+        })
+    };
+
+    loop {
+        tokio::select! {
+            request = requests.recv() => match request {
+                None => std::future::pending::<()>().await, // the script is done
+                Some(Request::Call { id, name, args }) => {
+                    if in_flight < max_in_flight {
+                        in_flight += 1;
+                        peak_in_flight.fetch_max(in_flight, std::sync::atomic::Ordering::Relaxed);
+                        running.push(start_call(id, name, args));
+                    } else {
+                        queued.push_back((id, name, args));
+                    }
+                }
+                Some(Request::Timer { id, delay_ms }) => {
+                    running.push(Box::pin(async move {
+                        tokio::time::sleep(Duration::from_millis(delay_ms as u64)).await;
+                        Finished::Timer { id }
+                    }));
+                }
+                Some(Request::Cancel { id }) => {
+                    cancelled.insert(id);
+                }
+            },
+            Some(finished) = running.next(), if !running.is_empty() => {
+                let done = match finished {
+                    Finished::Timer { id } => {
+                        if cancelled.remove(&id) {
+                            continue;
+                        }
+                        Done { id, status: STATUS_TIMER, payload: Vec::new() }
+                    }
+                    Finished::Call { id, tool, result } => {
+                        in_flight -= 1;
+                        if let Some((next_id, name, args)) = queued.pop_front() {
+                            in_flight += 1;
+                            running.push(start_call(next_id, name, args));
+                        }
+                        record(trace, started, id, &result);
+                        encode(id, &tool, result)
+                    }
+                };
+                if completions.send(done).is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+}
+
+fn record(trace: &Trace, started: Instant, id: u32, result: &Result<Value, ToolFailure>) {
+    let now_us = started.elapsed().as_micros() as u64;
+    let mut trace = trace.lock().unwrap();
+    if let Some((_, rec)) = trace.iter_mut().rev().find(|(i, _)| *i == id) {
+        rec.duration_us = Some(now_us.saturating_sub(rec.start_us));
+        rec.status = match result {
+            Ok(_) => "ok".into(),
+            Err(f) => f.code.clone(),
+        };
+    }
+}
+
+fn encode(id: u32, tool: &str, result: Result<Value, ToolFailure>) -> Done {
+    match result {
+        Ok(value) => Done {
+            id,
+            status: STATUS_OK,
+            payload: serde_json::to_vec(&value).expect("a JSON value always serializes"),
+        },
+        Err(f) => Done {
+            id,
+            status: STATUS_TOOL_ERROR,
+            payload: serde_json::to_vec(&json!({
+                "tool": tool,
+                "code": f.code,
+                "message": f.message,
+                "details": f.details,
+            }))
+            .expect("a JSON value always serializes"),
+        },
+    }
+}
+
+fn call_timeout_failure(tool: &str, limit: Duration, used: Duration) -> ToolFailure {
+    let value = limit.as_millis() as u64;
+    let used = (used.as_millis() as u64).max(value);
+    ToolFailure::new(
+        codes::LIMIT_EXCEEDED,
+        format!("{tool} did not answer within call_timeout_ms = {value} (waited {used} ms); the call was abandoned"),
+    )
+    .with_details(json!({"limit": Limit::CallTimeoutMs, "value": value, "used": used}))
+}

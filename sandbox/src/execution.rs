@@ -1,0 +1,267 @@
+//! One execution on one instance: set up the per-run state, run the guest
+//! alongside the tool dispatcher under the wall-clock budget, and turn
+//! whatever happened into an [`Outcome`].
+
+use std::{
+    sync::atomic::{AtomicU32, Ordering},
+    time::{Duration, Instant},
+};
+
+use airlock_guest_sdk::abi::{
+    EXPORT_RESET, EXPORT_RUN, FINISH_OK, KIND_DEADLOCK, KIND_RUNTIME, KIND_SYNTAX, KIND_TOOL,
+};
+use serde_json::Value;
+use tokio::sync::mpsc::unbounded_channel;
+use wasmtime::{Instance, Store, Trap, TypedFunc};
+
+use crate::{
+    dispatch,
+    engine::MAX_WASM_STACK,
+    limits::{Limit, Limits},
+    outcome::{ExecError, Outcome, Stats, Truncation},
+    store::{RunState, StoreData},
+    tool_host::{codes, ToolHost},
+    truncate,
+};
+
+/// Slack after the deadline before the host stops waiting on the guest at
+/// all; normally the guest is stopped by the epoch check or by `wait`.
+const HOST_GRACE: Duration = Duration::from_millis(250);
+
+/// The guest exports one execution needs.
+#[derive(Clone)]
+pub struct GuestFns {
+    pub run: TypedFunc<u32, ()>,
+    pub reset: TypedFunc<(), ()>,
+}
+
+impl GuestFns {
+    pub fn new(store: &mut Store<StoreData>, instance: &Instance) -> wasmtime::Result<Self> {
+        Ok(Self {
+            run: instance.get_typed_func(&mut *store, EXPORT_RUN)?,
+            reset: instance.get_typed_func(&mut *store, EXPORT_RESET)?,
+        })
+    }
+}
+
+/// What a run did to its instance.
+pub struct RunReport {
+    pub outcome: Outcome,
+    /// The instance must not serve another execution.
+    pub poisoned: bool,
+}
+
+pub async fn run_on(
+    store: &mut Store<StoreData>,
+    fns: &GuestFns,
+    script: &str,
+    limits: &Limits,
+    host: &dyn ToolHost,
+    started: Instant,
+    mut stats: Stats,
+) -> RunReport {
+    let (req_tx, req_rx) = unbounded_channel();
+    let (done_tx, done_rx) = unbounded_channel();
+    let current_memory = store
+        .data()
+        .memory
+        .map(|m| m.data_size(&*store) as u64)
+        .unwrap_or(0);
+    {
+        let data = store.data_mut();
+        data.memory_limit = limits.memory_bytes;
+        data.memory_denied = None;
+        data.peak_memory = current_memory;
+        data.deadline = Some(started + limits.wall_time());
+        data.captured_output.clear();
+        data.run = Some(RunState::new(script.as_bytes().to_vec(), limits.clone(), started, req_tx, done_rx));
+    }
+    if let Some(fuel) = limits.fuel {
+        let _ = store.set_fuel(fuel);
+    }
+    store.set_epoch_deadline(1);
+
+    let trace = dispatch::Trace::default();
+    let peak_in_flight = AtomicU32::new(0);
+    let result = {
+        let wasm = fns.run.call_async(&mut *store, script.len() as u32);
+        let dispatcher = dispatch::run(host, req_rx, done_tx, limits, started, &trace, &peak_in_flight);
+        let backstop = tokio::time::sleep_until((started + limits.wall_time() + HOST_GRACE).into());
+        tokio::select! {
+            biased;
+            r = wasm => Some(r),
+            _ = dispatcher => unreachable!("the dispatcher never returns"),
+            _ = backstop => None,
+        }
+    };
+
+    let fuel_used = limits
+        .fuel
+        .map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
+    let data = store.data_mut();
+    data.deadline = None;
+    let run = data.run.take().expect("set above");
+    stats.tool_calls = run.calls_started;
+    stats.peak_calls_in_flight = peak_in_flight.load(Ordering::Relaxed);
+    stats.peak_memory_bytes = data.peak_memory;
+    stats.fuel_used = fuel_used;
+    stats.wall_us = started.elapsed().as_micros() as u64;
+
+    let mut poisoned = true;
+    let result: Result<Value, ExecError> = match result {
+        None => Err(ExecError::limit(
+            Limit::WallTimeMs,
+            limits.wall_time_ms,
+            started.elapsed().as_millis() as u64,
+        )),
+        Some(Ok(())) => match run.finished {
+            Some((status, bytes)) => {
+                poisoned = false;
+                decode_finish(status, &bytes)
+            }
+            None => Err(ExecError::Internal {
+                message: "the guest returned without reporting an outcome".into(),
+            }),
+        },
+        Some(Err(trap)) => Err(classify_trap(trap, run.limit_hit, data, limits, fuel_used)),
+    };
+    if let Err(ExecError::LimitExceeded { .. }) = &result {
+        poisoned = true; // a limit leaves the realm in an unknown state
+    }
+
+    let (result, truncated) = match result {
+        Ok(v) => {
+            let size = truncate::json_len(&v) as u64;
+            if size > limits.result_bytes {
+                let cut = truncate::truncate(&v, limits.result_bytes as usize);
+                (
+                    Ok(cut),
+                    Some(Truncation {
+                        limit: Limit::ResultBytes,
+                        value: limits.result_bytes,
+                        original_bytes: size,
+                    }),
+                )
+            } else {
+                (Ok(v), None)
+            }
+        }
+        Err(e) => (Err(e), None),
+    };
+    let logs_truncated = (run.log_bytes_total > run.log_bytes_kept).then(|| Truncation {
+        limit: Limit::LogBytes,
+        value: limits.log_bytes,
+        original_bytes: run.log_bytes_total,
+    });
+    let mut trace: Vec<_> = trace.into_inner().unwrap_or_default();
+    trace.sort_by_key(|(id, _)| *id);
+    RunReport {
+        outcome: Outcome {
+            result,
+            truncated,
+            logs: run.logs,
+            logs_truncated,
+            trace: trace.into_iter().map(|(_, r)| r).collect(),
+            stats,
+        },
+        poisoned,
+    }
+}
+
+/// Prepares a reused instance for its next script (`airlock_reset`).
+pub async fn reset(store: &mut Store<StoreData>, fns: &GuestFns) -> bool {
+    store.data_mut().deadline = Some(Instant::now() + Duration::from_secs(5));
+    store.set_epoch_deadline(1);
+    let ok = fns.reset.call_async(&mut *store, ()).await.is_ok();
+    store.data_mut().deadline = None;
+    ok
+}
+
+fn classify_trap(
+    trap: wasmtime::Error,
+    limit_hit: Option<ExecError>,
+    data: &StoreData,
+    limits: &Limits,
+    fuel_used: Option<u64>,
+) -> ExecError {
+    if let Some(e) = limit_hit {
+        return e;
+    }
+    if let Some(desired) = data.memory_denied {
+        return ExecError::limit(Limit::MemoryBytes, limits.memory_bytes, desired);
+    }
+    match trap.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => {
+            let value = limits.fuel.unwrap_or(0);
+            return ExecError::limit(Limit::Fuel, value, fuel_used.unwrap_or(value).max(value));
+        }
+        Some(Trap::StackOverflow) => {
+            return ExecError::limit(Limit::StackBytes, MAX_WASM_STACK as u64, MAX_WASM_STACK as u64);
+        }
+        Some(Trap::Interrupt) => {
+            return ExecError::limit(Limit::WallTimeMs, limits.wall_time_ms, limits.wall_time_ms);
+        }
+        _ => {}
+    }
+    let output = String::from_utf8_lossy(&data.captured_output);
+    let output = output.trim();
+    let mut message = format!("the JavaScript runtime stopped: {trap:#}");
+    if !output.is_empty() {
+        message.push_str(&format!(" (guest output: {output})"));
+    }
+    ExecError::Internal { message }
+}
+
+/// Turns the guest's `finish` payload into the execution's result.
+fn decode_finish(status: u32, bytes: &[u8]) -> Result<Value, ExecError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| ExecError::Internal {
+        message: format!("the guest reported an outcome that is not JSON: {e}"),
+    })?;
+    if status == FINISH_OK {
+        return Ok(value);
+    }
+    Err(guest_error(&value))
+}
+
+fn guest_error(v: &Value) -> ExecError {
+    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let number = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) as u32;
+    match v.get("kind").and_then(Value::as_str) {
+        Some(KIND_SYNTAX) => ExecError::SyntaxError {
+            line: number("line"),
+            column: number("column"),
+            message: text("message"),
+        },
+        Some(KIND_RUNTIME) | Some(KIND_DEADLOCK) => ExecError::RuntimeError {
+            message: text("message"),
+            stack: v.get("stack").and_then(Value::as_str).map(str::to_string),
+        },
+        Some(KIND_TOOL) => tool_error(text("tool"), text("code"), text("message"), v.get("details").cloned().unwrap_or(Value::Null)),
+        _ => ExecError::Internal {
+            message: format!("the guest reported an unknown error: {v}"),
+        },
+    }
+}
+
+/// An uncaught tool failure; some codes have a kind of their own.
+fn tool_error(tool: String, code: String, message: String, details: Value) -> ExecError {
+    match code.as_str() {
+        codes::POLICY_DENIED => ExecError::PolicyDenied { tool, reason: message },
+        codes::APPROVAL_REQUIRED => {
+            let field = |k: &str| details.get(k).and_then(Value::as_str).map(str::to_string);
+            match (field("request_id"), field("how")) {
+                (Some(request_id), Some(how)) => ExecError::ApprovalRequired { tool, request_id, how },
+                _ => ExecError::ToolError { tool, code, message, details },
+            }
+        }
+        codes::LIMIT_EXCEEDED => {
+            let limit = details.get("limit").cloned().and_then(|l| serde_json::from_value::<Limit>(l).ok());
+            let num = |k: &str| details.get(k).and_then(Value::as_u64);
+            match (limit, num("value"), num("used")) {
+                (Some(limit), Some(value), Some(used)) => ExecError::limit(limit, value, used),
+                _ => ExecError::ToolError { tool, code, message, details },
+            }
+        }
+        _ => ExecError::ToolError { tool, code, message, details },
+    }
+}

@@ -1,0 +1,75 @@
+//! The Airlock sandbox: runs an agent's JavaScript in a wasmtime instance
+//! whose only capability is calling tools through a [`ToolHost`].
+//!
+//! ```no_run
+//! # async fn demo(host: &dyn airlock_sandbox::ToolHost) -> Result<(), airlock_sandbox::SandboxError> {
+//! use airlock_sandbox::{Limits, Sandbox, SandboxConfig};
+//! let sandbox = Sandbox::new(SandboxConfig::default()).await?;
+//! let outcome = sandbox
+//!     .execute("const n = await tools.list_nodes({}); n.length", &Limits::default(), host)
+//!     .await;
+//! println!("{}", serde_json::to_string_pretty(&outcome).unwrap());
+//! # Ok(()) }
+//! ```
+//!
+//! The crate knows nothing of MCP, Proxmox or HTTP: tools are names and JSON
+//! to it. See `README.md` for what a script can do and the limits.
+
+mod cache;
+mod dispatch;
+mod engine;
+mod execution;
+mod imports;
+mod limits;
+mod memory;
+mod outcome;
+mod sandbox;
+mod store;
+mod tool_host;
+mod truncate;
+mod wasi;
+
+use std::path::Path;
+
+pub use cache::default_dir as default_cache_dir;
+pub use limits::{Capacity, Limit, Limits, LimitsError, MAX_EXECUTIONS_IN_FLIGHT, MAX_MEMORY_BYTES};
+pub use outcome::{CallRecord, ExecError, LogEntry, LogLevel, Outcome, Stats, Truncation};
+pub use sandbox::{Mode, Sandbox, SandboxConfig};
+pub use tool_host::{codes, ToolCall, ToolFailure, ToolHost};
+pub use truncate::truncate as truncate_json;
+
+/// The guest module embedded in this build, for tests that want to poke at
+/// the ABI directly.
+pub fn guest_wasm() -> &'static [u8] {
+    engine::GUEST_WASM
+}
+
+/// Why a sandbox could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(transparent)]
+    Limits(#[from] LimitsError),
+    #[error("wasmtime: {0}")]
+    Engine(String),
+    #[error("the guest does not match this host's ABI: {0}")]
+    Abi(String),
+    #[error("compiled-module cache at {path}: {source}")]
+    Cache {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SandboxError {
+    fn engine(e: impl std::fmt::Display) -> Self {
+        Self::Engine(format!("{e:#}"))
+    }
+
+    fn cache(path: &Path, source: std::io::Error) -> Self {
+        Self::Cache {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}

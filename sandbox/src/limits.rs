@@ -1,0 +1,227 @@
+//! What one execution may use, and what the whole sandbox admits at once.
+//!
+//! Limits are data: every field can be set from a config file, the
+//! environment or the command line (the `airlock` binary maps them), and a
+//! hit limit is reported as [`crate::ExecError::LimitExceeded`] naming the
+//! [`Limit`], its configured value and the amount used.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Per-execution limits. Defaults are sized for an agent's script: small
+/// source, a few hundred tool calls, a result that fits comfortably in a
+/// model's context.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Script source size. Agents' scripts are a few KiB; 128 KiB leaves room
+    /// for embedded data without letting a prompt-injected agent ship a
+    /// megabyte of code.
+    pub source_bytes: u64,
+    /// Guest linear memory, including the ~10 MiB the JS runtime starts
+    /// with. 256 MiB holds a fleet-wide inventory with room to spare.
+    pub memory_bytes: u64,
+    /// Wall-clock budget for the whole execution, time spent waiting on
+    /// tools included.
+    pub wall_time_ms: u64,
+    /// Optional instruction budget (wasmtime fuel). Needs an engine built
+    /// with fuel metering, which slows all guest code; off by default
+    /// because the wall-clock budget already bounds CPU.
+    pub fuel: Option<u64>,
+    /// Tool calls one execution may start.
+    pub tool_calls: u32,
+    /// Tool calls running at once; more wait in order for a free slot, so
+    /// `Promise.all` over a long list is throttled, not refused.
+    pub calls_in_flight: u32,
+    /// Longest a single tool call may take before it fails (catchably)
+    /// with code `limit_exceeded`.
+    pub call_timeout_ms: u64,
+    /// Size of the JSON result handed back; larger results are truncated to
+    /// valid JSON and marked.
+    pub result_bytes: u64,
+    /// Console output kept; further lines are dropped and counted.
+    pub log_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            source_bytes: 128 * 1024,
+            memory_bytes: 256 * 1024 * 1024,
+            wall_time_ms: 60_000,
+            fuel: None,
+            tool_calls: 500,
+            calls_in_flight: 16,
+            call_timeout_ms: 30_000,
+            result_bytes: 256 * 1024,
+            log_bytes: 64 * 1024,
+        }
+    }
+}
+
+impl Limits {
+    pub fn wall_time(&self) -> Duration {
+        Duration::from_millis(self.wall_time_ms)
+    }
+
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms)
+    }
+
+    /// Rejects values that cannot work, naming the field and the rule.
+    pub fn validate(&self) -> Result<(), LimitsError> {
+        let positive = [
+            ("source_bytes", self.source_bytes),
+            ("memory_bytes", self.memory_bytes),
+            ("wall_time_ms", self.wall_time_ms),
+            ("tool_calls", self.tool_calls as u64),
+            ("calls_in_flight", self.calls_in_flight as u64),
+            ("call_timeout_ms", self.call_timeout_ms),
+            ("result_bytes", self.result_bytes),
+        ];
+        for (field, v) in positive {
+            if v == 0 {
+                return Err(LimitsError::Zero { field });
+            }
+        }
+        if self.memory_bytes > MAX_MEMORY_BYTES {
+            return Err(LimitsError::TooLarge {
+                field: "memory_bytes",
+                value: self.memory_bytes,
+                max: MAX_MEMORY_BYTES,
+            });
+        }
+        if self.fuel == Some(0) {
+            return Err(LimitsError::Zero { field: "fuel" });
+        }
+        Ok(())
+    }
+}
+
+/// A 32-bit guest cannot address more.
+pub const MAX_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Sandbox-wide admission: how many executions run at once and how many may
+/// wait. Read when the [`crate::Sandbox`] is built.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Capacity {
+    /// Executions running at once. Each holds a wasm instance and a share
+    /// of the CPU; beyond the core count they only add latency.
+    pub executions_in_flight: u32,
+    /// Executions allowed to wait for a slot; one more is refused at once.
+    pub queue_depth: u32,
+    /// Longest an execution waits for a slot before it is refused.
+    pub queue_wait_ms: u64,
+}
+
+impl Default for Capacity {
+    fn default() -> Self {
+        Self {
+            executions_in_flight: 16,
+            queue_depth: 64,
+            queue_wait_ms: 10_000,
+        }
+    }
+}
+
+impl Capacity {
+    pub fn validate(&self) -> Result<(), LimitsError> {
+        if self.executions_in_flight == 0 {
+            return Err(LimitsError::Zero {
+                field: "executions_in_flight",
+            });
+        }
+        if self.executions_in_flight > MAX_EXECUTIONS_IN_FLIGHT {
+            return Err(LimitsError::TooLarge {
+                field: "executions_in_flight",
+                value: self.executions_in_flight as u64,
+                max: MAX_EXECUTIONS_IN_FLIGHT as u64,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Instance slots are reserved up front (address space, not memory); this
+/// bounds that reservation.
+pub const MAX_EXECUTIONS_IN_FLIGHT: u32 = 1000;
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LimitsError {
+    #[error("limit `{field}` must be greater than 0")]
+    Zero { field: &'static str },
+    #[error("limit `{field}` is {value}, above the maximum of {max}")]
+    TooLarge {
+        field: &'static str,
+        value: u64,
+        max: u64,
+    },
+    #[error("limit `fuel` is set but the sandbox was built without fuel metering; build it with `fuel_metering: true` (CLI: --fuel)")]
+    FuelNotMetered,
+}
+
+/// Which limit was hit; its name is what operators set (`--wall-time-ms`,
+/// `wall_time_ms = ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    SourceBytes,
+    MemoryBytes,
+    WallTimeMs,
+    Fuel,
+    ToolCalls,
+    CallTimeoutMs,
+    ResultBytes,
+    LogBytes,
+    ExecutionsInFlight,
+    QueueDepth,
+    QueueWaitMs,
+    /// The guest's native stack (not configurable per execution; JS
+    /// recursion is stopped earlier with a catchable RangeError).
+    StackBytes,
+}
+
+impl Limit {
+    /// The configuration name of the limit.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SourceBytes => "source_bytes",
+            Self::MemoryBytes => "memory_bytes",
+            Self::WallTimeMs => "wall_time_ms",
+            Self::Fuel => "fuel",
+            Self::ToolCalls => "tool_calls",
+            Self::CallTimeoutMs => "call_timeout_ms",
+            Self::ResultBytes => "result_bytes",
+            Self::LogBytes => "log_bytes",
+            Self::ExecutionsInFlight => "executions_in_flight",
+            Self::QueueDepth => "queue_depth",
+            Self::QueueWaitMs => "queue_wait_ms",
+            Self::StackBytes => "stack_bytes",
+        }
+    }
+
+    /// What to do about it, for the agent or the operator reading the error.
+    pub fn advice(self) -> &'static str {
+        match self {
+            Self::SourceBytes => "send a shorter script, or move data into tool arguments",
+            Self::MemoryBytes => "process data in smaller pieces, or ask the operator to raise memory_bytes",
+            Self::WallTimeMs => "do less per execution (fewer or narrower tool calls), or ask the operator to raise wall_time_ms",
+            Self::Fuel => "do less computation per execution, or ask the operator to raise fuel",
+            Self::ToolCalls => "batch work into fewer calls or split it across executions",
+            Self::CallTimeoutMs => "the tool was too slow; retry, narrow the request, or ask the operator to raise call_timeout_ms",
+            Self::ResultBytes => "return only the fields you need (filter and aggregate in the script)",
+            Self::LogBytes => "log less; return data as the result instead",
+            Self::ExecutionsInFlight | Self::QueueDepth | Self::QueueWaitMs => "the sandbox is busy; retry shortly",
+            Self::StackBytes => "reduce recursion or nesting depth",
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,375 @@
+//! The public face of the crate: a [`Sandbox`] built once, then
+//! [`Sandbox::execute`] per script, in `fresh` or `reuse` mode, behind an
+//! admission gate (`executions_in_flight`, `queue_depth`, `queue_wait_ms`).
+
+use std::{
+    path::PathBuf,
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmtime::{Engine, InstancePre, Store, UpdateDeadline};
+
+use crate::{
+    cache,
+    engine::{self, EngineOptions},
+    execution::{self, GuestFns},
+    limits::{Capacity, Limit, Limits, LimitsError},
+    outcome::{ExecError, Outcome, Stats},
+    store::StoreData,
+    tool_host::ToolHost,
+    SandboxError,
+};
+
+/// How instances are used across executions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A new instance for every execution, started from the pre-initialised
+    /// snapshot: nothing at all survives an execution.
+    #[default]
+    Fresh,
+    /// An instance serves up to `reuse_runs` executions, each in a brand-new
+    /// JS realm built while the instance sat idle; it is discarded after a
+    /// limit was hit or the guest trapped.
+    Reuse,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fresh" => Ok(Self::Fresh),
+            "reuse" => Ok(Self::Reuse),
+            other => Err(format!("unknown mode `{other}`; expected `fresh` or `reuse`")),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Fresh => "fresh",
+            Self::Reuse => "reuse",
+        })
+    }
+}
+
+/// How the sandbox is built. Everything here is fixed for its lifetime;
+/// per-execution [`Limits`] are passed to each `execute`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    pub mode: Mode,
+    /// Executions one instance serves in `reuse` mode before it is replaced.
+    pub reuse_runs: u32,
+    #[serde(flatten)]
+    pub capacity: Capacity,
+    /// Compile the guest with fuel metering so `Limits::fuel` can be used.
+    /// Costs guest speed on every execution.
+    pub fuel_metering: bool,
+    /// Start instances from a pre-initialised snapshot holding a ready JS
+    /// realm (the default; turning it off exists to measure the difference).
+    pub snapshot: bool,
+    /// Where compiled modules are cached; see [`cache::default_dir`].
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Fresh,
+            reuse_runs: 64,
+            capacity: Capacity::default(),
+            fuel_metering: false,
+            snapshot: true,
+            cache_dir: None,
+        }
+    }
+}
+
+/// Epoch tick: the granularity of the wall-clock check while guest code
+/// runs, and how often a long-running script yields its thread.
+const TICK: Duration = Duration::from_millis(2);
+
+/// A compiled guest plus the machinery to run scripts in it. Cheap to
+/// clone; clones share instances and admission.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+struct Warm {
+    store: Store<StoreData>,
+    fns: GuestFns,
+    uses: u32,
+}
+
+struct Inner {
+    config: SandboxConfig,
+    engine: Engine,
+    pre: InstancePre<StoreData>,
+    compiled_now: bool,
+    slots: Arc<Semaphore>,
+    waiting: AtomicU32,
+    warm: Mutex<Vec<Warm>>,
+    /// Bounds instances being reset in the background.
+    reset_slots: Arc<Semaphore>,
+    resetting: tokio::sync::watch::Sender<u32>,
+}
+
+impl Sandbox {
+    /// Builds the engine and loads the guest, compiling it only if no
+    /// compiled copy is cached (first start on a machine).
+    pub async fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        config.capacity.validate()?;
+        if config.reuse_runs == 0 {
+            return Err(LimitsError::Zero { field: "reuse_runs" }.into());
+        }
+        let e = config.capacity.executions_in_flight;
+        let opts = EngineOptions {
+            fuel_metering: config.fuel_metering,
+            snapshot: config.snapshot,
+            cache_dir: config.cache_dir.clone().unwrap_or_else(cache::default_dir),
+            // in flight + idle in the reuse pool + being reset
+            slots: e * 3 + 2,
+        };
+        let compiled = engine::load(&opts).await?;
+        start_ticker(&compiled.engine);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine: compiled.engine,
+                pre: compiled.pre,
+                compiled_now: compiled.compiled_now,
+                slots: Arc::new(Semaphore::new(e as usize)),
+                waiting: AtomicU32::new(0),
+                warm: Mutex::new(Vec::new()),
+                reset_slots: Arc::new(Semaphore::new(e as usize)),
+                resetting: tokio::sync::watch::channel(0).0,
+                config,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// Whether building this sandbox compiled the guest (no cache yet).
+    pub fn compiled_now(&self) -> bool {
+        self.inner.compiled_now
+    }
+
+    /// Waits until instances released by finished executions are ready for
+    /// reuse (their new realm built). Only meaningful in `reuse` mode.
+    pub async fn settle(&self) {
+        let mut rx = self.inner.resetting.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    /// Instances idle and ready in the reuse pool.
+    pub fn warm_instances(&self) -> usize {
+        self.inner.warm.lock().unwrap().len()
+    }
+
+    /// Runs one script to completion. Never panics on bad input and never
+    /// returns without an [`Outcome`]; dropping the future cancels the
+    /// execution and its in-flight tool calls at once.
+    pub async fn execute(&self, script: &str, limits: &Limits, host: &dyn ToolHost) -> Outcome {
+        let t0 = Instant::now();
+        let mut stats = Stats {
+            mode: self.inner.config.mode,
+            ..Stats::default()
+        };
+        if let Err(e) = self.check_request(script, limits) {
+            return failed(e, stats);
+        }
+        let _permit = match self.admit().await {
+            Ok(p) => p,
+            Err(e) => {
+                stats.queue_us = t0.elapsed().as_micros() as u64;
+                return failed(e, stats);
+            }
+        };
+        stats.queue_us = t0.elapsed().as_micros() as u64;
+        let started = Instant::now();
+
+        let warm = match self.inner.config.mode {
+            Mode::Reuse => self.take_warm(limits),
+            Mode::Fresh => None,
+        };
+        let Warm { mut store, fns, uses } = match warm {
+            Some(w) => w,
+            None => match self.instantiate(limits).await {
+                Ok(w) => w,
+                Err(e) => return failed(e, stats),
+            },
+        };
+        stats.instance_uses = uses + 1;
+        let report = execution::run_on(&mut store, &fns, script, limits, host, started, stats).await;
+
+        if self.inner.config.mode == Mode::Reuse
+            && !report.poisoned
+            && uses + 1 < self.inner.config.reuse_runs
+        {
+            self.recycle(Warm {
+                store,
+                fns,
+                uses: uses + 1,
+            });
+        }
+        report.outcome
+    }
+
+    fn check_request(&self, script: &str, limits: &Limits) -> Result<(), ExecError> {
+        let invalid = |e: LimitsError| ExecError::InvalidRequest { message: e.to_string() };
+        limits.validate().map_err(invalid)?;
+        if limits.fuel.is_some() && !self.inner.config.fuel_metering {
+            return Err(invalid(LimitsError::FuelNotMetered));
+        }
+        if script.len() as u64 > limits.source_bytes {
+            return Err(ExecError::limit(Limit::SourceBytes, limits.source_bytes, script.len() as u64));
+        }
+        Ok(())
+    }
+
+    async fn admit(&self) -> Result<OwnedSemaphorePermit, ExecError> {
+        let inner = &self.inner;
+        if let Ok(p) = inner.slots.clone().try_acquire_owned() {
+            return Ok(p);
+        }
+        let cap = &inner.config.capacity;
+        if cap.queue_depth == 0 {
+            let e = cap.executions_in_flight as u64;
+            return Err(ExecError::limit(Limit::ExecutionsInFlight, e, e + 1));
+        }
+        let ahead = inner.waiting.fetch_add(1, Ordering::SeqCst);
+        let _place = QueuePlace(&inner.waiting);
+        if ahead >= cap.queue_depth {
+            return Err(ExecError::limit(Limit::QueueDepth, cap.queue_depth as u64, ahead as u64 + 1));
+        }
+        let t0 = Instant::now();
+        match tokio::time::timeout(Duration::from_millis(cap.queue_wait_ms), inner.slots.clone().acquire_owned()).await {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(_)) => Err(ExecError::Internal {
+                message: "the sandbox is shutting down".into(),
+            }),
+            Err(_) => Err(ExecError::limit(
+                Limit::QueueWaitMs,
+                cap.queue_wait_ms,
+                (t0.elapsed().as_millis() as u64).max(cap.queue_wait_ms),
+            )),
+        }
+    }
+
+    fn take_warm(&self, limits: &Limits) -> Option<Warm> {
+        let mut warm = self.inner.warm.lock().unwrap();
+        while let Some(mut w) = warm.pop() {
+            let size = w.store.data().memory.map(|m| m.data_size(&w.store) as u64).unwrap_or(0);
+            if size <= limits.memory_bytes {
+                return Some(w);
+            }
+            let _ = &mut w; // grown past this execution's memory limit: discard
+        }
+        None
+    }
+
+    async fn instantiate(&self, limits: &Limits) -> Result<Warm, ExecError> {
+        let mut store = Store::new(
+            &self.inner.engine,
+            StoreData {
+                memory_limit: limits.memory_bytes,
+                ..StoreData::default()
+            },
+        );
+        store.limiter(|d| d);
+        store.epoch_deadline_callback(|mut ctx| {
+            let data = ctx.data_mut();
+            match data.deadline {
+                Some(deadline) if Instant::now() >= deadline => {
+                    if let Some(run) = data.run.as_mut() {
+                        run.wall_time_exceeded();
+                    }
+                    Err(wasmtime::Error::msg(airlock_guest_sdk::abi::TRAP_LIMIT))
+                }
+                _ => Ok(UpdateDeadline::Yield(1)),
+            }
+        });
+        let instance = match self.inner.pre.instantiate_async(&mut store).await {
+            Ok(i) => i,
+            Err(e) => {
+                return Err(match store.data().memory_denied {
+                    Some(desired) => ExecError::limit(Limit::MemoryBytes, limits.memory_bytes, desired),
+                    None => ExecError::Internal {
+                        message: format!("could not start a sandbox instance: {e:#}"),
+                    },
+                })
+            }
+        };
+        let memory = instance.get_memory(&mut store, airlock_guest_sdk::abi::EXPORT_MEMORY);
+        store.data_mut().memory = memory;
+        let fns = GuestFns::new(&mut store, &instance).map_err(|e| ExecError::Internal {
+            message: format!("the guest lacks an export: {e:#}"),
+        })?;
+        Ok(Warm { store, fns, uses: 0 })
+    }
+
+    /// Builds the next realm in the background, then parks the instance.
+    fn recycle(&self, mut w: Warm) {
+        let Ok(reset_permit) = self.inner.reset_slots.clone().try_acquire_owned() else {
+            return; // enough instances already in transit; let this one go
+        };
+        let inner = Arc::clone(&self.inner);
+        inner.resetting.send_modify(|n| *n += 1);
+        tokio::spawn(async move {
+            if execution::reset(&mut w.store, &w.fns).await {
+                let mut warm = inner.warm.lock().unwrap();
+                if warm.len() < inner.config.capacity.executions_in_flight as usize {
+                    warm.push(w);
+                }
+            }
+            drop(reset_permit);
+            inner.resetting.send_modify(|n| *n -= 1);
+        });
+    }
+}
+
+struct QueuePlace<'a>(&'a AtomicU32);
+
+impl Drop for QueuePlace<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn failed(e: ExecError, stats: Stats) -> Outcome {
+    Outcome {
+        result: Err(e),
+        truncated: None,
+        logs: Vec::new(),
+        logs_truncated: None,
+        trace: Vec::new(),
+        stats,
+    }
+}
+
+/// Advances the engine's epoch every [`TICK`] for as long as the engine
+/// lives; guest code checks its deadline (and yields) on each tick.
+fn start_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("airlock-epoch".into())
+        .spawn(move || loop {
+            std::thread::sleep(TICK);
+            match weak.upgrade() {
+                Some(engine) => engine.increment_epoch(),
+                None => return,
+            }
+        })
+        .expect("spawning the epoch thread");
+}

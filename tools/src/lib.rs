@@ -1,0 +1,1 @@
+//! Tool catalog and gateway (see README.md).
