@@ -172,6 +172,11 @@ impl Sandbox {
         let _ = rx.wait_for(|n| *n == 0).await;
     }
 
+    /// Executions waiting for a slot right now.
+    pub fn queued(&self) -> u32 {
+        self.inner.waiting.load(Ordering::SeqCst)
+    }
+
     /// Instances idle and ready in the reuse pool.
     pub fn warm_instances(&self) -> usize {
         self.inner.warm.lock().unwrap().len()

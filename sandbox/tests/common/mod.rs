@@ -1,5 +1,6 @@
 //! A small in-process tool host for the sandbox's tests: real async tools
-//! with observable side effects (call counts, concurrency), no backend.
+//! with observable side effects (call log, concurrency, cancellation), no
+//! backend.
 
 #![allow(dead_code)]
 
@@ -11,15 +12,33 @@ use std::{
     time::Duration,
 };
 
-use airlock_sandbox::{Sandbox, SandboxConfig, ToolCall, ToolFailure, ToolHost};
+use airlock_sandbox::{Limits, Outcome, Sandbox, SandboxConfig, ToolCall, ToolFailure, ToolHost};
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use tokio::sync::{watch, Semaphore};
 
-#[derive(Default)]
 pub struct TestHost {
     pub calls: Mutex<Vec<ToolCall>>,
     current: AtomicU32,
-    pub peak: AtomicU32,
+    peak: AtomicU32,
+    /// Calls dropped before they returned (cancelled by the sandbox).
+    cancelled: AtomicU32,
+    started: watch::Sender<u32>,
+    /// `tools.gate()` waits for a permit here.
+    pub gate: Semaphore,
+}
+
+impl Default for TestHost {
+    fn default() -> Self {
+        Self {
+            calls: Mutex::default(),
+            current: AtomicU32::new(0),
+            peak: AtomicU32::new(0),
+            cancelled: AtomicU32::new(0),
+            started: watch::channel(0).0,
+            gate: Semaphore::new(0),
+        }
+    }
 }
 
 impl TestHost {
@@ -34,13 +53,35 @@ impl TestHost {
     pub fn peak(&self) -> u32 {
         self.peak.load(Ordering::SeqCst)
     }
+
+    pub fn in_flight(&self) -> u32 {
+        self.current.load(Ordering::SeqCst)
+    }
+
+    pub fn cancelled(&self) -> u32 {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once `n` calls have reached the host.
+    pub async fn wait_for_calls(&self, n: u32) {
+        let mut rx = self.started.subscribe();
+        rx.wait_for(|c| *c >= n).await.unwrap();
+    }
 }
 
-struct InFlight<'a>(&'a TestHost);
+/// Counts a call as in flight until dropped; a drop before `finish` is a
+/// cancellation.
+struct InFlight<'a> {
+    host: &'a TestHost,
+    finished: bool,
+}
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.current.fetch_sub(1, Ordering::SeqCst);
+        self.host.current.fetch_sub(1, Ordering::SeqCst);
+        if !self.finished {
+            self.host.cancelled.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -50,15 +91,20 @@ impl ToolHost for TestHost {
         self.calls.lock().unwrap().push(call.clone());
         let now = self.current.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
-        let _guard = InFlight(self);
+        let mut guard = InFlight { host: self, finished: false };
+        self.started.send_modify(|n| *n += 1);
         let args = &call.args;
-        match call.name.as_str() {
+        let result = match call.name.as_str() {
             "echo" => Ok(args.clone()),
             "add" => Ok(json!(args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0))),
             "sleep" => {
                 let ms = args["ms"].as_u64().unwrap_or(0);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 Ok(json!({"slept_ms": ms}))
+            }
+            "gate" => {
+                self.gate.acquire().await.unwrap().forget();
+                Ok(json!("opened"))
             }
             "list_nodes" => Ok(json!([
                 {"node": "pve1", "status": "online"},
@@ -70,27 +116,44 @@ impl ToolHost for TestHost {
                 args["message"].as_str().unwrap_or("it failed"),
             )
             .with_details(args.get("details").cloned().unwrap_or(Value::Null))),
-            "big" => {
-                let n = args["bytes"].as_u64().unwrap_or(1024) as usize;
-                Ok(Value::String("x".repeat(n)))
-            }
+            "big" => Ok(Value::String("x".repeat(args["bytes"].as_u64().unwrap_or(1024) as usize))),
             "deep" => {
-                let depth = args["depth"].as_u64().unwrap_or(10) as usize;
-                let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
-                // serde_json's own recursion limit applies on the host side
-                // too; build the value iteratively instead.
                 let mut v = json!([]);
-                for _ in 1..depth {
+                for _ in 1..args["depth"].as_u64().unwrap_or(10) {
                     v = json!([v]);
                 }
-                let _ = text;
                 Ok(v)
             }
             other => Err(ToolFailure::new("not_found", format!("no tool named {other}"))),
-        }
+        };
+        guard.finished = true;
+        result
     }
 }
 
 pub async fn sandbox(config: SandboxConfig) -> Sandbox {
     Sandbox::new(config).await.expect("sandbox builds")
+}
+
+pub async fn fresh() -> Sandbox {
+    sandbox(SandboxConfig::default()).await
+}
+
+/// Runs `script` with default limits in a fresh sandbox.
+pub async fn run(script: &str) -> Outcome {
+    run_with(script, &Limits::default()).await
+}
+
+pub async fn run_with(script: &str, limits: &Limits) -> Outcome {
+    let host = TestHost::default();
+    fresh().await.execute(script, limits, &host).await
+}
+
+/// The value of a successful outcome, with the outcome in the panic message
+/// otherwise.
+pub fn ok(o: &Outcome) -> &Value {
+    match &o.result {
+        Ok(v) => v,
+        Err(e) => panic!("expected success, got {e:?}\nlogs: {:?}", o.logs),
+    }
 }

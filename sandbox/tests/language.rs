@@ -1,0 +1,259 @@
+//! What a script can write and what it gets back: the result rule, tool
+//! calls, console capture, timers, errors with positions, JSON crossing.
+
+mod common;
+
+use airlock_sandbox::{ExecError, LogLevel};
+use common::{ok, run, TestHost};
+use serde_json::json;
+
+#[tokio::test]
+async fn last_expression_statement_is_the_result() {
+    assert_eq!(ok(&run("1 + 1").await), &json!(2));
+    assert_eq!(ok(&run("const nodes = await tools.list_nodes({});\nnodes.length").await), &json!(3));
+    assert_eq!(ok(&run("const a = [1, 2, 3]\na.map((x) => x * 2)").await), &json!([2, 4, 6]));
+    assert_eq!(ok(&run("let o = {a: 1}; o.a += 1; o").await), &json!({"a": 2}));
+    // A call or member chain as the last statement (boa's call spans are
+    // not where the expression starts).
+    assert_eq!(ok(&run("function f() { return 'x' }\nf()").await), &json!("x"));
+    assert_eq!(ok(&run("new Date(0).toISOString()").await), &json!("1970-01-01T00:00:00.000Z"));
+    assert_eq!(ok(&run("[3, 1, 2]\n  .sort()\n  .map(String)").await), &json!(["1", "2", "3"]));
+    assert_eq!(ok(&run("(1, 2)").await), &json!(2));
+    assert_eq!(ok(&run("`a${1 + 1}`").await), &json!("a2"));
+}
+
+#[tokio::test]
+async fn non_expression_last_statement_gives_null_and_return_works() {
+    assert_eq!(ok(&run("const x = 5;").await), &json!(null));
+    assert_eq!(ok(&run("for (const n of [1, 2]) { n }").await), &json!(null));
+    assert_eq!(ok(&run("if (true) { return 'early' }\n'late'").await), &json!("early"));
+    assert_eq!(ok(&run("undefined").await), &json!(null));
+    assert_eq!(ok(&run("").await), &json!(null));
+}
+
+#[tokio::test]
+async fn tools_are_called_through_the_proxy_and_call_tool() {
+    let host = TestHost::default();
+    let sb = common::fresh().await;
+    let o = sb
+        .execute(
+            "const a = await tools.echo({x: 1});\nconst b = await callTool('add', {a: 2, b: 3});\n[a, b]",
+            &Default::default(),
+            &host,
+        )
+        .await;
+    assert_eq!(ok(&o), &json!([{"x": 1}, 5]), "integral numbers come back as integers");
+    assert_eq!(host.names(), ["echo", "add"]);
+    assert_eq!(o.trace.len(), 2);
+    assert_eq!(o.trace[0].tool, "echo");
+    assert_eq!(o.trace[1].status, "ok");
+    assert_eq!(o.stats.tool_calls, 2);
+    // No arguments means `{}`; `await tools` does not call a tool named `then`.
+    let o = sb.execute("const t = await tools; await tools.echo()", &Default::default(), &host).await;
+    assert_eq!(ok(&o), &json!({}));
+    assert!(!host.names().contains(&"then".to_string()));
+}
+
+#[tokio::test]
+async fn promise_all_puts_calls_in_flight_together() {
+    let host = TestHost::default();
+    let sb = common::fresh().await;
+    let t0 = std::time::Instant::now();
+    let o = sb
+        .execute(
+            "await Promise.all([tools.sleep({ms: 200}), tools.sleep({ms: 200}), tools.sleep({ms: 200})])",
+            &Default::default(),
+            &host,
+        )
+        .await;
+    let elapsed = t0.elapsed();
+    assert_eq!(ok(&o).as_array().unwrap().len(), 3);
+    assert_eq!(host.peak(), 3, "all three calls were at the host at once");
+    assert_eq!(o.stats.peak_calls_in_flight, 3);
+    // Run one after another they would need 600 ms.
+    assert!(elapsed.as_millis() < 600, "took {elapsed:?}");
+    // Every call started before any finished.
+    let first_end = o.trace.iter().map(|c| c.start_us + c.duration_us.unwrap()).min().unwrap();
+    assert!(o.trace.iter().all(|c| c.start_us < first_end));
+}
+
+#[tokio::test]
+async fn console_is_captured_with_levels() {
+    let o = run("console.log('a', 1, {b: [2]}); console.info('i'); console.warn('w'); console.error(new TypeError('bad')); 0").await;
+    ok(&o);
+    let got: Vec<_> = o.logs.iter().map(|l| (l.level, l.message.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            (LogLevel::Log, "a 1 {\"b\":[2]}"),
+            (LogLevel::Info, "i"),
+            (LogLevel::Warn, "w"),
+            (LogLevel::Error, "TypeError: bad"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn syntax_errors_carry_the_agents_line_and_column() {
+    match run("const a = 1;\nconst b = ;").await.result {
+        Err(ExecError::SyntaxError { line, column, message }) => {
+            assert_eq!((line, column), (2, 11), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match run("const a = {\n  b: 1,\n").await.result {
+        Err(ExecError::SyntaxError { line, .. }) => assert!(line >= 2),
+        other => panic!("{other:?}"),
+    }
+    // CRLF line ends count as one line each.
+    match run("let a = 1;\r\nlet b = 2;\r\nlet = = 3;").await.result {
+        Err(ExecError::SyntaxError { line, .. }) => assert_eq!(line, 3),
+        other => panic!("{other:?}"),
+    }
+    // Closing the wrapper early is refused, not smuggled past it.
+    assert!(matches!(
+        run("}); (async () => {").await.result,
+        Err(ExecError::SyntaxError { .. })
+    ));
+}
+
+#[tokio::test]
+async fn uncaught_exceptions_give_message_and_stack() {
+    match run("function f() {\n  throw new RangeError('too far')\n}\nf()").await.result {
+        Err(ExecError::RuntimeError { message, stack }) => {
+            assert_eq!(message, "RangeError: too far");
+            let stack = stack.expect("a stack");
+            assert!(stack.contains("at f (script.js:2:"), "{stack}");
+            assert!(stack.contains("script.js:4:"), "{stack}");
+            assert!(!stack.contains("script.js:5"), "the wrapper's frame is hidden: {stack}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match run("throw {code: 7}").await.result {
+        Err(ExecError::RuntimeError { message, .. }) => assert_eq!(message, "Uncaught {\"code\":7}"),
+        other => panic!("{other:?}"),
+    }
+    match run("null.x").await.result {
+        Err(ExecError::RuntimeError { message, .. }) => assert!(message.starts_with("TypeError"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn failed_tool_calls_are_catchable_errors_with_tool_code_message() {
+    let o = run(
+        "try { await tools.fail({code: 'backend_error', message: 'node offline'}) }\n\
+         catch (e) { return {isError: e instanceof Error, name: e.name, tool: e.tool, code: e.code, message: e.message} }",
+    )
+    .await;
+    assert_eq!(
+        ok(&o),
+        &json!({"isError": true, "name": "ToolError", "tool": "fail", "code": "backend_error", "message": "fail: node offline"})
+    );
+    assert_eq!(o.trace[0].status, "backend_error");
+}
+
+#[tokio::test]
+async fn uncaught_tool_failures_take_their_kind() {
+    match run("await tools.fail({code: 'backend_error', message: 'boom'})").await.result {
+        Err(ExecError::ToolError { tool, code, message, .. }) => {
+            assert_eq!((tool.as_str(), code.as_str(), message.as_str()), ("fail", "backend_error", "boom"));
+        }
+        other => panic!("{other:?}"),
+    }
+    match run("await tools.fail({code: 'policy_denied', message: 'mode ro forbids vm_stop'})").await.result {
+        Err(ExecError::PolicyDenied { tool, reason }) => {
+            assert_eq!((tool.as_str(), reason.as_str()), ("fail", "mode ro forbids vm_stop"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let approval = "await tools.fail({code: 'approval_required', message: 'needs a person', \
+                    details: {request_id: 'r-17', how: 'airlock approvals approve r-17'}})";
+    match run(approval).await.result {
+        Err(ExecError::ApprovalRequired { tool, request_id, how }) => {
+            assert_eq!(tool, "fail");
+            assert_eq!(request_id, "r-17");
+            assert_eq!(how, "airlock approvals approve r-17");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn values_that_json_cannot_carry_are_errors_naming_the_path() {
+    let cases = [
+        ("({x: [1, () => 2]})", "result.x[1] is a function"),
+        ("({n: 10n})", "result.n is a BigInt"),
+        ("const a = {b: {}}; a.b.c = a; a", "result.b.c refers back"),
+        ("({m: new Map([[1, 2]])})", "result.m is a Map"),
+        ("({s: new Set([1])})", "result.s is a Set"),
+        ("({p: tools.echo({})})", "result.p is a Promise, which cannot cross the sandbox boundary as JSON; did you forget `await`?"),
+        ("({'a b': Symbol('s')})", "result[\"a b\"] is a Symbol"),
+        ("await tools.echo({cb: () => 1})", "tools.echo(args): args.cb is a function"),
+        ("let a = []; for (let i = 0; i < 1000; i++) a = [a]; a", "nested more than 256 levels"),
+    ];
+    for (script, want) in cases {
+        match run(script).await.result {
+            Err(ExecError::RuntimeError { message, .. }) => assert!(message.contains(want), "{script}: {message}"),
+            other => panic!("{script}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn json_crossing_follows_json_stringify_where_safe() {
+    let o = run("({u: undefined, arr: [1, undefined], nan: NaN, d: new Date(0), neg: -0, big: 2 ** 60, f: 0.5, e: new Error('x')})").await;
+    assert_eq!(
+        ok(&o),
+        &json!({
+            "arr": [1, null],
+            "nan": null,
+            "d": "1970-01-01T00:00:00.000Z",
+            "neg": 0,
+            "big": 1152921504606846976.0,
+            "f": 0.5,
+            "e": {"name": "Error", "message": "x"},
+        })
+    );
+    // Tool results arrive as plain JS values.
+    let o = run("const r = await tools.echo({list: [1, {a: null}], s: 'é✓'}); [Array.isArray(r.list), r.list[1].a, r.s]").await;
+    assert_eq!(ok(&o), &json!([true, null, "é✓"]));
+}
+
+#[tokio::test]
+async fn timers_run_inside_the_execution() {
+    let o = run(
+        "const order = [];\n\
+         setTimeout(() => order.push('b'), 20);\n\
+         const t = setTimeout(() => order.push('never'), 5);\n\
+         clearTimeout(t);\n\
+         setTimeout((x) => order.push(x), 1, 'a');\n\
+         await new Promise((r) => setTimeout(r, 40));\n\
+         order",
+    )
+    .await;
+    assert_eq!(ok(&o), &json!(["a", "b"]));
+}
+
+#[tokio::test]
+async fn a_promise_that_can_never_settle_is_reported_not_hung() {
+    match run("await new Promise(() => {})").await.result {
+        Err(ExecError::RuntimeError { message, .. }) => assert!(message.contains("can never settle"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn unhandled_rejections_are_reported_as_warnings() {
+    let o = run("Promise.reject(new Error('lost')); 5").await;
+    assert_eq!(ok(&o), &json!(5));
+    assert_eq!(o.logs.len(), 1);
+    assert_eq!(o.logs[0].level, LogLevel::Warn);
+    assert_eq!(o.logs[0].message, "Uncaught (in promise) Error: lost");
+}
+
+#[tokio::test]
+async fn date_and_math_random_work() {
+    let o = run("[Date.now() > 1.7e12, new Date().getFullYear() >= 2025, Math.random() !== Math.random()]").await;
+    assert_eq!(ok(&o), &json!([true, true, true]));
+}

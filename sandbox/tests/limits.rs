@@ -1,0 +1,234 @@
+//! Every limit, hit on purpose: the error names the limit, its configured
+//! value and the amount used, and nothing past the limit reaches the host.
+
+mod common;
+
+use std::sync::Arc;
+
+use airlock_sandbox::{Capacity, ExecError, Limit, Limits, SandboxConfig};
+use common::{ok, TestHost};
+use serde_json::{json, Value};
+
+fn limit_of(r: &Result<Value, ExecError>) -> (Limit, u64, u64) {
+    match r {
+        Err(ExecError::LimitExceeded { limit, value, used }) => (*limit, *value, *used),
+        other => panic!("expected LimitExceeded, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn source_bytes() {
+    let limits = Limits { source_bytes: 100, ..Limits::default() };
+    let host = TestHost::default();
+    let script = format!("tools.echo({{}}); // {}", "x".repeat(200));
+    let o = common::fresh().await.execute(&script, &limits, &host).await;
+    assert_eq!(limit_of(&o.result), (Limit::SourceBytes, 100, script.len() as u64));
+    assert_eq!(host.count(), 0);
+}
+
+#[tokio::test]
+async fn memory_bytes() {
+    let limits = Limits { memory_bytes: 64 << 20, ..Limits::default() };
+    let host = TestHost::default();
+    let sb = common::fresh().await;
+    let o = sb
+        .execute("const keep = []; while (true) keep.push(new Array(100000).fill(7)); 0", &limits, &host)
+        .await;
+    let (limit, value, used) = limit_of(&o.result);
+    assert_eq!((limit, value), (Limit::MemoryBytes, 64 << 20));
+    assert!(used > 64 << 20, "asked for {used}");
+    assert!(o.stats.peak_memory_bytes <= 64 << 20);
+    // The sandbox is unharmed.
+    assert_eq!(ok(&sb.execute("1 + 1", &limits, &host).await), &json!(2));
+}
+
+#[tokio::test]
+async fn wall_time_ms_while_computing() {
+    let limits = Limits { wall_time_ms: 200, ..Limits::default() };
+    let o = common::run_with("while (true) {}", &limits).await;
+    let (limit, value, used) = limit_of(&o.result);
+    assert_eq!((limit, value), (Limit::WallTimeMs, 200));
+    assert!(used >= 200);
+}
+
+#[tokio::test]
+async fn wall_time_ms_while_waiting_on_a_tool() {
+    let limits = Limits { wall_time_ms: 200, ..Limits::default() };
+    let host = TestHost::default();
+    let o = common::fresh().await.execute("await tools.gate({})", &limits, &host).await;
+    let (limit, value, used) = limit_of(&o.result);
+    assert_eq!((limit, value), (Limit::WallTimeMs, 200));
+    assert!(used >= 200);
+    assert_eq!(host.cancelled(), 1, "the hanging call was cancelled");
+    assert_eq!(host.in_flight(), 0);
+    assert_eq!(o.trace[0].status, "cancelled");
+}
+
+#[tokio::test]
+async fn fuel() {
+    let sb = common::sandbox(SandboxConfig { fuel_metering: true, ..SandboxConfig::default() }).await;
+    let host = TestHost::default();
+    let limits = Limits { fuel: Some(5_000_000), ..Limits::default() };
+    let o = sb.execute("let i = 0; while (true) { i++ }", &limits, &host).await;
+    assert_eq!(limit_of(&o.result), (Limit::Fuel, 5_000_000, 5_000_000));
+    let o = sb.execute("1 + 1", &limits, &host).await;
+    assert_eq!(ok(&o), &json!(2));
+    let used = o.stats.fuel_used.expect("fuel is reported when metered");
+    assert!(used > 0 && used < 5_000_000, "{used}");
+    // Asking for fuel from a sandbox built without metering is refused.
+    let plain = common::fresh().await;
+    match plain.execute("1", &limits, &host).await.result {
+        Err(ExecError::InvalidRequest { message }) => assert!(message.contains("fuel"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn tool_calls() {
+    let limits = Limits { tool_calls: 5, ..Limits::default() };
+    let host = TestHost::default();
+    let o = common::fresh()
+        .await
+        .execute("for (let i = 0; i < 10; i++) { try { await tools.echo({i}) } catch (e) {} }", &limits, &host)
+        .await;
+    assert_eq!(limit_of(&o.result), (Limit::ToolCalls, 5, 6));
+    assert_eq!(host.count(), 5, "the sixth call never reached the host");
+}
+
+#[tokio::test]
+async fn calls_in_flight_throttles_instead_of_failing() {
+    let limits = Limits { calls_in_flight: 2, ..Limits::default() };
+    let host = TestHost::default();
+    let o = common::fresh()
+        .await
+        .execute("(await Promise.all([1, 2, 3, 4, 5, 6].map((ms) => tools.sleep({ms: 20 + ms})))).length", &limits, &host)
+        .await;
+    assert_eq!(ok(&o), &json!(6));
+    assert_eq!(host.peak(), 2);
+    assert_eq!(o.stats.peak_calls_in_flight, 2);
+}
+
+#[tokio::test]
+async fn call_timeout_ms() {
+    let limits = Limits { call_timeout_ms: 100, ..Limits::default() };
+    let host = TestHost::default();
+    let sb = common::fresh().await;
+    let o = sb.execute("await tools.gate({})", &limits, &host).await;
+    let (limit, value, used) = limit_of(&o.result);
+    assert_eq!((limit, value), (Limit::CallTimeoutMs, 100));
+    assert!(used >= 100);
+    assert_eq!(o.trace[0].status, "limit_exceeded");
+    // A script may catch it and carry on.
+    let o = sb
+        .execute("try { await tools.gate({}) } catch (e) { return [e.code, e.details.limit] }", &limits, &host)
+        .await;
+    assert_eq!(ok(&o), &json!(["limit_exceeded", "call_timeout_ms"]));
+}
+
+#[tokio::test]
+async fn result_bytes_truncates_to_valid_json() {
+    let limits = Limits { result_bytes: 1000, ..Limits::default() };
+    let o = common::run_with(
+        "Array.from({length: 500}, (_, i) => ({vmid: 100 + i, name: `vm-${i}`}))",
+        &limits,
+    )
+    .await;
+    let value = ok(&o);
+    let text = serde_json::to_string(value).unwrap();
+    assert!(text.len() <= 1000, "{} bytes", text.len());
+    let items = value.as_array().unwrap();
+    assert_eq!(items[0], json!({"vmid": 100, "name": "vm-0"}));
+    let t = o.truncated.expect("marked truncated");
+    assert_eq!((t.limit, t.value), (Limit::ResultBytes, 1000));
+    assert!(t.original_bytes > 10_000, "{}", t.original_bytes);
+}
+
+#[tokio::test]
+async fn log_bytes_keeps_the_first_lines_and_counts_the_rest() {
+    let limits = Limits { log_bytes: 1000, ..Limits::default() };
+    let o = common::run_with("for (let i = 0; i < 100; i++) console.log('x'.repeat(99)); 'done'", &limits).await;
+    assert_eq!(ok(&o), &json!("done"));
+    assert_eq!(o.logs.len(), 10);
+    let t = o.logs_truncated.expect("marked truncated");
+    assert_eq!((t.limit, t.value, t.original_bytes), (Limit::LogBytes, 1000, 9900));
+}
+
+fn one_at_a_time(queue_depth: u32, queue_wait_ms: u64) -> SandboxConfig {
+    SandboxConfig {
+        capacity: Capacity { executions_in_flight: 1, queue_depth, queue_wait_ms },
+        ..SandboxConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn executions_in_flight_refuses_at_once_without_a_queue() {
+    let sb = common::sandbox(one_at_a_time(0, 1000)).await;
+    let host = Arc::new(TestHost::default());
+    let first = tokio::spawn({
+        let (sb, host) = (sb.clone(), host.clone());
+        async move { sb.execute("await tools.gate({})", &Limits::default(), &*host).await }
+    });
+    host.wait_for_calls(1).await;
+    let o = sb.execute("1", &Limits::default(), &*host).await;
+    assert_eq!(limit_of(&o.result), (Limit::ExecutionsInFlight, 1, 2));
+    host.gate.add_permits(1);
+    assert_eq!(ok(&first.await.unwrap()), &json!("opened"));
+}
+
+#[tokio::test]
+async fn queue_depth_refuses_when_the_queue_is_full() {
+    let sb = common::sandbox(one_at_a_time(1, 10_000)).await;
+    let host = Arc::new(TestHost::default());
+    let first = tokio::spawn({
+        let (sb, host) = (sb.clone(), host.clone());
+        async move { sb.execute("await tools.gate({})", &Limits::default(), &*host).await }
+    });
+    host.wait_for_calls(1).await;
+    let second = tokio::spawn({
+        let (sb, host) = (sb.clone(), host.clone());
+        async move { sb.execute("'second'", &Limits::default(), &*host).await }
+    });
+    while sb.queued() < 1 {
+        tokio::task::yield_now().await;
+    }
+    let o = sb.execute("'third'", &Limits::default(), &*host).await;
+    assert_eq!(limit_of(&o.result), (Limit::QueueDepth, 1, 2));
+    host.gate.add_permits(1);
+    ok(&first.await.unwrap());
+    assert_eq!(ok(&second.await.unwrap()), &json!("second"), "the queued execution ran");
+}
+
+#[tokio::test]
+async fn queue_wait_ms_bounds_the_wait_for_a_slot() {
+    let sb = common::sandbox(one_at_a_time(4, 100)).await;
+    let host = Arc::new(TestHost::default());
+    let first = tokio::spawn({
+        let (sb, host) = (sb.clone(), host.clone());
+        async move { sb.execute("await tools.gate({})", &Limits::default(), &*host).await }
+    });
+    host.wait_for_calls(1).await;
+    let o = sb.execute("1", &Limits::default(), &*host).await;
+    let (limit, value, used) = limit_of(&o.result);
+    assert_eq!((limit, value), (Limit::QueueWaitMs, 100));
+    assert!(used >= 100);
+    assert!(o.stats.queue_us >= 100_000);
+    host.gate.add_permits(1);
+    ok(&first.await.unwrap());
+}
+
+#[tokio::test]
+async fn limit_errors_say_what_to_do() {
+    let e = ExecError::limit(Limit::WallTimeMs, 200, 250);
+    let text = e.to_string();
+    assert!(text.contains("wall_time_ms") && text.contains("200") && text.contains("250"), "{text}");
+    assert!(text.contains("raise wall_time_ms"), "{text}");
+}
+
+#[tokio::test]
+async fn invalid_limits_are_refused_naming_the_field() {
+    let limits = Limits { tool_calls: 0, ..Limits::default() };
+    match common::run_with("1", &limits).await.result {
+        Err(ExecError::InvalidRequest { message }) => assert!(message.contains("tool_calls"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
