@@ -24,7 +24,13 @@ fn main() {
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
 
     println!("cargo:rerun-if-env-changed=AIRLOCK_GUEST_WASM");
-    for p in ["guest-sdk/src", "guest-sdk/Cargo.toml", "guest-sdk/guest/src", "guest-sdk/guest/Cargo.toml", "guest-sdk/guest/Cargo.lock"] {
+    for p in [
+        "guest-sdk/src",
+        "guest-sdk/Cargo.toml",
+        "guest-sdk/guest/src",
+        "guest-sdk/guest/Cargo.toml",
+        "guest-sdk/guest/Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
 
@@ -32,7 +38,8 @@ fn main() {
         Some(p) => PathBuf::from(p),
         None => build_guest(&root, &guest_dir),
     };
-    let bytes = fs::read(&wasm).unwrap_or_else(|e| panic!("reading the guest {}: {e}", wasm.display()));
+    let bytes =
+        fs::read(&wasm).unwrap_or_else(|e| panic!("reading the guest {}: {e}", wasm.display()));
     let embedded = out_dir.join("airlock_guest.wasm");
     fs::write(&embedded, &bytes).unwrap();
     let digest = hex::encode(Sha256::digest(&bytes));
@@ -48,7 +55,14 @@ fn build_guest(root: &Path, guest_dir: &Path) -> PathBuf {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(guest_dir)
-        .args(["build", "--release", "--locked", "--target", TARGET, "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
         .arg(&target_dir);
     // The outer build's settings (flags, wrappers such as clippy-driver,
     // profile overrides) are for the host, not for the guest.
@@ -88,7 +102,9 @@ fn ensure_target() {
         return;
     }
     println!("cargo:warning=installing the {TARGET} target with rustup (needed to build the sandbox guest)");
-    let status = Command::new("rustup").args(["target", "add", TARGET]).status();
+    let status = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status();
     match status {
         Ok(s) if s.success() => {}
         _ => panic!(

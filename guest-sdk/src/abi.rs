@@ -174,7 +174,8 @@ impl Completion {
     }
 
     pub fn decode(bytes: &[u8; COMPLETION_SIZE]) -> Self {
-        let word = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        let word =
+            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
         Self {
             id: word(0),
             status: word(4),
@@ -203,9 +204,16 @@ pub const TRAP_LIMIT: &str = "airlock limit reached";
 //   {"kind":"RuntimeError","message":..,"stack":..}
 //   {"kind":"ToolError","tool":..,"code":..,"message":..,"details":{..}}
 //   {"kind":"Deadlock","message":..}
+//   {"kind":"RuntimeLimit","limit":"recursion_depth"|"js_stack_size","value":..}
 
 /// `kind` of a guest error object.
 pub const KIND_SYNTAX: &str = "SyntaxError";
 pub const KIND_RUNTIME: &str = "RuntimeError";
 pub const KIND_TOOL: &str = "ToolError";
 pub const KIND_DEADLOCK: &str = "Deadlock";
+/// One of the JS engine's own fixed limits (uncatchable in JS).
+pub const KIND_RUNTIME_LIMIT: &str = "RuntimeLimit";
+
+/// The JS engine's fixed limits, as reported with [`KIND_RUNTIME_LIMIT`].
+pub const RECURSION_DEPTH: u32 = 512;
+pub const JS_STACK_SIZE: u32 = 10 * 1024;

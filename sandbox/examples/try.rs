@@ -14,7 +14,9 @@ impl ToolHost for Echo {
 
 #[tokio::main]
 async fn main() {
-    let sandbox = Sandbox::new(SandboxConfig::default()).await.expect("sandbox");
+    let sandbox = Sandbox::new(SandboxConfig::default())
+        .await
+        .expect("sandbox");
     for script in std::env::args().skip(1) {
         let outcome = sandbox.execute(&script, &Limits::default(), &Echo).await;
         println!("{}", serde_json::to_string_pretty(&outcome).unwrap());

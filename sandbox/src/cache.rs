@@ -72,7 +72,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("module"),
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("module"),
         std::process::id()
     ));
     let mut f = File::create(&tmp)?;

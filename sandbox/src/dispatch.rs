@@ -10,7 +10,6 @@ use std::{
     collections::{HashSet, VecDeque},
     future::Future,
     pin::Pin,
-    sync::Mutex,
     time::{Duration, Instant},
 };
 
@@ -21,21 +20,22 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::{
     limits::{Limit, Limits},
-    outcome::CallRecord,
-    store::{Done, Request},
+    store::{Done, Request, Trace},
     tool_host::{codes, ToolCall, ToolFailure, ToolHost},
 };
 
 enum Finished {
-    Call { id: u32, tool: String, result: Result<Value, ToolFailure> },
-    Timer { id: u32 },
+    Call {
+        id: u32,
+        tool: String,
+        result: Result<Value, ToolFailure>,
+    },
+    Timer {
+        id: u32,
+    },
 }
 
 type Running<'a> = Pin<Box<dyn Future<Output = Finished> + Send + 'a>>;
-
-/// Shared with the execution so the trace survives the dispatcher being
-/// dropped. Indexed by call order.
-pub type Trace = Mutex<Vec<(u32, CallRecord)>>;
 
 pub async fn run(
     host: &dyn ToolHost,
@@ -55,22 +55,31 @@ pub async fn run(
 
     let start_call = |id: u32, name: String, args: Value| -> Running<'_> {
         let begun = Instant::now();
-        trace.lock().unwrap().push((
-            id,
-            CallRecord {
-                tool: name.clone(),
-                start_us: begun.duration_since(started).as_micros() as u64,
-                duration_us: None,
-                status: "cancelled".into(),
-            },
-        ));
+        // The record exists since the script made the call; it starts now
+        // (after any wait for a free slot).
+        if let Some((_, rec)) = trace
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .rev()
+            .find(|(i, _)| *i == id)
+        {
+            rec.start_us = begun.duration_since(started).as_micros() as u64;
+        }
         Box::pin(async move {
-            let call = ToolCall { name: name.clone(), args };
+            let call = ToolCall {
+                name: name.clone(),
+                args,
+            };
             let result = match tokio::time::timeout(call_timeout, host.call(call)).await {
                 Ok(r) => r,
                 Err(_) => Err(call_timeout_failure(&name, call_timeout, begun.elapsed())),
             };
-            Finished::Call { id, tool: name, result }
+            Finished::Call {
+                id,
+                tool: name,
+                result,
+            }
         })
     };
 

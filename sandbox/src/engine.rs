@@ -15,7 +15,7 @@ use std::{
 
 use airlock_guest_sdk::abi::{ABI_VERSION, EXPORT_ABI_VERSION, EXPORT_INITIALIZE, EXPORT_MEMORY};
 use wasmtime::{
-    Config, Engine, Enabled, InstanceAllocationStrategy, InstancePre, Linker, Module, OptLevel,
+    Config, Enabled, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, OptLevel,
     PoolingAllocationConfig, Store,
 };
 use wasmtime_wizer::{InstanceState, SnapshotVal, Wizer};
@@ -93,12 +93,15 @@ pub fn linker(engine: &Engine) -> Result<Linker<StoreData>, SandboxError> {
 pub async fn load(opts: &EngineOptions) -> Result<Compiled, SandboxError> {
     let engine = Engine::new(&pooled_config(opts)).map_err(SandboxError::engine)?;
     let knobs = format!("fuel={};snapshot={}", opts.fuel_metering, opts.snapshot);
-    let path = opts.cache_dir.join(cache::key(GUEST_SHA256, &engine, &knobs));
+    let path = opts
+        .cache_dir
+        .join(cache::key(GUEST_SHA256, &engine, &knobs));
 
     let (module, compiled_now) = match load_cached(&engine, &path) {
         Some(m) => (m, false),
         None => {
-            let _lock = cache::Lock::acquire(&opts.cache_dir).map_err(|e| SandboxError::cache(&opts.cache_dir, e))?;
+            let _lock = cache::Lock::acquire(&opts.cache_dir)
+                .map_err(|e| SandboxError::cache(&opts.cache_dir, e))?;
             // Another process may have compiled it while we waited.
             match load_cached(&engine, &path) {
                 Some(m) => (m, false),
@@ -108,7 +111,9 @@ pub async fn load(opts: &EngineOptions) -> Result<Compiled, SandboxError> {
     };
 
     let linker = linker(&engine)?;
-    let pre = linker.instantiate_pre(&module).map_err(SandboxError::engine)?;
+    let pre = linker
+        .instantiate_pre(&module)
+        .map_err(SandboxError::engine)?;
     check_abi(&engine, &pre).await?;
     Ok(Compiled {
         engine,
@@ -133,7 +138,11 @@ fn load_cached(engine: &Engine, path: &Path) -> Option<Module> {
     }
 }
 
-async fn compile_and_store(engine: &Engine, opts: &EngineOptions, path: &Path) -> Result<Module, SandboxError> {
+async fn compile_and_store(
+    engine: &Engine,
+    opts: &EngineOptions,
+    path: &Path,
+) -> Result<Module, SandboxError> {
     tracing::info!(
         cache = %path.display(),
         "compiling the JavaScript sandbox guest (first start on this machine; takes a while, then cached)"
@@ -141,7 +150,11 @@ async fn compile_and_store(engine: &Engine, opts: &EngineOptions, path: &Path) -
     let t0 = Instant::now();
     let wasm = if opts.snapshot {
         let snap = snapshot(opts).await?;
-        tracing::info!(ms = t0.elapsed().as_millis() as u64, bytes = snap.len(), "pre-initialised the JS realm");
+        tracing::info!(
+            ms = t0.elapsed().as_millis() as u64,
+            bytes = snap.len(),
+            "pre-initialised the JS realm"
+        );
         snap
     } else {
         GUEST_WASM.to_vec()
@@ -152,7 +165,10 @@ async fn compile_and_store(engine: &Engine, opts: &EngineOptions, path: &Path) -
         // Still usable this time; the next start compiles again.
         tracing::warn!(path = %path.display(), error = %e, "could not write the compiled-module cache");
     }
-    tracing::info!(ms = t0.elapsed().as_millis() as u64, "compiled the sandbox guest");
+    tracing::info!(
+        ms = t0.elapsed().as_millis() as u64,
+        "compiled the sandbox guest"
+    );
     Ok(module)
 }
 
@@ -160,7 +176,10 @@ async fn compile_and_store(engine: &Engine, opts: &EngineOptions, path: &Path) -
 /// Cranelift: this code runs once) and returns the snapshot module.
 async fn snapshot(opts: &EngineOptions) -> Result<Vec<u8>, SandboxError> {
     let mut config = base_config(opts);
-    config.cranelift_opt_level(OptLevel::None).consume_fuel(false).epoch_interruption(false);
+    config
+        .cranelift_opt_level(OptLevel::None)
+        .consume_fuel(false)
+        .epoch_interruption(false);
     let engine = Engine::new(&config).map_err(SandboxError::engine)?;
     let mut wizer = Wizer::new();
     wizer.init_func(EXPORT_INITIALIZE);
@@ -188,7 +207,10 @@ async fn snapshot(opts: &EngineOptions) -> Result<Vec<u8>, SandboxError> {
         store: &mut store,
         instance,
     };
-    wizer.snapshot(&cx, &mut state).await.map_err(SandboxError::engine)
+    wizer
+        .snapshot(&cx, &mut state)
+        .await
+        .map_err(SandboxError::engine)
 }
 
 struct Snapshotter<'a> {
@@ -235,7 +257,10 @@ async fn check_abi(engine: &Engine, pre: &InstancePre<StoreData>) -> Result<(), 
     );
     store.set_epoch_deadline(u64::MAX / 2);
     let _ = store.set_fuel(u64::MAX); // only errs when fuel is not metered
-    let instance = pre.instantiate_async(&mut store).await.map_err(SandboxError::engine)?;
+    let instance = pre
+        .instantiate_async(&mut store)
+        .await
+        .map_err(SandboxError::engine)?;
     let version = instance
         .get_typed_func::<(), u32>(&mut store, EXPORT_ABI_VERSION)
         .map_err(|e| SandboxError::Abi(e.to_string()))?

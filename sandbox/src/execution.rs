@@ -8,7 +8,8 @@ use std::{
 };
 
 use airlock_guest_sdk::abi::{
-    EXPORT_RESET, EXPORT_RUN, FINISH_OK, KIND_DEADLOCK, KIND_RUNTIME, KIND_SYNTAX, KIND_TOOL,
+    EXPORT_RESET, EXPORT_RUN, FINISH_OK, KIND_DEADLOCK, KIND_RUNTIME, KIND_RUNTIME_LIMIT,
+    KIND_SYNTAX, KIND_TOOL,
 };
 use serde_json::Value;
 use tokio::sync::mpsc::unbounded_channel;
@@ -74,18 +75,32 @@ pub async fn run_on(
         data.peak_memory = current_memory;
         data.deadline = Some(started + limits.wall_time());
         data.captured_output.clear();
-        data.run = Some(RunState::new(script.as_bytes().to_vec(), limits.clone(), started, req_tx, done_rx));
+        data.run = Some(RunState::new(
+            script.as_bytes().to_vec(),
+            limits.clone(),
+            started,
+            req_tx,
+            done_rx,
+        ));
     }
     if let Some(fuel) = limits.fuel {
         let _ = store.set_fuel(fuel);
     }
     store.set_epoch_deadline(1);
 
-    let trace = dispatch::Trace::default();
+    let trace = store.data().run.as_ref().expect("set above").trace.clone();
     let peak_in_flight = AtomicU32::new(0);
     let result = {
         let wasm = fns.run.call_async(&mut *store, script.len() as u32);
-        let dispatcher = dispatch::run(host, req_rx, done_tx, limits, started, &trace, &peak_in_flight);
+        let dispatcher = dispatch::run(
+            host,
+            req_rx,
+            done_tx,
+            limits,
+            started,
+            &trace,
+            &peak_in_flight,
+        );
         let backstop = tokio::time::sleep_until((started + limits.wall_time() + HOST_GRACE).into());
         tokio::select! {
             biased;
@@ -153,7 +168,7 @@ pub async fn run_on(
         value: limits.log_bytes,
         original_bytes: run.log_bytes_total,
     });
-    let mut trace: Vec<_> = trace.into_inner().unwrap_or_default();
+    let mut trace: Vec<_> = std::mem::take(&mut *trace.lock().unwrap());
     trace.sort_by_key(|(id, _)| *id);
     RunReport {
         outcome: Outcome {
@@ -196,7 +211,11 @@ fn classify_trap(
             return ExecError::limit(Limit::Fuel, value, fuel_used.unwrap_or(value).max(value));
         }
         Some(Trap::StackOverflow) => {
-            return ExecError::limit(Limit::StackBytes, MAX_WASM_STACK as u64, MAX_WASM_STACK as u64);
+            return ExecError::limit(
+                Limit::StackBytes,
+                MAX_WASM_STACK as u64,
+                MAX_WASM_STACK as u64,
+            );
         }
         Some(Trap::Interrupt) => {
             return ExecError::limit(Limit::WallTimeMs, limits.wall_time_ms, limits.wall_time_ms);
@@ -205,11 +224,48 @@ fn classify_trap(
     }
     let output = String::from_utf8_lossy(&data.captured_output);
     let output = output.trim();
-    let mut message = format!("the JavaScript runtime stopped: {trap:#}");
-    if !output.is_empty() {
-        message.push_str(&format!(" (guest output: {output})"));
+    // The guest's allocator gives up (and Rust aborts) when a script asks
+    // for more than a 32-bit address space or than memory.grow allows.
+    if output.contains("capacity overflow") {
+        return ExecError::limit(
+            Limit::MemoryBytes,
+            limits.memory_bytes,
+            crate::limits::MAX_MEMORY_BYTES,
+        );
+    }
+    if let Some(bytes) = allocation_failure(output) {
+        let current = data.peak_memory;
+        return ExecError::limit(
+            Limit::MemoryBytes,
+            limits.memory_bytes,
+            current.saturating_add(bytes),
+        );
+    }
+    tracing::warn!(error = %format!("{trap:?}"), guest_output = %output, "sandbox guest trapped");
+    let what = match trap.downcast_ref::<Trap>() {
+        Some(t) => t.to_string(),
+        None => trap.to_string(),
+    };
+    let mut message = format!("the JavaScript runtime stopped: {what}");
+    if let Some(panic) = output
+        .lines()
+        .nth(1)
+        .filter(|_| output.starts_with("thread"))
+    {
+        message.push_str(&format!(" ({})", panic.trim()));
+    } else if !output.is_empty() {
+        message.push_str(&format!(
+            " ({})",
+            output.lines().next().unwrap_or("").trim()
+        ));
     }
     ExecError::Internal { message }
+}
+
+/// Parses Rust's "memory allocation of N bytes failed".
+fn allocation_failure(output: &str) -> Option<u64> {
+    let rest = output.split("memory allocation of ").nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// Turns the guest's `finish` payload into the execution's result.
@@ -224,7 +280,12 @@ fn decode_finish(status: u32, bytes: &[u8]) -> Result<Value, ExecError> {
 }
 
 fn guest_error(v: &Value) -> ExecError {
-    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let text = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let number = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) as u32;
     match v.get("kind").and_then(Value::as_str) {
         Some(KIND_SYNTAX) => ExecError::SyntaxError {
@@ -236,7 +297,25 @@ fn guest_error(v: &Value) -> ExecError {
             message: text("message"),
             stack: v.get("stack").and_then(Value::as_str).map(str::to_string),
         },
-        Some(KIND_TOOL) => tool_error(text("tool"), text("code"), text("message"), v.get("details").cloned().unwrap_or(Value::Null)),
+        Some(KIND_RUNTIME_LIMIT) => {
+            let limit = v
+                .get("limit")
+                .cloned()
+                .and_then(|l| serde_json::from_value::<Limit>(l).ok());
+            let value = v.get("value").and_then(Value::as_u64).unwrap_or(0);
+            match limit {
+                Some(limit) => ExecError::limit(limit, value, value + 1),
+                None => ExecError::Internal {
+                    message: format!("the guest reported an unknown engine limit: {v}"),
+                },
+            }
+        }
+        Some(KIND_TOOL) => tool_error(
+            text("tool"),
+            text("code"),
+            text("message"),
+            v.get("details").cloned().unwrap_or(Value::Null),
+        ),
         _ => ExecError::Internal {
             message: format!("the guest reported an unknown error: {v}"),
         },
@@ -246,22 +325,47 @@ fn guest_error(v: &Value) -> ExecError {
 /// An uncaught tool failure; some codes have a kind of their own.
 fn tool_error(tool: String, code: String, message: String, details: Value) -> ExecError {
     match code.as_str() {
-        codes::POLICY_DENIED => ExecError::PolicyDenied { tool, reason: message },
+        codes::POLICY_DENIED => ExecError::PolicyDenied {
+            tool,
+            reason: message,
+        },
         codes::APPROVAL_REQUIRED => {
             let field = |k: &str| details.get(k).and_then(Value::as_str).map(str::to_string);
             match (field("request_id"), field("how")) {
-                (Some(request_id), Some(how)) => ExecError::ApprovalRequired { tool, request_id, how },
-                _ => ExecError::ToolError { tool, code, message, details },
+                (Some(request_id), Some(how)) => ExecError::ApprovalRequired {
+                    tool,
+                    request_id,
+                    how,
+                },
+                _ => ExecError::ToolError {
+                    tool,
+                    code,
+                    message,
+                    details,
+                },
             }
         }
         codes::LIMIT_EXCEEDED => {
-            let limit = details.get("limit").cloned().and_then(|l| serde_json::from_value::<Limit>(l).ok());
+            let limit = details
+                .get("limit")
+                .cloned()
+                .and_then(|l| serde_json::from_value::<Limit>(l).ok());
             let num = |k: &str| details.get(k).and_then(Value::as_u64);
             match (limit, num("value"), num("used")) {
                 (Some(limit), Some(value), Some(used)) => ExecError::limit(limit, value, used),
-                _ => ExecError::ToolError { tool, code, message, details },
+                _ => ExecError::ToolError {
+                    tool,
+                    code,
+                    message,
+                    details,
+                },
             }
         }
-        _ => ExecError::ToolError { tool, code, message, details },
+        _ => ExecError::ToolError {
+            tool,
+            code,
+            message,
+            details,
+        },
     }
 }

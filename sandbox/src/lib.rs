@@ -32,7 +32,9 @@ mod wasi;
 use std::path::Path;
 
 pub use cache::default_dir as default_cache_dir;
-pub use limits::{Capacity, Limit, Limits, LimitsError, MAX_EXECUTIONS_IN_FLIGHT, MAX_MEMORY_BYTES};
+pub use limits::{
+    Capacity, Limit, Limits, LimitsError, MAX_EXECUTIONS_IN_FLIGHT, MAX_MEMORY_BYTES,
+};
 pub use outcome::{CallRecord, ExecError, LogEntry, LogLevel, Outcome, Stats, Truncation};
 pub use sandbox::{Mode, Sandbox, SandboxConfig};
 pub use tool_host::{codes, ToolCall, ToolFailure, ToolHost};

@@ -179,9 +179,13 @@ pub enum Limit {
     ExecutionsInFlight,
     QueueDepth,
     QueueWaitMs,
-    /// The guest's native stack (not configurable per execution; JS
-    /// recursion is stopped earlier with a catchable RangeError).
+    /// The guest's native stack (fixed; JS recursion is stopped earlier by
+    /// `recursion_depth`).
     StackBytes,
+    /// Nested JS function calls (fixed by the JS engine at 512).
+    RecursionDepth,
+    /// Values on the JS engine's operand stack (fixed at 10240).
+    JsStackSize,
 }
 
 impl Limit {
@@ -200,6 +204,8 @@ impl Limit {
             Self::QueueDepth => "queue_depth",
             Self::QueueWaitMs => "queue_wait_ms",
             Self::StackBytes => "stack_bytes",
+            Self::RecursionDepth => "recursion_depth",
+            Self::JsStackSize => "js_stack_size",
         }
     }
 
@@ -215,7 +221,9 @@ impl Limit {
             Self::ResultBytes => "return only the fields you need (filter and aggregate in the script)",
             Self::LogBytes => "log less; return data as the result instead",
             Self::ExecutionsInFlight | Self::QueueDepth | Self::QueueWaitMs => "the sandbox is busy; retry shortly",
-            Self::StackBytes => "reduce recursion or nesting depth",
+            Self::StackBytes | Self::RecursionDepth | Self::JsStackSize => {
+                "recurse less deeply (use a loop with an explicit stack) or nest data less"
+            }
         }
     }
 }

@@ -35,7 +35,11 @@ pub fn read(caller: &mut Caller<'_, StoreData>, ptr: u32, len: u32) -> wasmtime:
     mem.data(&*caller)
         .get(range(ptr, len))
         .map(<[u8]>::to_vec)
-        .ok_or_else(|| violation(&format!("read of {len} bytes at {ptr:#x} is outside guest memory")))
+        .ok_or_else(|| {
+            violation(&format!(
+                "read of {len} bytes at {ptr:#x} is outside guest memory"
+            ))
+        })
 }
 
 /// Copies `bytes` into guest memory at `ptr`.
@@ -44,7 +48,11 @@ pub fn write(caller: &mut Caller<'_, StoreData>, ptr: u32, bytes: &[u8]) -> wasm
     let len = u32::try_from(bytes.len()).map_err(|_| violation("write larger than 4 GiB"))?;
     mem.data_mut(&mut *caller)
         .get_mut(range(ptr, len))
-        .ok_or_else(|| violation(&format!("write of {len} bytes at {ptr:#x} is outside guest memory")))?
+        .ok_or_else(|| {
+            violation(&format!(
+                "write of {len} bytes at {ptr:#x} is outside guest memory"
+            ))
+        })?
         .copy_from_slice(bytes);
     Ok(())
 }

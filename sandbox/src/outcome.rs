@@ -124,7 +124,11 @@ pub struct Stats {
 #[serde(tag = "kind")]
 pub enum ExecError {
     #[error("SyntaxError at line {line}, column {column}: {message}")]
-    SyntaxError { line: u32, column: u32, message: String },
+    SyntaxError {
+        line: u32,
+        column: u32,
+        message: String,
+    },
 
     #[error("{message}")]
     RuntimeError {

@@ -46,7 +46,9 @@ impl std::str::FromStr for Mode {
         match s {
             "fresh" => Ok(Self::Fresh),
             "reuse" => Ok(Self::Reuse),
-            other => Err(format!("unknown mode `{other}`; expected `fresh` or `reuse`")),
+            other => Err(format!(
+                "unknown mode `{other}`; expected `fresh` or `reuse`"
+            )),
         }
     }
 }
@@ -129,7 +131,10 @@ impl Sandbox {
     pub async fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
         config.capacity.validate()?;
         if config.reuse_runs == 0 {
-            return Err(LimitsError::Zero { field: "reuse_runs" }.into());
+            return Err(LimitsError::Zero {
+                field: "reuse_runs",
+            }
+            .into());
         }
         let e = config.capacity.executions_in_flight;
         let opts = EngineOptions {
@@ -208,7 +213,11 @@ impl Sandbox {
             Mode::Reuse => self.take_warm(limits),
             Mode::Fresh => None,
         };
-        let Warm { mut store, fns, uses } = match warm {
+        let Warm {
+            mut store,
+            fns,
+            uses,
+        } = match warm {
             Some(w) => w,
             None => match self.instantiate(limits).await {
                 Ok(w) => w,
@@ -216,7 +225,8 @@ impl Sandbox {
             },
         };
         stats.instance_uses = uses + 1;
-        let report = execution::run_on(&mut store, &fns, script, limits, host, started, stats).await;
+        let report =
+            execution::run_on(&mut store, &fns, script, limits, host, started, stats).await;
 
         if self.inner.config.mode == Mode::Reuse
             && !report.poisoned
@@ -232,13 +242,19 @@ impl Sandbox {
     }
 
     fn check_request(&self, script: &str, limits: &Limits) -> Result<(), ExecError> {
-        let invalid = |e: LimitsError| ExecError::InvalidRequest { message: e.to_string() };
+        let invalid = |e: LimitsError| ExecError::InvalidRequest {
+            message: e.to_string(),
+        };
         limits.validate().map_err(invalid)?;
         if limits.fuel.is_some() && !self.inner.config.fuel_metering {
             return Err(invalid(LimitsError::FuelNotMetered));
         }
         if script.len() as u64 > limits.source_bytes {
-            return Err(ExecError::limit(Limit::SourceBytes, limits.source_bytes, script.len() as u64));
+            return Err(ExecError::limit(
+                Limit::SourceBytes,
+                limits.source_bytes,
+                script.len() as u64,
+            ));
         }
         Ok(())
     }
@@ -256,10 +272,19 @@ impl Sandbox {
         let ahead = inner.waiting.fetch_add(1, Ordering::SeqCst);
         let _place = QueuePlace(&inner.waiting);
         if ahead >= cap.queue_depth {
-            return Err(ExecError::limit(Limit::QueueDepth, cap.queue_depth as u64, ahead as u64 + 1));
+            return Err(ExecError::limit(
+                Limit::QueueDepth,
+                cap.queue_depth as u64,
+                ahead as u64 + 1,
+            ));
         }
         let t0 = Instant::now();
-        match tokio::time::timeout(Duration::from_millis(cap.queue_wait_ms), inner.slots.clone().acquire_owned()).await {
+        match tokio::time::timeout(
+            Duration::from_millis(cap.queue_wait_ms),
+            inner.slots.clone().acquire_owned(),
+        )
+        .await
+        {
             Ok(Ok(p)) => Ok(p),
             Ok(Err(_)) => Err(ExecError::Internal {
                 message: "the sandbox is shutting down".into(),
@@ -275,7 +300,12 @@ impl Sandbox {
     fn take_warm(&self, limits: &Limits) -> Option<Warm> {
         let mut warm = self.inner.warm.lock().unwrap();
         while let Some(mut w) = warm.pop() {
-            let size = w.store.data().memory.map(|m| m.data_size(&w.store) as u64).unwrap_or(0);
+            let size = w
+                .store
+                .data()
+                .memory
+                .map(|m| m.data_size(&w.store) as u64)
+                .unwrap_or(0);
             if size <= limits.memory_bytes {
                 return Some(w);
             }
@@ -285,6 +315,14 @@ impl Sandbox {
     }
 
     async fn instantiate(&self, limits: &Limits) -> Result<Warm, ExecError> {
+        self.instantiate_from(&self.inner.pre, limits).await
+    }
+
+    async fn instantiate_from(
+        &self,
+        pre: &InstancePre<StoreData>,
+        limits: &Limits,
+    ) -> Result<Warm, ExecError> {
         let mut store = Store::new(
             &self.inner.engine,
             StoreData {
@@ -305,11 +343,13 @@ impl Sandbox {
                 _ => Ok(UpdateDeadline::Yield(1)),
             }
         });
-        let instance = match self.inner.pre.instantiate_async(&mut store).await {
+        let instance = match pre.instantiate_async(&mut store).await {
             Ok(i) => i,
             Err(e) => {
                 return Err(match store.data().memory_denied {
-                    Some(desired) => ExecError::limit(Limit::MemoryBytes, limits.memory_bytes, desired),
+                    Some(desired) => {
+                        ExecError::limit(Limit::MemoryBytes, limits.memory_bytes, desired)
+                    }
                     None => ExecError::Internal {
                         message: format!("could not start a sandbox instance: {e:#}"),
                     },
@@ -321,7 +361,45 @@ impl Sandbox {
         let fns = GuestFns::new(&mut store, &instance).map_err(|e| ExecError::Internal {
             message: format!("the guest lacks an export: {e:#}"),
         })?;
-        Ok(Warm { store, fns, uses: 0 })
+        Ok(Warm {
+            store,
+            fns,
+            uses: 0,
+        })
+    }
+
+    /// Runs `script` in an arbitrary module linked against the same host
+    /// imports, through the same execution path. For tests that play a
+    /// hostile guest (forged pointers, protocol violations); not for
+    /// production use.
+    #[doc(hidden)]
+    pub async fn execute_module(
+        &self,
+        wasm: &[u8],
+        script: &str,
+        limits: &Limits,
+        host: &dyn ToolHost,
+    ) -> Result<Outcome, SandboxError> {
+        let module =
+            wasmtime::Module::new(&self.inner.engine, wasm).map_err(SandboxError::engine)?;
+        let pre = engine::linker(&self.inner.engine)?
+            .instantiate_pre(&module)
+            .map_err(SandboxError::engine)?;
+        let stats = Stats {
+            mode: self.inner.config.mode,
+            instance_uses: 1,
+            ..Stats::default()
+        };
+        let Warm { mut store, fns, .. } = match self.instantiate_from(&pre, limits).await {
+            Ok(w) => w,
+            Err(e) => return Ok(failed(e, stats)),
+        };
+        let started = Instant::now();
+        Ok(
+            execution::run_on(&mut store, &fns, script, limits, host, started, stats)
+                .await
+                .outcome,
+        )
     }
 
     /// Builds the next realm in the background, then parks the instance.

@@ -9,8 +9,12 @@ use wasmtime::{Memory, ResourceLimiter};
 
 use crate::{
     limits::{Limit, Limits},
-    outcome::{ExecError, LogEntry},
+    outcome::{CallRecord, ExecError, LogEntry},
 };
+
+/// Every call the script started, by id, shared with the dispatcher so the
+/// trace survives the dispatcher being dropped.
+pub type Trace = std::sync::Arc<std::sync::Mutex<Vec<(u32, CallRecord)>>>;
 
 /// Per-instance host state; lives as long as the wasm instance.
 #[derive(Default)]
@@ -61,6 +65,7 @@ pub struct RunState {
     pub finished: Option<(u32, Vec<u8>)>,
     /// Set by whichever check stopped the execution.
     pub limit_hit: Option<ExecError>,
+    pub trace: Trace,
 }
 
 impl RunState {
@@ -86,6 +91,7 @@ impl RunState {
             log_bytes_total: 0,
             finished: None,
             limit_hit: None,
+            trace: Trace::default(),
         }
     }
 
@@ -96,7 +102,11 @@ impl RunState {
     pub fn wall_time_exceeded(&mut self) {
         if self.limit_hit.is_none() {
             let used = self.elapsed_ms().max(self.limits.wall_time_ms);
-            self.limit_hit = Some(ExecError::limit(Limit::WallTimeMs, self.limits.wall_time_ms, used));
+            self.limit_hit = Some(ExecError::limit(
+                Limit::WallTimeMs,
+                self.limits.wall_time_ms,
+                used,
+            ));
         }
     }
 
@@ -108,7 +118,12 @@ impl RunState {
 }
 
 impl ResourceLimiter for StoreData {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let desired = desired as u64;
         if desired > self.memory_limit {
             self.memory_denied = Some(desired);
@@ -118,7 +133,12 @@ impl ResourceLimiter for StoreData {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         // The guest's function table is fixed at link time; growth would be
         // a guest bug, not a script's doing.
         Ok(desired <= 1 << 20)

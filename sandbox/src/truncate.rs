@@ -42,14 +42,21 @@ fn shrink(v: &Value, budget: &mut isize) -> Value {
                 cut -= 1;
             }
             *budget = 0;
-            Value::String(format!("{}…[{} more bytes truncated]", &s[..cut], s.len() - cut))
+            Value::String(format!(
+                "{}…[{} more bytes truncated]",
+                &s[..cut],
+                s.len() - cut
+            ))
         }
         Value::Array(items) => {
             *budget -= 2;
             let mut out = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 if *budget <= MARKER {
-                    out.push(Value::String(format!("…[{} more items truncated]", items.len() - i)));
+                    out.push(Value::String(format!(
+                        "…[{} more items truncated]",
+                        items.len() - i
+                    )));
                     break;
                 }
                 out.push(shrink(item, budget));
@@ -62,7 +69,10 @@ fn shrink(v: &Value, budget: &mut isize) -> Value {
             let mut out = Map::new();
             for (i, (k, item)) in map.iter().enumerate() {
                 if *budget <= MARKER {
-                    out.insert("…".into(), Value::String(format!("{} more keys truncated", map.len() - i)));
+                    out.insert(
+                        "…".into(),
+                        Value::String(format!("{} more keys truncated", map.len() - i)),
+                    );
                     break;
                 }
                 *budget -= k.len() as isize + 4;
@@ -91,14 +101,23 @@ mod tests {
         for limit in [64usize, 200, 1000, 4096, 50_000] {
             let out = truncate(&big, limit);
             let text = serde_json::to_string(&out).unwrap();
-            assert!(text.len() <= limit, "limit {limit}: got {} bytes", text.len());
+            assert!(
+                text.len() <= limit,
+                "limit {limit}: got {} bytes",
+                text.len()
+            );
             let back: Value = serde_json::from_str(&text).unwrap();
             assert_eq!(back, out);
         }
         let out = truncate(&big, 4096);
         let vms = out["vms"].as_array().unwrap();
         assert_eq!(vms[0]["name"], "vm-0", "keeps the first entries intact");
-        assert!(vms.last().unwrap().as_str().unwrap().contains("more items truncated"));
+        assert!(vms
+            .last()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("more items truncated"));
     }
 
     #[test]

@@ -25,18 +25,31 @@ const CLOCK_MONOTONIC: i32 = 1;
 pub const CAPTURE_LIMIT: usize = 4096;
 
 pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
-    linker.func_wrap(MODULE, "random_get", |mut c: Caller<'_, StoreData>, ptr: u32, len: u32| {
-        let mut buf = vec![0u8; len as usize];
-        getrandom::fill(&mut buf).map_err(|e| wasmtime::Error::msg(format!("host randomness failed: {e}")))?;
-        memory::write(&mut c, ptr, &buf)?;
-        Ok(ERRNO_SUCCESS)
-    })?;
-    linker.func_wrap(MODULE, "environ_sizes_get", |mut c: Caller<'_, StoreData>, count: u32, size: u32| {
-        memory::write(&mut c, count, &0u32.to_le_bytes())?;
-        memory::write(&mut c, size, &0u32.to_le_bytes())?;
-        Ok(ERRNO_SUCCESS)
-    })?;
-    linker.func_wrap(MODULE, "environ_get", |_: Caller<'_, StoreData>, _env: u32, _buf: u32| ERRNO_SUCCESS)?;
+    linker.func_wrap(
+        MODULE,
+        "random_get",
+        |mut c: Caller<'_, StoreData>, ptr: u32, len: u32| {
+            let mut buf = vec![0u8; len as usize];
+            getrandom::fill(&mut buf)
+                .map_err(|e| wasmtime::Error::msg(format!("host randomness failed: {e}")))?;
+            memory::write(&mut c, ptr, &buf)?;
+            Ok(ERRNO_SUCCESS)
+        },
+    )?;
+    linker.func_wrap(
+        MODULE,
+        "environ_sizes_get",
+        |mut c: Caller<'_, StoreData>, count: u32, size: u32| {
+            memory::write(&mut c, count, &0u32.to_le_bytes())?;
+            memory::write(&mut c, size, &0u32.to_le_bytes())?;
+            Ok(ERRNO_SUCCESS)
+        },
+    )?;
+    linker.func_wrap(
+        MODULE,
+        "environ_get",
+        |_: Caller<'_, StoreData>, _env: u32, _buf: u32| ERRNO_SUCCESS,
+    )?;
     linker.func_wrap(
         MODULE,
         "clock_time_get",
@@ -60,14 +73,22 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
             if fd != 1 && fd != 2 {
                 return Ok(ERRNO_BADF);
             }
-            let vecs = memory::read(&mut c, iovs, iovs_len.checked_mul(8).ok_or_else(|| memory::violation("iovec count overflows"))?)?;
+            let vecs = memory::read(
+                &mut c,
+                iovs,
+                iovs_len
+                    .checked_mul(8)
+                    .ok_or_else(|| memory::violation("iovec count overflows"))?,
+            )?;
             let mut total: u32 = 0;
             for v in vecs.chunks_exact(8) {
                 let ptr = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
                 let len = u32::from_le_bytes([v[4], v[5], v[6], v[7]]);
                 let bytes = memory::read(&mut c, ptr, len)?;
                 let room = CAPTURE_LIMIT.saturating_sub(c.data().captured_output.len());
-                c.data_mut().captured_output.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                c.data_mut()
+                    .captured_output
+                    .extend_from_slice(&bytes[..bytes.len().min(room)]);
                 total = total.saturating_add(len);
             }
             memory::write(&mut c, nwritten, &total.to_le_bytes())?;
@@ -79,10 +100,18 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         "poll_oneoff",
         |_: Caller<'_, StoreData>, _in: u32, _out: u32, _n: u32, _events: u32| ERRNO_NOTSUP,
     )?;
-    linker.func_wrap(MODULE, "sched_yield", |_: Caller<'_, StoreData>| ERRNO_SUCCESS)?;
-    linker.func_wrap(MODULE, "proc_exit", |_: Caller<'_, StoreData>, code: i32| -> wasmtime::Result<()> {
-        Err(wasmtime::Error::msg(format!("the guest called proc_exit({code})")))
+    linker.func_wrap(MODULE, "sched_yield", |_: Caller<'_, StoreData>| {
+        ERRNO_SUCCESS
     })?;
+    linker.func_wrap(
+        MODULE,
+        "proc_exit",
+        |_: Caller<'_, StoreData>, code: i32| -> wasmtime::Result<()> {
+            Err(wasmtime::Error::msg(format!(
+                "the guest called proc_exit({code})"
+            )))
+        },
+    )?;
     Ok(())
 }
 

@@ -10,14 +10,32 @@ use serde_json::json;
 #[tokio::test]
 async fn last_expression_statement_is_the_result() {
     assert_eq!(ok(&run("1 + 1").await), &json!(2));
-    assert_eq!(ok(&run("const nodes = await tools.list_nodes({});\nnodes.length").await), &json!(3));
-    assert_eq!(ok(&run("const a = [1, 2, 3]\na.map((x) => x * 2)").await), &json!([2, 4, 6]));
-    assert_eq!(ok(&run("let o = {a: 1}; o.a += 1; o").await), &json!({"a": 2}));
+    assert_eq!(
+        ok(&run("const nodes = await tools.list_nodes({});\nnodes.length").await),
+        &json!(3)
+    );
+    assert_eq!(
+        ok(&run("const a = [1, 2, 3]\na.map((x) => x * 2)").await),
+        &json!([2, 4, 6])
+    );
+    assert_eq!(
+        ok(&run("let o = {a: 1}; o.a += 1; o").await),
+        &json!({"a": 2})
+    );
     // A call or member chain as the last statement (boa's call spans are
     // not where the expression starts).
-    assert_eq!(ok(&run("function f() { return 'x' }\nf()").await), &json!("x"));
-    assert_eq!(ok(&run("new Date(0).toISOString()").await), &json!("1970-01-01T00:00:00.000Z"));
-    assert_eq!(ok(&run("[3, 1, 2]\n  .sort()\n  .map(String)").await), &json!(["1", "2", "3"]));
+    assert_eq!(
+        ok(&run("function f() { return 'x' }\nf()").await),
+        &json!("x")
+    );
+    assert_eq!(
+        ok(&run("new Date(0).toISOString()").await),
+        &json!("1970-01-01T00:00:00.000Z")
+    );
+    assert_eq!(
+        ok(&run("[3, 1, 2]\n  .sort()\n  .map(String)").await),
+        &json!(["1", "2", "3"])
+    );
     assert_eq!(ok(&run("(1, 2)").await), &json!(2));
     assert_eq!(ok(&run("`a${1 + 1}`").await), &json!("a2"));
 }
@@ -25,8 +43,14 @@ async fn last_expression_statement_is_the_result() {
 #[tokio::test]
 async fn non_expression_last_statement_gives_null_and_return_works() {
     assert_eq!(ok(&run("const x = 5;").await), &json!(null));
-    assert_eq!(ok(&run("for (const n of [1, 2]) { n }").await), &json!(null));
-    assert_eq!(ok(&run("if (true) { return 'early' }\n'late'").await), &json!("early"));
+    assert_eq!(
+        ok(&run("for (const n of [1, 2]) { n }").await),
+        &json!(null)
+    );
+    assert_eq!(
+        ok(&run("if (true) { return 'early' }\n'late'").await),
+        &json!("early")
+    );
     assert_eq!(ok(&run("undefined").await), &json!(null));
     assert_eq!(ok(&run("").await), &json!(null));
 }
@@ -42,14 +66,24 @@ async fn tools_are_called_through_the_proxy_and_call_tool() {
             &host,
         )
         .await;
-    assert_eq!(ok(&o), &json!([{"x": 1}, 5]), "integral numbers come back as integers");
+    assert_eq!(
+        ok(&o),
+        &json!([{"x": 1}, 5]),
+        "integral numbers come back as integers"
+    );
     assert_eq!(host.names(), ["echo", "add"]);
     assert_eq!(o.trace.len(), 2);
     assert_eq!(o.trace[0].tool, "echo");
     assert_eq!(o.trace[1].status, "ok");
     assert_eq!(o.stats.tool_calls, 2);
     // No arguments means `{}`; `await tools` does not call a tool named `then`.
-    let o = sb.execute("const t = await tools; await tools.echo()", &Default::default(), &host).await;
+    let o = sb
+        .execute(
+            "const t = await tools; await tools.echo()",
+            &Default::default(),
+            &host,
+        )
+        .await;
     assert_eq!(ok(&o), &json!({}));
     assert!(!host.names().contains(&"then".to_string()));
 }
@@ -73,7 +107,12 @@ async fn promise_all_puts_calls_in_flight_together() {
     // Run one after another they would need 600 ms.
     assert!(elapsed.as_millis() < 600, "took {elapsed:?}");
     // Every call started before any finished.
-    let first_end = o.trace.iter().map(|c| c.start_us + c.duration_us.unwrap()).min().unwrap();
+    let first_end = o
+        .trace
+        .iter()
+        .map(|c| c.start_us + c.duration_us.unwrap())
+        .min()
+        .unwrap();
     assert!(o.trace.iter().all(|c| c.start_us < first_end));
 }
 
@@ -81,7 +120,11 @@ async fn promise_all_puts_calls_in_flight_together() {
 async fn console_is_captured_with_levels() {
     let o = run("console.log('a', 1, {b: [2]}); console.info('i'); console.warn('w'); console.error(new TypeError('bad')); 0").await;
     ok(&o);
-    let got: Vec<_> = o.logs.iter().map(|l| (l.level, l.message.as_str())).collect();
+    let got: Vec<_> = o
+        .logs
+        .iter()
+        .map(|l| (l.level, l.message.as_str()))
+        .collect();
     assert_eq!(
         got,
         [
@@ -96,7 +139,11 @@ async fn console_is_captured_with_levels() {
 #[tokio::test]
 async fn syntax_errors_carry_the_agents_line_and_column() {
     match run("const a = 1;\nconst b = ;").await.result {
-        Err(ExecError::SyntaxError { line, column, message }) => {
+        Err(ExecError::SyntaxError {
+            line,
+            column,
+            message,
+        }) => {
             assert_eq!((line, column), (2, 11), "{message}");
         }
         other => panic!("{other:?}"),
@@ -119,22 +166,32 @@ async fn syntax_errors_carry_the_agents_line_and_column() {
 
 #[tokio::test]
 async fn uncaught_exceptions_give_message_and_stack() {
-    match run("function f() {\n  throw new RangeError('too far')\n}\nf()").await.result {
+    match run("function f() {\n  throw new RangeError('too far')\n}\nf()")
+        .await
+        .result
+    {
         Err(ExecError::RuntimeError { message, stack }) => {
             assert_eq!(message, "RangeError: too far");
             let stack = stack.expect("a stack");
             assert!(stack.contains("at f (script.js:2:"), "{stack}");
             assert!(stack.contains("script.js:4:"), "{stack}");
-            assert!(!stack.contains("script.js:5"), "the wrapper's frame is hidden: {stack}");
+            assert!(
+                !stack.contains("script.js:5"),
+                "the wrapper's frame is hidden: {stack}"
+            );
         }
         other => panic!("{other:?}"),
     }
     match run("throw {code: 7}").await.result {
-        Err(ExecError::RuntimeError { message, .. }) => assert_eq!(message, "Uncaught {\"code\":7}"),
+        Err(ExecError::RuntimeError { message, .. }) => {
+            assert_eq!(message, "Uncaught {\"code\":7}")
+        }
         other => panic!("{other:?}"),
     }
     match run("null.x").await.result {
-        Err(ExecError::RuntimeError { message, .. }) => assert!(message.starts_with("TypeError"), "{message}"),
+        Err(ExecError::RuntimeError { message, .. }) => {
+            assert!(message.starts_with("TypeError"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -155,22 +212,43 @@ async fn failed_tool_calls_are_catchable_errors_with_tool_code_message() {
 
 #[tokio::test]
 async fn uncaught_tool_failures_take_their_kind() {
-    match run("await tools.fail({code: 'backend_error', message: 'boom'})").await.result {
-        Err(ExecError::ToolError { tool, code, message, .. }) => {
-            assert_eq!((tool.as_str(), code.as_str(), message.as_str()), ("fail", "backend_error", "boom"));
+    match run("await tools.fail({code: 'backend_error', message: 'boom'})")
+        .await
+        .result
+    {
+        Err(ExecError::ToolError {
+            tool,
+            code,
+            message,
+            ..
+        }) => {
+            assert_eq!(
+                (tool.as_str(), code.as_str(), message.as_str()),
+                ("fail", "backend_error", "boom")
+            );
         }
         other => panic!("{other:?}"),
     }
-    match run("await tools.fail({code: 'policy_denied', message: 'mode ro forbids vm_stop'})").await.result {
+    match run("await tools.fail({code: 'policy_denied', message: 'mode ro forbids vm_stop'})")
+        .await
+        .result
+    {
         Err(ExecError::PolicyDenied { tool, reason }) => {
-            assert_eq!((tool.as_str(), reason.as_str()), ("fail", "mode ro forbids vm_stop"));
+            assert_eq!(
+                (tool.as_str(), reason.as_str()),
+                ("fail", "mode ro forbids vm_stop")
+            );
         }
         other => panic!("{other:?}"),
     }
     let approval = "await tools.fail({code: 'approval_required', message: 'needs a person', \
                     details: {request_id: 'r-17', how: 'airlock approvals approve r-17'}})";
     match run(approval).await.result {
-        Err(ExecError::ApprovalRequired { tool, request_id, how }) => {
+        Err(ExecError::ApprovalRequired {
+            tool,
+            request_id,
+            how,
+        }) => {
             assert_eq!(tool, "fail");
             assert_eq!(request_id, "r-17");
             assert_eq!(how, "airlock approvals approve r-17");
@@ -194,7 +272,9 @@ async fn values_that_json_cannot_carry_are_errors_naming_the_path() {
     ];
     for (script, want) in cases {
         match run(script).await.result {
-            Err(ExecError::RuntimeError { message, .. }) => assert!(message.contains(want), "{script}: {message}"),
+            Err(ExecError::RuntimeError { message, .. }) => {
+                assert!(message.contains(want), "{script}: {message}")
+            }
             other => panic!("{script}: {other:?}"),
         }
     }
@@ -222,15 +302,13 @@ async fn json_crossing_follows_json_stringify_where_safe() {
 
 #[tokio::test]
 async fn timers_run_inside_the_execution() {
-    let o = run(
-        "const order = [];\n\
+    let o = run("const order = [];\n\
          setTimeout(() => order.push('b'), 20);\n\
          const t = setTimeout(() => order.push('never'), 5);\n\
          clearTimeout(t);\n\
          setTimeout((x) => order.push(x), 1, 'a');\n\
          await new Promise((r) => setTimeout(r, 40));\n\
-         order",
-    )
+         order")
     .await;
     assert_eq!(ok(&o), &json!(["a", "b"]));
 }
@@ -238,7 +316,9 @@ async fn timers_run_inside_the_execution() {
 #[tokio::test]
 async fn a_promise_that_can_never_settle_is_reported_not_hung() {
     match run("await new Promise(() => {})").await.result {
-        Err(ExecError::RuntimeError { message, .. }) => assert!(message.contains("can never settle"), "{message}"),
+        Err(ExecError::RuntimeError { message, .. }) => {
+            assert!(message.contains("can never settle"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -254,6 +334,9 @@ async fn unhandled_rejections_are_reported_as_warnings() {
 
 #[tokio::test]
 async fn date_and_math_random_work() {
-    let o = run("[Date.now() > 1.7e12, new Date().getFullYear() >= 2025, Math.random() !== Math.random()]").await;
+    let o = run(
+        "[Date.now() > 1.7e12, new Date().getFullYear() >= 2025, Math.random() !== Math.random()]",
+    )
+    .await;
     assert_eq!(ok(&o), &json!([true, true, true]));
 }

@@ -18,21 +18,34 @@ fn limit_of(r: &Result<Value, ExecError>) -> (Limit, u64, u64) {
 
 #[tokio::test]
 async fn source_bytes() {
-    let limits = Limits { source_bytes: 100, ..Limits::default() };
+    let limits = Limits {
+        source_bytes: 100,
+        ..Limits::default()
+    };
     let host = TestHost::default();
     let script = format!("tools.echo({{}}); // {}", "x".repeat(200));
     let o = common::fresh().await.execute(&script, &limits, &host).await;
-    assert_eq!(limit_of(&o.result), (Limit::SourceBytes, 100, script.len() as u64));
+    assert_eq!(
+        limit_of(&o.result),
+        (Limit::SourceBytes, 100, script.len() as u64)
+    );
     assert_eq!(host.count(), 0);
 }
 
 #[tokio::test]
 async fn memory_bytes() {
-    let limits = Limits { memory_bytes: 64 << 20, ..Limits::default() };
+    let limits = Limits {
+        memory_bytes: 64 << 20,
+        ..Limits::default()
+    };
     let host = TestHost::default();
     let sb = common::fresh().await;
     let o = sb
-        .execute("const keep = []; while (true) keep.push(new Array(100000).fill(7)); 0", &limits, &host)
+        .execute(
+            "const keep = []; while (true) keep.push(new Array(100000).fill(7)); 0",
+            &limits,
+            &host,
+        )
         .await;
     let (limit, value, used) = limit_of(&o.result);
     assert_eq!((limit, value), (Limit::MemoryBytes, 64 << 20));
@@ -44,7 +57,10 @@ async fn memory_bytes() {
 
 #[tokio::test]
 async fn wall_time_ms_while_computing() {
-    let limits = Limits { wall_time_ms: 200, ..Limits::default() };
+    let limits = Limits {
+        wall_time_ms: 200,
+        ..Limits::default()
+    };
     let o = common::run_with("while (true) {}", &limits).await;
     let (limit, value, used) = limit_of(&o.result);
     assert_eq!((limit, value), (Limit::WallTimeMs, 200));
@@ -53,9 +69,15 @@ async fn wall_time_ms_while_computing() {
 
 #[tokio::test]
 async fn wall_time_ms_while_waiting_on_a_tool() {
-    let limits = Limits { wall_time_ms: 200, ..Limits::default() };
+    let limits = Limits {
+        wall_time_ms: 200,
+        ..Limits::default()
+    };
     let host = TestHost::default();
-    let o = common::fresh().await.execute("await tools.gate({})", &limits, &host).await;
+    let o = common::fresh()
+        .await
+        .execute("await tools.gate({})", &limits, &host)
+        .await;
     let (limit, value, used) = limit_of(&o.result);
     assert_eq!((limit, value), (Limit::WallTimeMs, 200));
     assert!(used >= 200);
@@ -66,10 +88,19 @@ async fn wall_time_ms_while_waiting_on_a_tool() {
 
 #[tokio::test]
 async fn fuel() {
-    let sb = common::sandbox(SandboxConfig { fuel_metering: true, ..SandboxConfig::default() }).await;
+    let sb = common::sandbox(SandboxConfig {
+        fuel_metering: true,
+        ..SandboxConfig::default()
+    })
+    .await;
     let host = TestHost::default();
-    let limits = Limits { fuel: Some(5_000_000), ..Limits::default() };
-    let o = sb.execute("let i = 0; while (true) { i++ }", &limits, &host).await;
+    let limits = Limits {
+        fuel: Some(5_000_000),
+        ..Limits::default()
+    };
+    let o = sb
+        .execute("let i = 0; while (true) { i++ }", &limits, &host)
+        .await;
     assert_eq!(limit_of(&o.result), (Limit::Fuel, 5_000_000, 5_000_000));
     let o = sb.execute("1 + 1", &limits, &host).await;
     assert_eq!(ok(&o), &json!(2));
@@ -78,18 +109,27 @@ async fn fuel() {
     // Asking for fuel from a sandbox built without metering is refused.
     let plain = common::fresh().await;
     match plain.execute("1", &limits, &host).await.result {
-        Err(ExecError::InvalidRequest { message }) => assert!(message.contains("fuel"), "{message}"),
+        Err(ExecError::InvalidRequest { message }) => {
+            assert!(message.contains("fuel"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
 }
 
 #[tokio::test]
 async fn tool_calls() {
-    let limits = Limits { tool_calls: 5, ..Limits::default() };
+    let limits = Limits {
+        tool_calls: 5,
+        ..Limits::default()
+    };
     let host = TestHost::default();
     let o = common::fresh()
         .await
-        .execute("for (let i = 0; i < 10; i++) { try { await tools.echo({i}) } catch (e) {} }", &limits, &host)
+        .execute(
+            "for (let i = 0; i < 10; i++) { try { await tools.echo({i}) } catch (e) {} }",
+            &limits,
+            &host,
+        )
         .await;
     assert_eq!(limit_of(&o.result), (Limit::ToolCalls, 5, 6));
     assert_eq!(host.count(), 5, "the sixth call never reached the host");
@@ -97,7 +137,10 @@ async fn tool_calls() {
 
 #[tokio::test]
 async fn calls_in_flight_throttles_instead_of_failing() {
-    let limits = Limits { calls_in_flight: 2, ..Limits::default() };
+    let limits = Limits {
+        calls_in_flight: 2,
+        ..Limits::default()
+    };
     let host = TestHost::default();
     let o = common::fresh()
         .await
@@ -110,7 +153,10 @@ async fn calls_in_flight_throttles_instead_of_failing() {
 
 #[tokio::test]
 async fn call_timeout_ms() {
-    let limits = Limits { call_timeout_ms: 100, ..Limits::default() };
+    let limits = Limits {
+        call_timeout_ms: 100,
+        ..Limits::default()
+    };
     let host = TestHost::default();
     let sb = common::fresh().await;
     let o = sb.execute("await tools.gate({})", &limits, &host).await;
@@ -120,14 +166,21 @@ async fn call_timeout_ms() {
     assert_eq!(o.trace[0].status, "limit_exceeded");
     // A script may catch it and carry on.
     let o = sb
-        .execute("try { await tools.gate({}) } catch (e) { return [e.code, e.details.limit] }", &limits, &host)
+        .execute(
+            "try { await tools.gate({}) } catch (e) { return [e.code, e.details.limit] }",
+            &limits,
+            &host,
+        )
         .await;
     assert_eq!(ok(&o), &json!(["limit_exceeded", "call_timeout_ms"]));
 }
 
 #[tokio::test]
 async fn result_bytes_truncates_to_valid_json() {
-    let limits = Limits { result_bytes: 1000, ..Limits::default() };
+    let limits = Limits {
+        result_bytes: 1000,
+        ..Limits::default()
+    };
     let o = common::run_with(
         "Array.from({length: 500}, (_, i) => ({vmid: 100 + i, name: `vm-${i}`}))",
         &limits,
@@ -145,17 +198,31 @@ async fn result_bytes_truncates_to_valid_json() {
 
 #[tokio::test]
 async fn log_bytes_keeps_the_first_lines_and_counts_the_rest() {
-    let limits = Limits { log_bytes: 1000, ..Limits::default() };
-    let o = common::run_with("for (let i = 0; i < 100; i++) console.log('x'.repeat(99)); 'done'", &limits).await;
+    let limits = Limits {
+        log_bytes: 1000,
+        ..Limits::default()
+    };
+    let o = common::run_with(
+        "for (let i = 0; i < 100; i++) console.log('x'.repeat(99)); 'done'",
+        &limits,
+    )
+    .await;
     assert_eq!(ok(&o), &json!("done"));
     assert_eq!(o.logs.len(), 10);
     let t = o.logs_truncated.expect("marked truncated");
-    assert_eq!((t.limit, t.value, t.original_bytes), (Limit::LogBytes, 1000, 9900));
+    assert_eq!(
+        (t.limit, t.value, t.original_bytes),
+        (Limit::LogBytes, 1000, 9900)
+    );
 }
 
 fn one_at_a_time(queue_depth: u32, queue_wait_ms: u64) -> SandboxConfig {
     SandboxConfig {
-        capacity: Capacity { executions_in_flight: 1, queue_depth, queue_wait_ms },
+        capacity: Capacity {
+            executions_in_flight: 1,
+            queue_depth,
+            queue_wait_ms,
+        },
         ..SandboxConfig::default()
     }
 }
@@ -166,7 +233,10 @@ async fn executions_in_flight_refuses_at_once_without_a_queue() {
     let host = Arc::new(TestHost::default());
     let first = tokio::spawn({
         let (sb, host) = (sb.clone(), host.clone());
-        async move { sb.execute("await tools.gate({})", &Limits::default(), &*host).await }
+        async move {
+            sb.execute("await tools.gate({})", &Limits::default(), &*host)
+                .await
+        }
     });
     host.wait_for_calls(1).await;
     let o = sb.execute("1", &Limits::default(), &*host).await;
@@ -181,7 +251,10 @@ async fn queue_depth_refuses_when_the_queue_is_full() {
     let host = Arc::new(TestHost::default());
     let first = tokio::spawn({
         let (sb, host) = (sb.clone(), host.clone());
-        async move { sb.execute("await tools.gate({})", &Limits::default(), &*host).await }
+        async move {
+            sb.execute("await tools.gate({})", &Limits::default(), &*host)
+                .await
+        }
     });
     host.wait_for_calls(1).await;
     let second = tokio::spawn({
@@ -195,7 +268,11 @@ async fn queue_depth_refuses_when_the_queue_is_full() {
     assert_eq!(limit_of(&o.result), (Limit::QueueDepth, 1, 2));
     host.gate.add_permits(1);
     ok(&first.await.unwrap());
-    assert_eq!(ok(&second.await.unwrap()), &json!("second"), "the queued execution ran");
+    assert_eq!(
+        ok(&second.await.unwrap()),
+        &json!("second"),
+        "the queued execution ran"
+    );
 }
 
 #[tokio::test]
@@ -204,7 +281,10 @@ async fn queue_wait_ms_bounds_the_wait_for_a_slot() {
     let host = Arc::new(TestHost::default());
     let first = tokio::spawn({
         let (sb, host) = (sb.clone(), host.clone());
-        async move { sb.execute("await tools.gate({})", &Limits::default(), &*host).await }
+        async move {
+            sb.execute("await tools.gate({})", &Limits::default(), &*host)
+                .await
+        }
     });
     host.wait_for_calls(1).await;
     let o = sb.execute("1", &Limits::default(), &*host).await;
@@ -220,15 +300,23 @@ async fn queue_wait_ms_bounds_the_wait_for_a_slot() {
 async fn limit_errors_say_what_to_do() {
     let e = ExecError::limit(Limit::WallTimeMs, 200, 250);
     let text = e.to_string();
-    assert!(text.contains("wall_time_ms") && text.contains("200") && text.contains("250"), "{text}");
+    assert!(
+        text.contains("wall_time_ms") && text.contains("200") && text.contains("250"),
+        "{text}"
+    );
     assert!(text.contains("raise wall_time_ms"), "{text}");
 }
 
 #[tokio::test]
 async fn invalid_limits_are_refused_naming_the_field() {
-    let limits = Limits { tool_calls: 0, ..Limits::default() };
+    let limits = Limits {
+        tool_calls: 0,
+        ..Limits::default()
+    };
     match common::run_with("1", &limits).await.result {
-        Err(ExecError::InvalidRequest { message }) => assert!(message.contains("tool_calls"), "{message}"),
+        Err(ExecError::InvalidRequest { message }) => {
+            assert!(message.contains("tool_calls"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -8,7 +8,12 @@ extern "C" {
     #[link_name = "script_read"]
     fn import_script_read(ptr: *mut u8, len: u32);
     #[link_name = "call_start"]
-    fn import_call_start(name_ptr: *const u8, name_len: u32, args_ptr: *const u8, args_len: u32) -> u32;
+    fn import_call_start(
+        name_ptr: *const u8,
+        name_len: u32,
+        args_ptr: *const u8,
+        args_len: u32,
+    ) -> u32;
     #[link_name = "timer_start"]
     fn import_timer_start(delay_ms: u32) -> u32;
     #[link_name = "cancel"]

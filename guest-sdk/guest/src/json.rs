@@ -36,7 +36,13 @@ pub enum Mode {
 /// Converts `value` to JSON. `root` names it in error messages (`result`,
 /// `args`) and `context` says where it was going (`tools.vm_start: `).
 /// Top-level `undefined` is `null`.
-pub fn to_json(value: &JsValue, context: &str, root: &str, mode: Mode, ctx: &mut Context) -> JsResult<Value> {
+pub fn to_json(
+    value: &JsValue,
+    context: &str,
+    root: &str,
+    mode: Mode,
+    ctx: &mut Context,
+) -> JsResult<Value> {
     let mut walker = Walker {
         mode,
         ancestors: Vec::new(),
@@ -147,12 +153,17 @@ impl Walker<'_> {
         if let Some(f) = to_json.as_callable() {
             let key = match self.path.last() {
                 Some(Segment::Key(k)) => JsValue::from(boa_engine::JsString::from(k.as_str())),
-                Some(Segment::Index(i)) => JsValue::from(boa_engine::JsString::from(i.to_string().as_str())),
+                Some(Segment::Index(i)) => {
+                    JsValue::from(boa_engine::JsString::from(i.to_string().as_str()))
+                }
                 None => JsValue::from(boa_engine::js_string!("")),
             };
             let replaced = f.call(&JsValue::from(obj.clone()), &[key], ctx)?;
             // A toJSON returning the same object would loop forever.
-            if replaced.as_object().is_some_and(|r| JsObject::equals(&r, &obj)) {
+            if replaced
+                .as_object()
+                .is_some_and(|r| JsObject::equals(&r, &obj))
+            {
                 return Ok(Some(Value::Object(Map::new())));
             }
             self.ancestors.push(obj);
@@ -173,7 +184,8 @@ impl Walker<'_> {
 
     fn walk_array(&mut self, obj: &JsObject, ctx: &mut Context) -> JsResult<Value> {
         let len = length(obj, ctx)?;
-        let len = u32::try_from(len).map_err(|_| JsNativeError::range().with_message("array too long"))?;
+        let len = u32::try_from(len)
+            .map_err(|_| JsNativeError::range().with_message("array too long"))?;
         let mut out = Vec::with_capacity(len.min(1 << 16) as usize);
         for i in 0..len {
             let item = obj.get(i, ctx)?;
@@ -193,7 +205,10 @@ impl Walker<'_> {
             let name = obj.get(boa_engine::js_string!("name"), ctx)?;
             let name = name.to_string(ctx)?.to_std_string_lossy();
             out.insert("name".into(), Value::String(name));
-            out.insert("message".into(), Value::String(native.message().to_string()));
+            out.insert(
+                "message".into(),
+                Value::String(native.message().to_string()),
+            );
         }
         for key in enumerable_keys(obj, ctx)? {
             let item = obj.get(boa_engine::JsString::from(key.as_str()), ctx)?;
@@ -226,7 +241,9 @@ fn enumerable_keys(obj: &JsObject, ctx: &mut Context) -> JsResult<Vec<String>> {
 
 /// `ToLength(obj.length)`.
 fn length(obj: &JsObject, ctx: &mut Context) -> JsResult<u64> {
-    let len = obj.get(boa_engine::js_string!("length"), ctx)?.to_length(ctx)?;
+    let len = obj
+        .get(boa_engine::js_string!("length"), ctx)?
+        .to_length(ctx)?;
     Ok(len)
 }
 
@@ -238,7 +255,9 @@ fn number(f: f64) -> Value {
         // -0 is written as 0, like JSON.stringify.
         return Value::from(f as i64);
     }
-    Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)
+    Number::from_f64(f)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
 }
 
 fn render_path(root: &str, path: &[Segment]) -> String {

@@ -50,7 +50,10 @@ pub extern "C" fn airlock_run(script_len: u32) {
     });
     match outcome {
         Ok(value) => host::finish(FINISH_OK, &serde_json::to_vec(&value).unwrap_or_default()),
-        Err(error) => host::finish(FINISH_ERROR, &serde_json::to_vec(&error).unwrap_or_default()),
+        Err(error) => host::finish(
+            FINISH_ERROR,
+            &serde_json::to_vec(&error).unwrap_or_default(),
+        ),
     }
 }
 
@@ -60,8 +63,8 @@ pub extern "C" fn airlock_reset() {
     CONTEXT.with(|c| {
         let mut slot = c.borrow_mut();
         *slot = None; // drop the old realm before building the next
-        // Reclaim it now, while the instance is idle, not during the next
-        // script.
+                      // Reclaim it now, while the instance is idle, not during the next
+                      // script.
         boa_engine::gc::force_collect();
         *slot = Some(realm::new_context());
     });

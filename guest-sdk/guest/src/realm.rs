@@ -8,13 +8,9 @@
 //! host's clock; `Math.random` the host's randomness. A timer never outlives
 //! the execution that armed it.
 
-use std::{
-    cell::RefCell,
-    collections::HashMap,
-    rc::Rc,
-};
+use std::{cell::RefCell, collections::HashMap, rc::Rc};
 
-use airlock_guest_sdk::abi::LogLevel;
+use airlock_guest_sdk::abi::{LogLevel, JS_STACK_SIZE, RECURSION_DEPTH};
 use boa_engine::{
     builtins::promise::OperationType,
     context::HostHooks,
@@ -120,6 +116,9 @@ pub fn new_context() -> Context {
         .host_hooks(Rc::new(Hooks))
         .build()
         .expect("building the JS context cannot fail");
+    let limits = ctx.runtime_limits_mut();
+    limits.set_recursion_limit(RECURSION_DEPTH as usize);
+    limits.set_stack_size_limit(JS_STACK_SIZE as usize);
     install(&mut ctx).expect("installing Airlock globals cannot fail");
     ctx
 }
@@ -151,19 +150,34 @@ fn install(ctx: &mut Context) -> JsResult<()> {
         );
     }
     let console = console.build();
-    ctx.register_global_property(js_string!("console"), console, Attribute::WRITABLE | Attribute::CONFIGURABLE)?;
+    ctx.register_global_property(
+        js_string!("console"),
+        console,
+        Attribute::WRITABLE | Attribute::CONFIGURABLE,
+    )?;
 
-    ctx.register_global_callable(js_string!("setTimeout"), 2, NativeFunction::from_fn_ptr(set_timeout))?;
-    ctx.register_global_callable(js_string!("clearTimeout"), 1, NativeFunction::from_fn_ptr(clear_timeout))?;
+    ctx.register_global_callable(
+        js_string!("setTimeout"),
+        2,
+        NativeFunction::from_fn_ptr(set_timeout),
+    )?;
+    ctx.register_global_callable(
+        js_string!("clearTimeout"),
+        1,
+        NativeFunction::from_fn_ptr(clear_timeout),
+    )?;
 
     let installer = ctx.eval(Source::from_bytes(PRELUDE))?;
     let installer = installer
         .as_callable()
         .ok_or_else(|| JsNativeError::typ().with_message("prelude is not a function"))?;
-    let call = boa_engine::object::FunctionObjectBuilder::new(ctx.realm(), NativeFunction::from_fn_ptr(call_tool))
-        .name(js_string!("callTool"))
-        .length(2)
-        .build();
+    let call = boa_engine::object::FunctionObjectBuilder::new(
+        ctx.realm(),
+        NativeFunction::from_fn_ptr(call_tool),
+    )
+    .name(js_string!("callTool"))
+    .length(2)
+    .build();
     installer.call(&JsValue::undefined(), &[call.into()], ctx)?;
     Ok(())
 }
@@ -174,7 +188,9 @@ fn call_tool(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<J
     let name = args.get_or_undefined(0);
     let Some(name) = name.as_string() else {
         return Err(JsNativeError::typ()
-            .with_message("callTool(name, args): name must be a string, e.g. callTool(\"list_nodes\", {})")
+            .with_message(
+                "callTool(name, args): name must be a string, e.g. callTool(\"list_nodes\", {})",
+            )
             .into());
     };
     let name = name.to_std_string_lossy();
@@ -182,7 +198,13 @@ fn call_tool(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<J
     let value = if arg.is_undefined() {
         serde_json::Value::Object(serde_json::Map::new())
     } else {
-        json::to_json(arg, &format!("tools.{name}(args): "), "args", json::Mode::Strict, ctx)?
+        json::to_json(
+            arg,
+            &format!("tools.{name}(args): "),
+            "args",
+            json::Mode::Strict,
+            ctx,
+        )?
     };
     let bytes = serde_json::to_vec(&value).expect("a JSON value always serializes");
     let id = host::call_start(&name, &bytes);
@@ -206,11 +228,21 @@ fn set_timeout(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
             .into());
     };
     let ms = args.get_or_undefined(1).to_number(ctx)?;
-    let ms = if ms.is_finite() && ms > 0.0 { ms.min(u32::MAX as f64) as u32 } else { 0 };
+    let ms = if ms.is_finite() && ms > 0.0 {
+        ms.min(u32::MAX as f64) as u32
+    } else {
+        0
+    };
     let rest = args.iter().skip(2).cloned().collect();
     let id = host::timer_start(ms);
     STATE.with(|s| {
-        s.borrow_mut().pending.insert(id, Pending::Timer { callback, args: rest })
+        s.borrow_mut().pending.insert(
+            id,
+            Pending::Timer {
+                callback,
+                args: rest,
+            },
+        )
     });
     Ok(JsValue::from(id))
 }
@@ -272,4 +304,3 @@ pub fn render(value: &JsValue, ctx: &mut Context) -> String {
             .unwrap_or_else(|_| "[unprintable]".into()),
     }
 }
-

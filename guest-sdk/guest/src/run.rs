@@ -4,12 +4,15 @@
 use std::path::Path;
 
 use airlock_guest_sdk::abi::{
-    LogLevel, KIND_DEADLOCK, KIND_RUNTIME, KIND_SYNTAX, KIND_TOOL, STATUS_OK, STATUS_TIMER,
-    STATUS_TOOL_ERROR,
+    LogLevel, JS_STACK_SIZE, KIND_DEADLOCK, KIND_RUNTIME, KIND_RUNTIME_LIMIT, KIND_SYNTAX,
+    KIND_TOOL, RECURSION_DEPTH, STATUS_OK, STATUS_TIMER, STATUS_TOOL_ERROR,
 };
 use boa_engine::{
-    builtins::promise::PromiseState, js_string, object::builtins::JsPromise, Context, JsError,
-    JsNativeError, JsObject, JsValue, Script, Source,
+    builtins::promise::PromiseState,
+    error::{EngineError, RuntimeLimitError},
+    js_string,
+    object::builtins::JsPromise,
+    Context, JsError, JsNativeError, JsObject, JsValue, Script, Source,
 };
 use serde_json::{json, Value};
 
@@ -21,9 +24,9 @@ pub const SCRIPT_NAME: &str = "script.js";
 /// Runs `source` to completion. `Ok` is the result value as JSON; `Err` a
 /// guest error object (see `abi`).
 pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
-    let prepared = script::prepare(source, ctx).map_err(|e| {
-        json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column})
-    })?;
+    let prepared = script::prepare(source, ctx).map_err(
+        |e| json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column}),
+    )?;
     let mut positions = Positions {
         inserted_at: prepared.inserted_at,
         last_line: script::end_of(source).0,
@@ -38,15 +41,14 @@ pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
                 "airlock: could not take the last expression as the result; end the script with `return <value>`",
             );
             positions.inserted_at = None;
-            compile(&script::wrap(source), ctx).map_err(|e| {
-                json!({"kind": KIND_SYNTAX, "message": e.to_string(), "line": 1, "column": 1})
-            })?
+            compile(&script::wrap(source), ctx).map_err(
+                |e| json!({"kind": KIND_SYNTAX, "message": e.to_string(), "line": 1, "column": 1}),
+            )?
         }
     };
-    let value = parsed.evaluate(ctx).map_err(|e| {
-        let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
-        failure(&v, &positions, ctx)
-    })?;
+    let value = parsed
+        .evaluate(ctx)
+        .map_err(|e| thrown(e, &positions, ctx))?;
     let promise = value
         .as_object()
         .and_then(|o| JsPromise::from_object(o).ok())
@@ -68,15 +70,12 @@ fn compile(code: &str, ctx: &mut Context) -> boa_engine::JsResult<Script> {
 fn drive(promise: &JsPromise, positions: &Positions, ctx: &mut Context) -> Result<Value, Value> {
     loop {
         if let Err(e) = ctx.run_jobs() {
-            let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
-            return Err(failure(&v, positions, ctx));
+            return Err(thrown(e, positions, ctx));
         }
         match promise.state() {
             PromiseState::Fulfilled(v) => {
-                return json::to_json(&v, "", "result", json::Mode::Strict, ctx).map_err(|e| {
-                    let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
-                    failure(&v, positions, ctx)
-                });
+                return json::to_json(&v, "", "result", json::Mode::Strict, ctx)
+                    .map_err(|e| thrown(e, positions, ctx));
             }
             PromiseState::Rejected(e) => return Err(failure(&e, positions, ctx)),
             PromiseState::Pending => {}
@@ -91,13 +90,13 @@ fn drive(promise: &JsPromise, positions: &Positions, ctx: &mut Context) -> Resul
             continue; // a cancelled timer that fired anyway
         };
         let dispatched = match (pending, completion.status) {
-            (realm::Pending::Call { resolve, .. }, STATUS_OK) => {
+            (realm::Pending::Call { resolve, reject }, STATUS_OK) => {
                 match json::from_json_bytes(&payload, ctx) {
                     Ok(v) => resolve.call(&JsValue::undefined(), &[v], ctx),
-                    Err(e) => {
-                        let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
-                        settle_reject(completion.id, v, ctx)
-                    }
+                    Err(e) => match e.into_opaque(ctx) {
+                        Ok(err) => reject.call(&JsValue::undefined(), &[err], ctx),
+                        Err(e) => Err(e),
+                    },
                 }
             }
             (realm::Pending::Call { reject, .. }, STATUS_TOOL_ERROR) => {
@@ -114,16 +113,29 @@ fn drive(promise: &JsPromise, positions: &Positions, ctx: &mut Context) -> Resul
         if let Err(e) = dispatched {
             // An exception thrown by a timer callback ends the execution, as
             // an uncaught exception would in any other runtime.
-            let v = e.into_opaque(ctx).unwrap_or_else(|_| JsValue::undefined());
-            return Err(failure(&v, positions, ctx));
+            return Err(thrown(e, positions, ctx));
         }
     }
 }
 
-fn settle_reject(_id: u32, _v: JsValue, _ctx: &mut Context) -> boa_engine::JsResult<JsValue> {
-    Err(JsNativeError::syntax()
-        .with_message("a tool result could not be read as JSON")
-        .into())
+/// An error that escaped to the top. The engine's own limits are not JS
+/// exceptions (a script cannot catch them) and are reported as such.
+fn thrown(e: JsError, positions: &Positions, ctx: &mut Context) -> Value {
+    match e.as_engine() {
+        Some(EngineError::RuntimeLimit(RuntimeLimitError::Recursion)) => {
+            json!({"kind": KIND_RUNTIME_LIMIT, "limit": "recursion_depth", "value": RECURSION_DEPTH})
+        }
+        Some(EngineError::RuntimeLimit(RuntimeLimitError::StackSize)) => {
+            json!({"kind": KIND_RUNTIME_LIMIT, "limit": "js_stack_size", "value": JS_STACK_SIZE})
+        }
+        Some(other) => {
+            json!({"kind": KIND_RUNTIME, "message": format!("the JavaScript engine failed: {other}"), "stack": null})
+        }
+        None => match e.into_opaque(ctx) {
+            Ok(v) => failure(&v, positions, ctx),
+            Err(e) => json!({"kind": KIND_RUNTIME, "message": e.to_string(), "stack": null}),
+        },
+    }
 }
 
 fn deadlock() -> Value {
@@ -137,15 +149,36 @@ fn deadlock() -> Value {
 /// `ToolError` carrying `tool`, `code`, `message` and any further fields.
 fn tool_error(payload: &[u8], ctx: &mut Context) -> JsValue {
     let parsed: Value = serde_json::from_slice(payload).unwrap_or_else(|_| json!({}));
-    let text = |k: &str| parsed.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let text = |k: &str| {
+        parsed
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let (tool, code, message) = (text("tool"), text("code"), text("message"));
     let err: JsObject = JsNativeError::error()
         .with_message(format!("{tool}: {message}"))
         .into_opaque(ctx);
     let _ = err.set(js_string!("name"), js_string!("ToolError"), false, ctx);
-    let _ = err.set(js_string!("message"), boa_engine::JsString::from(format!("{tool}: {message}").as_str()), false, ctx);
-    let _ = err.set(js_string!("tool"), boa_engine::JsString::from(tool.as_str()), false, ctx);
-    let _ = err.set(js_string!("code"), boa_engine::JsString::from(code.as_str()), false, ctx);
+    let _ = err.set(
+        js_string!("message"),
+        boa_engine::JsString::from(format!("{tool}: {message}").as_str()),
+        false,
+        ctx,
+    );
+    let _ = err.set(
+        js_string!("tool"),
+        boa_engine::JsString::from(tool.as_str()),
+        false,
+        ctx,
+    );
+    let _ = err.set(
+        js_string!("code"),
+        boa_engine::JsString::from(code.as_str()),
+        false,
+        ctx,
+    );
     let details = parsed.get("details").cloned().unwrap_or(Value::Null);
     if let Ok(d) = JsValue::from_json(&details, ctx) {
         let _ = err.set(js_string!("details"), d, false, ctx);
@@ -164,7 +197,9 @@ fn failure(value: &JsValue, positions: &Positions, ctx: &mut Context) -> Value {
         };
         let name = get(js_string!("name"), ctx);
         if name.as_deref() == Some("ToolError") {
-            if let (Some(tool), Some(code)) = (get(js_string!("tool"), ctx), get(js_string!("code"), ctx)) {
+            if let (Some(tool), Some(code)) =
+                (get(js_string!("tool"), ctx), get(js_string!("code"), ctx))
+            {
                 let message = get(js_string!("message"), ctx).unwrap_or_default();
                 let message = message
                     .strip_prefix(&format!("{tool}: "))
@@ -249,4 +284,3 @@ fn report_unhandled(main: &JsPromise, ctx: &mut Context) {
         }
     }
 }
-

@@ -72,7 +72,8 @@ fn rewrite(script: &str, ctx: &mut Context) -> Result<(String, Option<(u32, u32)
     let Some(body) = body else {
         // The script closed our wrapper early, e.g. `}); (() => {`.
         return Err(SyntaxError {
-            message: "unbalanced braces or parentheses: the script closes a block it did not open".into(),
+            message: "unbalanced braces or parentheses: the script closes a block it did not open"
+                .into(),
             line: 1,
             column: 1,
         });
@@ -183,7 +184,11 @@ fn syntax_error(err: &ParseError, script: &str) -> SyntaxError {
         } => {
             let wanted = match &expected[..] {
                 [one] => format!("'{one}'"),
-                many => many.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", "),
+                many => many
+                    .iter()
+                    .map(|t| format!("'{t}'"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             };
             let message = format!("expected {wanted} but found '{found}' in {context}");
             (message, Some(start(span)))
@@ -192,11 +197,19 @@ fn syntax_error(err: &ParseError, script: &str) -> SyntaxError {
             message,
             found,
             span,
-        } => (format!("unexpected '{found}': {message}"), Some(start(span))),
-        ParseError::AbruptEnd => ("unexpected end of script (an unclosed bracket, brace or string?)".into(), None),
+        } => (
+            format!("unexpected '{found}': {message}"),
+            Some(start(span)),
+        ),
+        ParseError::AbruptEnd => (
+            "unexpected end of script (an unclosed bracket, brace or string?)".into(),
+            None,
+        ),
         ParseError::General { message, position } => (message.to_string(), Some(*position)),
         ParseError::Lex { err } => match err {
-            boa_engine::parser::lexer::Error::Syntax(message, position) => (message.to_string(), Some(*position)),
+            boa_engine::parser::lexer::Error::Syntax(message, position) => {
+                (message.to_string(), Some(*position))
+            }
             other => (other.to_string(), None),
         },
         ParseError::ScopeAnalysis { err } => (format!("invalid scope: {err}"), None),
@@ -205,7 +218,11 @@ fn syntax_error(err: &ParseError, script: &str) -> SyntaxError {
         Some(p) => map_position(p.line_number(), p.column_number(), script),
         None => end_of(script),
     };
-    SyntaxError { message, line, column }
+    SyntaxError {
+        message,
+        line,
+        column,
+    }
 }
 
 fn start(span: &Span) -> Position {

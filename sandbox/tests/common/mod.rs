@@ -43,7 +43,12 @@ impl Default for TestHost {
 
 impl TestHost {
     pub fn names(&self) -> Vec<String> {
-        self.calls.lock().unwrap().iter().map(|c| c.name.clone()).collect()
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.name.clone())
+            .collect()
     }
 
     pub fn count(&self) -> usize {
@@ -91,12 +96,17 @@ impl ToolHost for TestHost {
         self.calls.lock().unwrap().push(call.clone());
         let now = self.current.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
-        let mut guard = InFlight { host: self, finished: false };
+        let mut guard = InFlight {
+            host: self,
+            finished: false,
+        };
         self.started.send_modify(|n| *n += 1);
         let args = &call.args;
         let result = match call.name.as_str() {
             "echo" => Ok(args.clone()),
-            "add" => Ok(json!(args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0))),
+            "add" => Ok(json!(
+                args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0)
+            )),
             "sleep" => {
                 let ms = args["ms"].as_u64().unwrap_or(0);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -116,7 +126,9 @@ impl ToolHost for TestHost {
                 args["message"].as_str().unwrap_or("it failed"),
             )
             .with_details(args.get("details").cloned().unwrap_or(Value::Null))),
-            "big" => Ok(Value::String("x".repeat(args["bytes"].as_u64().unwrap_or(1024) as usize))),
+            "big" => Ok(Value::String(
+                "x".repeat(args["bytes"].as_u64().unwrap_or(1024) as usize),
+            )),
             "deep" => {
                 let mut v = json!([]);
                 for _ in 1..args["depth"].as_u64().unwrap_or(10) {
@@ -124,7 +136,10 @@ impl ToolHost for TestHost {
                 }
                 Ok(v)
             }
-            other => Err(ToolFailure::new("not_found", format!("no tool named {other}"))),
+            other => Err(ToolFailure::new(
+                "not_found",
+                format!("no tool named {other}"),
+            )),
         };
         guard.finished = true;
         result

@@ -1,0 +1,142 @@
+//! A hostile guest: modules that call the host imports with forged pointers
+//! and broken protocol. Each must trap its own instance and leave the host
+//! (and the next execution) unharmed; no forged call reaches the tool host.
+
+mod common;
+
+use airlock_sandbox::{ExecError, Limits};
+use common::{ok, TestHost};
+use serde_json::json;
+
+/// A guest skeleton: the `airlock` imports, a memory, the exports the host
+/// needs, and `$body` as the body of `airlock_run`.
+fn guest(body: &str) -> Vec<u8> {
+    wat::parse_str(format!(
+        r#"(module
+  (import "airlock" "script_read" (func $script_read (param i32 i32)))
+  (import "airlock" "call_start" (func $call_start (param i32 i32 i32 i32) (result i32)))
+  (import "airlock" "wait" (func $wait (param i32) (result i32)))
+  (import "airlock" "payload_read" (func $payload_read (param i32 i32)))
+  (import "airlock" "log" (func $log (param i32 i32 i32)))
+  (import "airlock" "finish" (func $finish (param i32 i32 i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "echo{{}}null")
+  (func (export "airlock_abi_version") (result i32) i32.const 1)
+  (func (export "airlock_reset"))
+  (func (export "airlock_run") (param $len i32)
+    {body}))"#
+    ))
+    .expect("valid wat")
+}
+
+async fn run_guest(body: &str) -> (airlock_sandbox::Outcome, TestHost) {
+    let sb = common::fresh().await;
+    let host = TestHost::default();
+    let o = sb
+        .execute_module(&guest(body), "", &Limits::default(), &host)
+        .await
+        .expect("module loads");
+    // The real guest still works afterwards.
+    assert_eq!(
+        ok(&sb.execute("1 + 1", &Limits::default(), &host).await),
+        &json!(2)
+    );
+    (o, host)
+}
+
+fn internal(o: &airlock_sandbox::Outcome) -> String {
+    match &o.result {
+        Err(ExecError::Internal { message }) => message.clone(),
+        other => panic!("expected an internal error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_well_behaved_foreign_guest_works() {
+    // Calls `echo` with `{}`, waits, then finishes with `null`.
+    let (o, host) = run_guest(
+        "(drop (call $call_start (i32.const 0) (i32.const 4) (i32.const 4) (i32.const 2)))
+         (drop (call $wait (i32.const 100)))
+         (call $finish (i32.const 0) (i32.const 6) (i32.const 4))",
+    )
+    .await;
+    assert_eq!(ok(&o), &json!(null));
+    assert_eq!(host.names(), ["echo"]);
+}
+
+#[tokio::test]
+async fn pointers_outside_memory_trap_the_instance() {
+    for body in [
+        // name beyond the end of memory
+        "(drop (call $call_start (i32.const 65535) (i32.const 4) (i32.const 4) (i32.const 2)))",
+        // length that wraps past 4 GiB
+        "(drop (call $call_start (i32.const 0) (i32.const -1) (i32.const 4) (i32.const 2)))",
+        // arguments range past the end
+        "(drop (call $call_start (i32.const 0) (i32.const 4) (i32.const 65000) (i32.const 1000)))",
+        // console line past the end
+        "(call $log (i32.const 0) (i32.const 65530) (i32.const 100))",
+        // result past the end
+        "(call $finish (i32.const 0) (i32.const -16) (i32.const 16))",
+        // completion written past the end
+        "(drop (call $call_start (i32.const 0) (i32.const 4) (i32.const 4) (i32.const 2))) (drop (call $wait (i32.const 65530)))",
+    ] {
+        let (o, host) = run_guest(body).await;
+        let message = internal(&o);
+        assert!(message.contains("airlock ABI violation"), "{body}: {message}");
+        assert!(host.names().iter().all(|n| n != "echo") || body.contains("$wait"), "{body}: forged call reached the host");
+    }
+}
+
+#[tokio::test]
+async fn protocol_violations_trap_the_instance() {
+    let cases = [
+        ("(call $script_read (i32.const 0) (i32.const 99))", "script_read length"),
+        ("(call $log (i32.const 9) (i32.const 0) (i32.const 4))", "unknown log level"),
+        ("(call $finish (i32.const 7) (i32.const 6) (i32.const 4))", "unknown finish status"),
+        (
+            "(call $finish (i32.const 0) (i32.const 6) (i32.const 4)) (call $finish (i32.const 0) (i32.const 6) (i32.const 4))",
+            "finish called twice",
+        ),
+        // arguments that are not JSON ("echo" is not JSON)
+        ("(drop (call $call_start (i32.const 0) (i32.const 4) (i32.const 0) (i32.const 4)))", "not JSON"),
+        ("(call $payload_read (i32.const 0) (i32.const 5))", "payload_read length"),
+    ];
+    for (body, want) in cases {
+        let (o, host) = run_guest(body).await;
+        let message = internal(&o);
+        assert!(message.contains(want), "{body}: {message}");
+        assert_eq!(host.count(), 0, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn garbage_results_and_missing_finish_are_reported() {
+    let (o, _) = run_guest("(call $finish (i32.const 0) (i32.const 0) (i32.const 4))").await;
+    assert!(internal(&o).contains("not JSON"));
+    let (o, _) = run_guest("nop").await;
+    assert!(internal(&o).contains("without reporting an outcome"));
+    let (o, _) = run_guest("unreachable").await;
+    assert!(internal(&o).contains("JavaScript runtime stopped"));
+}
+
+#[tokio::test]
+async fn a_guest_importing_anything_else_does_not_load() {
+    let sb = common::fresh().await;
+    for import in [
+        r#"(import "wasi_snapshot_preview1" "path_open" (func (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))"#,
+        r#"(import "wasi_snapshot_preview1" "sock_accept" (func (param i32 i32 i32) (result i32)))"#,
+        r#"(import "env" "system" (func (param i32) (result i32)))"#,
+    ] {
+        let wasm = wat::parse_str(format!(
+            r#"(module {import} (memory (export "memory") 1)
+                (func (export "airlock_run") (param i32)) (func (export "airlock_reset")))"#
+        ))
+        .unwrap();
+        let err = sb
+            .execute_module(&wasm, "", &Limits::default(), &TestHost::default())
+            .await
+            .err()
+            .expect("linking fails");
+        assert!(err.to_string().contains("unknown import"), "{err}");
+    }
+}
