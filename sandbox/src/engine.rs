@@ -34,7 +34,10 @@ const SLOT_MEMORY: usize = 4 << 30;
 pub const MAX_WASM_STACK: usize = 2 << 20;
 /// Memory kept mapped between uses of a slot and reset in place instead of
 /// being unmapped, so a fresh instance does not page-fault on the pages a
-/// typical script touches.
+/// typical script touches. With PAGEMAP_SCAN (Linux 6.7+) only dirty pages
+/// are restored. Measured on 2 cores, fresh `1+1` p50: 180 µs with 0,
+/// 45 µs with 4 MiB, 41 µs with 16 MiB; 74 µs at 16 MiB without
+/// PAGEMAP_SCAN.
 const KEEP_RESIDENT: usize = 16 << 20;
 
 /// How the engine is built; part of the cache key.

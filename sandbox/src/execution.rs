@@ -163,7 +163,7 @@ pub async fn run_on(
         }
         Err(e) => (Err(e), None),
     };
-    let logs_truncated = (run.log_bytes_total > run.log_bytes_kept).then(|| Truncation {
+    let logs_truncated = (run.log_bytes_total > run.log_bytes_kept).then_some(Truncation {
         limit: Limit::LogBytes,
         value: limits.log_bytes,
         original_bytes: run.log_bytes_total,
@@ -244,7 +244,7 @@ fn classify_trap(
     tracing::warn!(error = %format!("{trap:?}"), guest_output = %output, "sandbox guest trapped");
     let what = match trap.downcast_ref::<Trap>() {
         Some(t) => t.to_string(),
-        None => trap.to_string(),
+        None => trap.root_cause().to_string(),
     };
     let mut message = format!("the JavaScript runtime stopped: {what}");
     if let Some(panic) = output

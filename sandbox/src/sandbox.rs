@@ -70,7 +70,6 @@ pub struct SandboxConfig {
     pub mode: Mode,
     /// Executions one instance serves in `reuse` mode before it is replaced.
     pub reuse_runs: u32,
-    #[serde(flatten)]
     pub capacity: Capacity,
     /// Compile the guest with fuel metering so `Limits::fuel` can be used.
     /// Costs guest speed on every execution.

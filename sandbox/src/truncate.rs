@@ -65,18 +65,25 @@ fn shrink(v: &Value, budget: &mut isize) -> Value {
             Value::Array(out)
         }
         Value::Object(map) => {
+            // Fields are different things, so each gets a fair share of
+            // what is left (unused share flows on) rather than the first
+            // big field starving the rest.
             *budget -= 2;
             let mut out = Map::new();
+            let n = map.len();
             for (i, (k, item)) in map.iter().enumerate() {
                 if *budget <= MARKER {
                     out.insert(
                         "…".into(),
-                        Value::String(format!("{} more keys truncated", map.len() - i)),
+                        Value::String(format!("{} more keys truncated", n - i)),
                     );
                     break;
                 }
                 *budget -= k.len() as isize + 4;
-                out.insert(k.clone(), shrink(item, budget));
+                let share = (*budget / (n - i) as isize).max(2 * MARKER).min(*budget);
+                let mut left = share;
+                out.insert(k.clone(), shrink(item, &mut left));
+                *budget -= share - left;
             }
             Value::Object(out)
         }

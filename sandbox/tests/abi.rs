@@ -135,8 +135,7 @@ async fn a_guest_importing_anything_else_does_not_load() {
         let err = sb
             .execute_module(&wasm, "", &Limits::default(), &TestHost::default())
             .await
-            .err()
-            .expect("linking fails");
+            .expect_err("linking fails");
         assert!(err.to_string().contains("unknown import"), "{err}");
     }
 }

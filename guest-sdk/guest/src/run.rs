@@ -31,20 +31,22 @@ pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
         inserted_at: prepared.inserted_at,
         last_line: script::end_of(source).0,
     };
+    let syntax = |e: script::SyntaxError| json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column});
     let parsed = match compile(&prepared.code, ctx) {
         Ok(script) => script,
-        Err(_) => {
+        Err(_) => match compile(&script::wrap(source), ctx) {
             // The rewrite that makes the last expression the result broke
             // the script (a parser corner case): run it unchanged.
-            host::log(
-                LogLevel::Warn,
-                "airlock: could not take the last expression as the result; end the script with `return <value>`",
-            );
-            positions.inserted_at = None;
-            compile(&script::wrap(source), ctx).map_err(
-                |e| json!({"kind": KIND_SYNTAX, "message": e.to_string(), "line": 1, "column": 1}),
-            )?
-        }
+            Ok(script) if prepared.inserted_at.is_some() => {
+                host::log(
+                    LogLevel::Warn,
+                    "airlock: could not take the last expression as the result; end the script with `return <value>`",
+                );
+                positions.inserted_at = None;
+                script
+            }
+            _ => return Err(syntax(script::wrapped_syntax_error(source, ctx))),
+        },
     };
     let value = parsed
         .evaluate(ctx)

@@ -15,14 +15,15 @@
 //! for (const n of nodes) console.log(n.node)   // result: null (a `for` is not an expression)
 //! ```
 //!
-//! To find that statement the script is parsed once on its own; its span
-//! tells where to insert `return `. Only that line's columns shift, and
-//! line numbers are reported against the original text.
+//! To find that statement the script is first parsed on its own (as an
+//! async function body, which also yields its syntax errors at the agent's
+//! own positions); the statement's start tells where to insert `return `.
+//! Stack traces are mapped back to the agent's lines and columns.
 
 use boa_engine::{
     ast::{
-        expression::Expression, scope::Scope, statement::Statement, Position, Span, Spanned,
-        StatementListItem,
+        expression::Expression, scope::Scope, statement::Statement, Declaration, Position, Span,
+        Spanned, StatementListItem,
     },
     parser::{Error as ParseError, Parser},
     Context, Source,
@@ -31,6 +32,9 @@ use boa_engine::{
 /// Put on its own line so every line of the script keeps its number + 1.
 const PREFIX: &str = "(async () => {\n";
 const SUFFIX: &str = "\n})()";
+/// The form parsed to analyse the script; also one line in front.
+const ANALYSIS_PREFIX: &str = "async function main() {\n";
+const ANALYSIS_SUFFIX: &str = "\n}";
 
 /// Lines added in front of the agent's first line.
 pub const LINE_OFFSET: u32 = 1;
@@ -55,48 +59,53 @@ pub const INSERTED: u32 = 7;
 /// Returns the source to evaluate: the wrapped script, with the last
 /// expression statement turned into a `return`.
 pub fn prepare(script: &str, ctx: &mut Context) -> Result<Prepared, SyntaxError> {
-    let (code, inserted_at) = rewrite(script, ctx)?;
-    Ok(Prepared { code, inserted_at })
-}
-
-fn rewrite(script: &str, ctx: &mut Context) -> Result<(String, Option<(u32, u32)>), SyntaxError> {
-    let wrapped = wrap(script);
-    let ast = Parser::new(Source::from_bytes(wrapped.as_bytes()))
+    // Parse the script as the body of an async function declaration: no
+    // parenthesised wrapper for the parser to backtrack over, and a script
+    // that closes the body early shows up as a second top-level item.
+    let analysed = format!("{ANALYSIS_PREFIX}{script}{ANALYSIS_SUFFIX}");
+    let ast = Parser::new(Source::from_bytes(analysed.as_bytes()))
         .parse_script(&Scope::new_global(), ctx.interner_mut())
-        .map_err(|e| syntax_error(&e, script))?;
-
+        .map_err(|e| shifted(syntax_error(&e, script), script))?;
     let body = match ast.statements().statements() {
-        [StatementListItem::Statement(stmt)] => wrapper_body(stmt),
-        _ => None,
+        [StatementListItem::Declaration(d)] => match d.as_ref() {
+            Declaration::AsyncFunctionDeclaration(f) => f.body().statements(),
+            _ => return Err(unbalanced()),
+        },
+        _ => return Err(unbalanced()),
     };
-    let Some(body) = body else {
-        // The script closed our wrapper early, e.g. `}); (() => {`.
-        return Err(SyntaxError {
-            message: "unbalanced braces or parentheses: the script closes a block it did not open"
-                .into(),
-            line: 1,
-            column: 1,
-        });
-    };
-    let Some(StatementListItem::Statement(last)) = body.last() else {
-        return Ok((wrapped, None));
+    let last = match body.last() {
+        Some(StatementListItem::Statement(last)) => last,
+        _ => return Ok(unchanged(script)),
     };
     let Statement::Expression(expr) = last.as_ref() else {
-        return Ok((wrapped, None));
+        return Ok(unchanged(script));
     };
     // `return <expr>` is always valid where an expression statement
     // stood: the expression starts on this line (no ASI hazard) and an
     // expression statement never starts with `{`, `function` or `class`.
     let at = leftmost(expr);
-    match offset_of(&wrapped, at) {
-        Some(start) => {
-            let mut out = String::with_capacity(wrapped.len() + INSERTED as usize);
-            out.push_str(&wrapped[..start]);
-            out.push_str("return ");
-            out.push_str(&wrapped[start..]);
-            Ok((out, Some((at.line_number(), at.column_number()))))
-        }
-        None => Ok((wrapped, None)),
+    let Some(start) = offset_of(&analysed, at).and_then(|o| o.checked_sub(ANALYSIS_PREFIX.len()))
+    else {
+        return Ok(unchanged(script));
+    };
+    let mut code =
+        String::with_capacity(PREFIX.len() + script.len() + SUFFIX.len() + INSERTED as usize);
+    code.push_str(PREFIX);
+    code.push_str(&script[..start]);
+    code.push_str("return ");
+    code.push_str(&script[start..]);
+    code.push_str(SUFFIX);
+    Ok(Prepared {
+        code,
+        // Both wrappers put the script on line 2.
+        inserted_at: Some((at.line_number(), at.column_number())),
+    })
+}
+
+fn unchanged(script: &str) -> Prepared {
+    Prepared {
+        code: wrap(script),
+        inserted_at: None,
     }
 }
 
@@ -129,23 +138,6 @@ pub fn wrap(script: &str) -> String {
     format!("{PREFIX}{script}{SUFFIX}")
 }
 
-fn wrapper_body(stmt: &Statement) -> Option<&[StatementListItem]> {
-    let Statement::Expression(Expression::Call(call)) = stmt else {
-        return None;
-    };
-    if !call.args().is_empty() {
-        return None;
-    }
-    let mut callee = call.function();
-    while let Expression::Parenthesized(p) = callee {
-        callee = p.expression();
-    }
-    match callee {
-        Expression::AsyncArrowFunction(f) => Some(f.body().statements()),
-        _ => None,
-    }
-}
-
 /// Byte offset of a boa position (1-based line and code-point column, with
 /// boa's line terminators: LF, CR, CRLF, U+2028, U+2029).
 fn offset_of(text: &str, pos: Position) -> Option<usize> {
@@ -172,6 +164,46 @@ fn offset_of(text: &str, pos: Position) -> Option<usize> {
         }
     }
     (line == want_line && col == want_col).then_some(text.len())
+}
+
+/// The syntax error of the wrapped script, for errors only a full script
+/// parse finds (scope analysis: redeclarations and the like). Positions are
+/// mapped back to the agent's text.
+pub fn wrapped_syntax_error(script: &str, ctx: &mut Context) -> SyntaxError {
+    let wrapped = wrap(script);
+    match Parser::new(Source::from_bytes(wrapped.as_bytes()))
+        .parse_script(&Scope::new_global(), ctx.interner_mut())
+    {
+        Err(e) => shifted(syntax_error(&e, script), script),
+        Ok(_) => SyntaxError {
+            message: "the script could not be compiled".into(),
+            line: 1,
+            column: 1,
+        },
+    }
+}
+
+fn unbalanced() -> SyntaxError {
+    SyntaxError {
+        message: "unbalanced braces: the script closes a block it did not open".into(),
+        line: 1,
+        column: 1,
+    }
+}
+
+/// Moves an error found in a wrapped text (script on line 2) back to the
+/// agent's lines; one in a wrapper line is put at the nearest end.
+fn shifted(mut err: SyntaxError, script: &str) -> SyntaxError {
+    if err.line > LINE_OFFSET {
+        err.line -= LINE_OFFSET;
+    } else {
+        (err.line, err.column) = (1, 1);
+    }
+    let last = end_of(script);
+    if (err.line, err.column) > last {
+        (err.line, err.column) = last;
+    }
+    err
 }
 
 fn syntax_error(err: &ParseError, script: &str) -> SyntaxError {
@@ -215,7 +247,7 @@ fn syntax_error(err: &ParseError, script: &str) -> SyntaxError {
         ParseError::ScopeAnalysis { err } => (format!("invalid scope: {err}"), None),
     };
     let (line, column) = match pos {
-        Some(p) => map_position(p.line_number(), p.column_number(), script),
+        Some(p) => (p.line_number(), p.column_number()),
         None => end_of(script),
     };
     SyntaxError {
@@ -227,20 +259,6 @@ fn syntax_error(err: &ParseError, script: &str) -> SyntaxError {
 
 fn start(span: &Span) -> Position {
     span.start()
-}
-
-/// Maps a line/column in the wrapped text back to the agent's text. A
-/// position in the suffix (an unclosed block) is reported at the end.
-pub fn map_position(line: u32, column: u32, script: &str) -> (u32, u32) {
-    let line = line.saturating_sub(LINE_OFFSET);
-    if line == 0 {
-        return (1, 1);
-    }
-    let (last_line, last_col) = end_of(script);
-    if line > last_line {
-        return (last_line, last_col);
-    }
-    (line, column)
 }
 
 /// Line and column just after the last character of `script`.

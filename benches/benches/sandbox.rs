@@ -1,0 +1,65 @@
+//! Per-execution cost of the sandbox in both modes, against an in-process
+//! echo host (so the numbers are the sandbox's own overhead).
+//!
+//! `cargo bench -p airlock-benches --bench sandbox`
+
+use airlock_benches::{EchoHost, WORKLOADS};
+use airlock_sandbox::{Capacity, Limits, Mode, Sandbox, SandboxConfig};
+use criterion::{criterion_group, criterion_main, Criterion};
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let limits = Limits::default();
+    for mode in [Mode::Fresh, Mode::Reuse] {
+        let sandbox = rt
+            .block_on(Sandbox::new(SandboxConfig {
+                mode,
+                capacity: Capacity {
+                    executions_in_flight: 2,
+                    ..Capacity::default()
+                },
+                ..SandboxConfig::default()
+            }))
+            .expect("sandbox");
+        let mut group = c.benchmark_group(format!("execute/{mode}"));
+        for (name, script) in WORKLOADS {
+            group.bench_function(*name, |b| {
+                b.to_async(&rt).iter(|| async {
+                    let o = sandbox.execute(script, &limits, &EchoHost).await;
+                    assert!(o.is_ok(), "{:?}", o.result);
+                    o
+                })
+            });
+        }
+        group.finish();
+    }
+
+    // One host round trip: the difference between 101 and 1 sequential
+    // calls, per call.
+    let sandbox = rt.block_on(Sandbox::new(SandboxConfig::default())).unwrap();
+    let many = "for (let i = 0; i < 100; i++) { await tools.echo({}) } 0";
+    let mut group = c.benchmark_group("round_trip");
+    group.bench_function("hundred_sequential_calls", |b| {
+        b.to_async(&rt)
+            .iter(|| async { sandbox.execute(many, &limits, &EchoHost).await })
+    });
+    group.bench_function("no_calls", |b| {
+        b.to_async(&rt).iter(|| async {
+            sandbox
+                .execute("for (let i = 0; i < 100; i++) {} 0", &limits, &EchoHost)
+                .await
+        })
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(200).measurement_time(std::time::Duration::from_secs(4));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,250 @@
+//! Where the sandbox's configuration comes from: defaults, then a TOML file
+//! (`--config` / `AIRLOCK_CONFIG`), then `AIRLOCK_*` environment variables,
+//! then command-line flags — each later source overriding the earlier.
+
+use std::path::{Path, PathBuf};
+
+use airlock_sandbox::{Limits, Mode, SandboxConfig};
+use clap::Args;
+use serde::Deserialize;
+
+/// The file's shape:
+///
+/// ```toml
+/// [sandbox]
+/// mode = "reuse"
+/// [sandbox.capacity]
+/// executions_in_flight = 8
+/// [limits]
+/// wall_time_ms = 30000
+/// ```
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConfigFile {
+    pub sandbox: SandboxConfig,
+    pub limits: Limits,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid: {message}")]
+    Parse { path: String, message: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub fn load_file(path: &Path) -> Result<ConfigFile, SettingsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| SettingsError::Parse {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Sandbox settings and limits as flags. Every one also reads an
+/// `AIRLOCK_*` variable; byte sizes accept `KiB`, `MiB` and `GiB`.
+#[derive(Debug, Default, Args)]
+pub struct SandboxFlags {
+    /// TOML file with [sandbox] and [limits] tables.
+    #[arg(long, env = "AIRLOCK_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// `fresh` (new instance per execution) or `reuse` (instances serve
+    /// several executions, each in a new realm).
+    #[arg(long, env = "AIRLOCK_MODE")]
+    pub mode: Option<Mode>,
+    /// Executions one instance serves in reuse mode.
+    #[arg(long, env = "AIRLOCK_REUSE_RUNS")]
+    pub reuse_runs: Option<u32>,
+    /// Executions running at once.
+    #[arg(long, env = "AIRLOCK_EXECUTIONS_IN_FLIGHT")]
+    pub executions_in_flight: Option<u32>,
+    /// Executions allowed to wait for a slot.
+    #[arg(long, env = "AIRLOCK_QUEUE_DEPTH")]
+    pub queue_depth: Option<u32>,
+    /// Longest wait for a slot, in ms.
+    #[arg(long, env = "AIRLOCK_QUEUE_WAIT_MS")]
+    pub queue_wait_ms: Option<u64>,
+    /// Where the compiled guest is cached.
+    #[arg(long, env = "AIRLOCK_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Start instances without the pre-initialised realm (slower; for
+    /// measuring what the snapshot saves).
+    #[arg(long)]
+    pub no_snapshot: bool,
+
+    /// Largest script accepted.
+    #[arg(long, env = "AIRLOCK_SOURCE_BYTES", value_parser = parse_bytes)]
+    pub source_bytes: Option<u64>,
+    /// Guest memory cap.
+    #[arg(long, env = "AIRLOCK_MEMORY_BYTES", value_parser = parse_bytes)]
+    pub memory_bytes: Option<u64>,
+    /// Wall-clock budget per execution, waiting on tools included.
+    #[arg(long, env = "AIRLOCK_WALL_TIME_MS")]
+    pub wall_time_ms: Option<u64>,
+    /// Instruction budget (builds the engine with fuel metering).
+    #[arg(long, env = "AIRLOCK_FUEL")]
+    pub fuel: Option<u64>,
+    /// Tool calls one execution may start.
+    #[arg(long, env = "AIRLOCK_TOOL_CALLS")]
+    pub tool_calls: Option<u32>,
+    /// Tool calls running at once per execution (more wait their turn).
+    #[arg(long, env = "AIRLOCK_CALLS_IN_FLIGHT")]
+    pub calls_in_flight: Option<u32>,
+    /// Longest one tool call may take, in ms.
+    #[arg(long, env = "AIRLOCK_CALL_TIMEOUT_MS")]
+    pub call_timeout_ms: Option<u64>,
+    /// Largest result returned; larger ones are truncated to valid JSON.
+    #[arg(long, env = "AIRLOCK_RESULT_BYTES", value_parser = parse_bytes)]
+    pub result_bytes: Option<u64>,
+    /// Console output kept per execution.
+    #[arg(long, env = "AIRLOCK_LOG_BYTES", value_parser = parse_bytes)]
+    pub log_bytes: Option<u64>,
+}
+
+impl SandboxFlags {
+    /// Merges file and flags over the defaults and checks the result.
+    pub fn resolve(&self) -> Result<(SandboxConfig, Limits), SettingsError> {
+        let file = match &self.config {
+            Some(path) => load_file(path)?,
+            None => ConfigFile::default(),
+        };
+        let (mut sandbox, mut limits) = (file.sandbox, file.limits);
+        set(&mut sandbox.mode, self.mode);
+        set(&mut sandbox.reuse_runs, self.reuse_runs);
+        set(
+            &mut sandbox.capacity.executions_in_flight,
+            self.executions_in_flight,
+        );
+        set(&mut sandbox.capacity.queue_depth, self.queue_depth);
+        set(&mut sandbox.capacity.queue_wait_ms, self.queue_wait_ms);
+        if let Some(dir) = &self.cache_dir {
+            sandbox.cache_dir = Some(dir.clone());
+        }
+        if self.no_snapshot {
+            sandbox.snapshot = false;
+        }
+        set(&mut limits.source_bytes, self.source_bytes);
+        set(&mut limits.memory_bytes, self.memory_bytes);
+        set(&mut limits.wall_time_ms, self.wall_time_ms);
+        set(&mut limits.tool_calls, self.tool_calls);
+        set(&mut limits.calls_in_flight, self.calls_in_flight);
+        set(&mut limits.call_timeout_ms, self.call_timeout_ms);
+        set(&mut limits.result_bytes, self.result_bytes);
+        set(&mut limits.log_bytes, self.log_bytes);
+        if self.fuel.is_some() {
+            limits.fuel = self.fuel;
+        }
+        if limits.fuel.is_some() {
+            sandbox.fuel_metering = true;
+        }
+        limits
+            .validate()
+            .map_err(|e| SettingsError::Invalid(e.to_string()))?;
+        sandbox
+            .capacity
+            .validate()
+            .map_err(|e| SettingsError::Invalid(e.to_string()))?;
+        Ok((sandbox, limits))
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}
+
+/// `4096`, `64KiB`, `256MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size; write e.g. 4096, 64KiB, 256MiB or 1GiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{s}`; use KiB, MiB or GiB"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_bytes("1 GiB"), Ok(1 << 30));
+        assert!(parse_bytes("12 parsecs").unwrap_err().contains("unit"));
+        assert!(parse_bytes("lots").is_err());
+    }
+
+    #[test]
+    fn file_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("airlock.toml");
+        std::fs::write(
+            &path,
+            "[sandbox]\nmode = \"reuse\"\n[sandbox.capacity]\nexecutions_in_flight = 3\n[limits]\nwall_time_ms = 1234\ntool_calls = 7\n",
+        )
+        .unwrap();
+        let flags = SandboxFlags {
+            config: Some(path),
+            tool_calls: Some(9),
+            ..SandboxFlags::default()
+        };
+        let (sandbox, limits) = flags.resolve().unwrap();
+        assert_eq!(sandbox.mode, Mode::Reuse);
+        assert_eq!(sandbox.capacity.executions_in_flight, 3);
+        assert_eq!(limits.wall_time_ms, 1234, "from the file");
+        assert_eq!(limits.tool_calls, 9, "the flag wins");
+        assert_eq!(
+            limits.memory_bytes,
+            Limits::default().memory_bytes,
+            "default kept"
+        );
+    }
+
+    #[test]
+    fn bad_files_name_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("airlock.toml");
+        std::fs::write(&path, "[limits]\nwall_time = 5\n").unwrap();
+        let err = SandboxFlags {
+            config: Some(path),
+            ..SandboxFlags::default()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("wall_time"), "{err}");
+        let err = SandboxFlags {
+            tool_calls: Some(0),
+            ..SandboxFlags::default()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("tool_calls"), "{err}");
+    }
+}
