@@ -1,5 +1,9 @@
-//! Runs one script many times in one mode, for profiling:
+//! Runs one script many times in one mode and prints latency percentiles;
+//! handy under `perf record`:
 //! `cargo run --release -p airlock-sandbox --example loop -- fresh 20000 '1+1'`
+//! Environment: `SETTLE=1` waits for reuse resets between executions,
+//! `NO_SNAPSHOT=1` starts instances without the pre-initialised realm,
+//! `WORKERS=n` uses a multi-thread runtime.
 
 use airlock_sandbox::{
     Capacity, Limits, Mode, Sandbox, SandboxConfig, ToolCall, ToolFailure, ToolHost,
@@ -14,8 +18,22 @@ impl ToolHost for Echo {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn main() {
+    // WORKERS=n runs on a multi-thread runtime (the default is one thread,
+    // where a reuse instance's realm reset and the next script share a core).
+    let rt = match std::env::var("WORKERS").ok().and_then(|w| w.parse().ok()) {
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    };
+    rt.unwrap().block_on(run());
+}
+
+async fn run() {
     let mut args = std::env::args().skip(1);
     let mode: Mode = args.next().unwrap_or("fresh".into()).parse().unwrap();
     let n: usize = args.next().unwrap_or("10000".into()).parse().unwrap();
@@ -27,6 +45,7 @@ async fn main() {
             executions_in_flight: 2,
             ..Capacity::default()
         },
+        snapshot: std::env::var_os("NO_SNAPSHOT").is_none(),
         ..SandboxConfig::default()
     })
     .await

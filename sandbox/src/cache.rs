@@ -83,3 +83,70 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     drop(f);
     fs::rename(&tmp, path)
 }
+
+/// Compiled modules kept in the directory; older ones (earlier guests, other
+/// knobs) are removed after a compile. Four covers fuel on/off × snapshot
+/// on/off for the current guest.
+pub const KEEP: usize = 4;
+
+/// Removes all but the [`KEEP`] most recently written modules. Deleting a
+/// file another process has mapped is safe on Unix (the mapping stays).
+pub fn prune(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut modules: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("guest-") && name.ends_with(".cwasm")
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    modules.sort_by(|a, b| b.0.cmp(&a.0));
+    for (_, path) in modules.into_iter().skip(KEEP) {
+        if let Err(e) = fs::remove_file(&path) {
+            tracing::debug!(path = %path.display(), error = %e, "could not remove an old compiled module");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prune_keeps_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..7 {
+            let p = dir.path().join(format!("guest-{i}.cwasm"));
+            fs::write(&p, b"x").unwrap();
+            let t =
+                std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000 + i);
+            File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        }
+        fs::write(dir.path().join(".lock"), b"").unwrap();
+        prune(dir.path());
+        let mut left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ".lock",
+                "guest-3.cwasm",
+                "guest-4.cwasm",
+                "guest-5.cwasm",
+                "guest-6.cwasm"
+            ]
+        );
+    }
+}

@@ -164,9 +164,12 @@ async fn compile_and_store(
     };
     let module = Module::new(engine, &wasm).map_err(SandboxError::engine)?;
     let bytes = module.serialize().map_err(SandboxError::engine)?;
-    if let Err(e) = cache::write_atomic(path, &bytes) {
+    match cache::write_atomic(path, &bytes) {
+        Ok(()) => cache::prune(&opts.cache_dir),
         // Still usable this time; the next start compiles again.
-        tracing::warn!(path = %path.display(), error = %e, "could not write the compiled-module cache");
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "could not write the compiled-module cache")
+        }
     }
     tracing::info!(
         ms = t0.elapsed().as_millis() as u64,
