@@ -104,7 +104,7 @@ pub fn prune(dir: &Path) {
         })
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
-    modules.sort_by(|a, b| b.0.cmp(&a.0));
+    modules.sort_by_key(|m| std::cmp::Reverse(m.0));
     for (_, path) in modules.into_iter().skip(KEEP) {
         if let Err(e) = fs::remove_file(&path) {
             tracing::debug!(path = %path.display(), error = %e, "could not remove an old compiled module");
