@@ -216,6 +216,16 @@ async fn log_bytes_keeps_the_first_lines_and_counts_the_rest() {
     );
 }
 
+/// Runs `script` in the background with default limits.
+fn spawn(
+    sb: &airlock_sandbox::Sandbox,
+    host: &Arc<TestHost>,
+    script: &'static str,
+) -> tokio::task::JoinHandle<airlock_sandbox::Outcome> {
+    let (sb, host) = (sb.clone(), host.clone());
+    tokio::spawn(async move { sb.execute(script, &Limits::default(), &*host).await })
+}
+
 fn one_at_a_time(queue_depth: u32, queue_wait_ms: u64) -> SandboxConfig {
     SandboxConfig {
         capacity: Capacity {
@@ -231,13 +241,7 @@ fn one_at_a_time(queue_depth: u32, queue_wait_ms: u64) -> SandboxConfig {
 async fn executions_in_flight_refuses_at_once_without_a_queue() {
     let sb = common::sandbox(one_at_a_time(0, 1000)).await;
     let host = Arc::new(TestHost::default());
-    let first = tokio::spawn({
-        let (sb, host) = (sb.clone(), host.clone());
-        async move {
-            sb.execute("await tools.gate({})", &Limits::default(), &*host)
-                .await
-        }
-    });
+    let first = spawn(&sb, &host, "await tools.gate({})");
     host.wait_for_calls(1).await;
     let o = sb.execute("1", &Limits::default(), &*host).await;
     assert_eq!(limit_of(&o.result), (Limit::ExecutionsInFlight, 1, 2));
@@ -249,18 +253,9 @@ async fn executions_in_flight_refuses_at_once_without_a_queue() {
 async fn queue_depth_refuses_when_the_queue_is_full() {
     let sb = common::sandbox(one_at_a_time(1, 10_000)).await;
     let host = Arc::new(TestHost::default());
-    let first = tokio::spawn({
-        let (sb, host) = (sb.clone(), host.clone());
-        async move {
-            sb.execute("await tools.gate({})", &Limits::default(), &*host)
-                .await
-        }
-    });
+    let first = spawn(&sb, &host, "await tools.gate({})");
     host.wait_for_calls(1).await;
-    let second = tokio::spawn({
-        let (sb, host) = (sb.clone(), host.clone());
-        async move { sb.execute("'second'", &Limits::default(), &*host).await }
-    });
+    let second = spawn(&sb, &host, "'second'");
     while sb.queued() < 1 {
         tokio::task::yield_now().await;
     }
@@ -279,13 +274,7 @@ async fn queue_depth_refuses_when_the_queue_is_full() {
 async fn queue_wait_ms_bounds_the_wait_for_a_slot() {
     let sb = common::sandbox(one_at_a_time(4, 100)).await;
     let host = Arc::new(TestHost::default());
-    let first = tokio::spawn({
-        let (sb, host) = (sb.clone(), host.clone());
-        async move {
-            sb.execute("await tools.gate({})", &Limits::default(), &*host)
-                .await
-        }
-    });
+    let first = spawn(&sb, &host, "await tools.gate({})");
     host.wait_for_calls(1).await;
     let o = sb.execute("1", &Limits::default(), &*host).await;
     let (limit, value, used) = limit_of(&o.result);

@@ -138,32 +138,42 @@ pub fn wrap(script: &str) -> String {
     format!("{PREFIX}{script}{SUFFIX}")
 }
 
-/// Byte offset of a boa position (1-based line and code-point column, with
-/// boa's line terminators: LF, CR, CRLF, U+2028, U+2029).
-fn offset_of(text: &str, pos: Position) -> Option<usize> {
-    let (want_line, want_col) = (pos.line_number(), pos.column_number());
-    let (mut line, mut col) = (1u32, 1u32);
+/// Every character's byte offset with its 1-based line and code-point
+/// column, counting lines as boa does (LF, CR, CRLF, U+2028, U+2029), and
+/// finally the position just past the end.
+fn positions(text: &str) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
     let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if line == want_line && col == want_col {
-            return Some(i);
+    let (mut line, mut col) = (1u32, 1u32);
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
         }
+        let Some((i, c)) = chars.next() else {
+            done = true;
+            return Some((text.len(), line, col));
+        };
+        let here = (i, line, col);
         match c {
             '\r' => {
                 if let Some(&(_, '\n')) = chars.peek() {
                     chars.next();
                 }
-                line += 1;
-                col = 1;
+                (line, col) = (line + 1, 1);
             }
-            '\n' | '\u{2028}' | '\u{2029}' => {
-                line += 1;
-                col = 1;
-            }
+            '\n' | '\u{2028}' | '\u{2029}' => (line, col) = (line + 1, 1),
             _ => col += 1,
         }
-    }
-    (line == want_line && col == want_col).then_some(text.len())
+        Some(here)
+    })
+}
+
+/// Byte offset of a boa position.
+fn offset_of(text: &str, pos: Position) -> Option<usize> {
+    let want = (pos.line_number(), pos.column_number());
+    positions(text)
+        .find(|&(_, l, c)| (l, c) == want)
+        .map(|(i, _, _)| i)
 }
 
 /// The syntax error of the wrapped script, for errors only a full script
@@ -263,23 +273,5 @@ fn start(span: &Span) -> Position {
 
 /// Line and column just after the last character of `script`.
 pub fn end_of(script: &str) -> (u32, u32) {
-    let (mut line, mut col) = (1u32, 1u32);
-    let mut chars = script.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\r' => {
-                if chars.peek() == Some(&'\n') {
-                    chars.next();
-                }
-                line += 1;
-                col = 1;
-            }
-            '\n' | '\u{2028}' | '\u{2029}' => {
-                line += 1;
-                col = 1;
-            }
-            _ => col += 1,
-        }
-    }
-    (line, col)
+    positions(script).last().map_or((1, 1), |(_, l, c)| (l, c))
 }
