@@ -1,0 +1,57 @@
+//! What the gateway needs from a backend: its tools, and a way to call one.
+//! A backend is only ever called by the gateway, after validation, policy,
+//! approval and limits.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::spec::ToolSpec;
+
+/// A successful backend answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    pub value: Value,
+    /// The backend's own id for the request (a Proxmox UPID, a collector
+    /// request id), recorded in the audit line.
+    pub request_id: Option<String>,
+}
+
+impl Reply {
+    pub fn new(value: Value) -> Self {
+        Self {
+            value,
+            request_id: None,
+        }
+    }
+}
+
+/// A failed backend call: a machine-readable code and a message fit for an
+/// agent (no internal addresses, no secrets).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct BackendError {
+    pub code: String,
+    pub message: String,
+}
+
+impl BackendError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Short, stable id (`pve`, `quox`, `demo`): tools record it, clashes
+    /// are renamed with it.
+    fn id(&self) -> &str;
+
+    /// The tools it serves, in the order they should be listed.
+    fn tools(&self) -> Vec<ToolSpec>;
+
+    /// Runs `tool` with arguments that already passed validation.
+    async fn call(&self, tool: &ToolSpec, args: Value) -> Result<Reply, BackendError>;
+}

@@ -1,0 +1,386 @@
+//! The catalog: every backend's tools under one namespace, each with its
+//! compiled validator, TypeScript signature and a place in the search
+//! index.
+//!
+//! Name clashes are settled by backend order (the order of the
+//! configuration): the first backend keeps the name, a later one's tool is
+//! renamed `<backend>_<name>`, and if that is taken too it is left out.
+//! Every clash is reported so startup can log it.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{
+    search::{self, Hit, Index, Query, Results},
+    spec::{is_js_identifier, Hints, Tier, ToolSpec},
+    typescript,
+    validate::ArgsValidator,
+};
+
+pub struct Entry {
+    pub spec: ToolSpec,
+    pub signature: String,
+    validator: ArgsValidator,
+}
+
+impl Entry {
+    /// Problems with `args` under this tool's schema; empty when valid.
+    pub fn problems(&self, args: &Value) -> Vec<String> {
+        self.validator.problems(args)
+    }
+}
+
+/// A name two backends both offered, and how it was settled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Clash {
+    pub name: String,
+    pub kept_by: String,
+    pub other: String,
+    /// The other backend's tool's new name, or `None` if it was left out.
+    pub renamed_to: Option<String>,
+}
+
+impl std::fmt::Display for Clash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.renamed_to {
+            Some(n) => write!(f, "tool `{}` is offered by {} and {}; {}'s is available as `{n}`", self.name, self.kept_by, self.other, self.other),
+            None => write!(f, "tool `{}` is offered by {} and {}; {}'s is left out (its prefixed name is taken too)", self.name, self.kept_by, self.other, self.other),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CatalogError {
+    #[error("backend {backend} offers a tool named `{name}`, which is not a valid JavaScript identifier")]
+    InvalidName { backend: String, name: String },
+    #[error("tool `{tool}`: {message}")]
+    BadSchema { tool: String, message: String },
+}
+
+pub struct Catalog {
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+    index: Index,
+}
+
+/// Example queries offered when a search finds nothing.
+const EXAMPLES: &[&str] = &[
+    "list vms",
+    "start container",
+    "snapshot a vm",
+    "node status",
+];
+
+/// The answer for one name asked of `get_schema`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum SchemaAnswer {
+    Found {
+        name: String,
+        tier: Tier,
+        hints: Hints,
+        backend: String,
+        json_schema: Value,
+        typescript: String,
+    },
+    Unknown {
+        name: String,
+        error: String,
+        did_you_mean: Vec<String>,
+    },
+}
+
+impl Catalog {
+    /// Merges backends' tools in the given order.
+    pub fn build(
+        sources: Vec<(String, Vec<ToolSpec>)>,
+    ) -> Result<(Self, Vec<Clash>), CatalogError> {
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut clashes = Vec::new();
+        for (backend, specs) in sources {
+            for mut spec in specs {
+                spec.backend = backend.clone();
+                if !is_js_identifier(&spec.name) {
+                    return Err(CatalogError::InvalidName {
+                        backend,
+                        name: spec.name,
+                    });
+                }
+                if let Some(&i) = by_name.get(&spec.name) {
+                    let renamed = format!("{backend}_{}", spec.name);
+                    let free = is_js_identifier(&renamed) && !by_name.contains_key(&renamed);
+                    clashes.push(Clash {
+                        name: spec.name.clone(),
+                        kept_by: entries[i].spec.backend.clone(),
+                        other: backend.clone(),
+                        renamed_to: free.then(|| renamed.clone()),
+                    });
+                    if !free {
+                        continue;
+                    }
+                    spec.name = renamed;
+                }
+                let validator =
+                    ArgsValidator::new(&spec).map_err(|message| CatalogError::BadSchema {
+                        tool: spec.name.clone(),
+                        message,
+                    })?;
+                let signature = typescript::signature(&spec);
+                by_name.insert(spec.name.clone(), entries.len());
+                entries.push(Entry {
+                    spec,
+                    signature,
+                    validator,
+                });
+            }
+        }
+        let index = Index::build(entries.iter().map(|e| &e.spec));
+        Ok((
+            Self {
+                entries,
+                by_name,
+                index,
+            },
+            clashes,
+        ))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Entry> {
+        self.by_name.get(name).map(|&i| &self.entries[i])
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    /// Ranked hits for `query`. Forbidden tools are only listed when the
+    /// query asks for that tier explicitly: they can never be called.
+    pub fn search(&self, query: &Query) -> Results {
+        let limit = query
+            .limit
+            .unwrap_or(search::DEFAULT_LIMIT)
+            .clamp(1, search::MAX_LIMIT);
+        let wanted = |e: &Entry| {
+            let tier_ok = if query.tiers.is_empty() {
+                e.spec.tier != Tier::Forbidden
+            } else {
+                query.tiers.contains(&e.spec.tier)
+            };
+            tier_ok && query.backend.as_ref().is_none_or(|b| &e.spec.backend == b)
+        };
+        let ranked = self.index.rank(&query.text);
+        let hits: Vec<Hit> = ranked
+            .into_iter()
+            .map(|(i, score)| (&self.entries[i], score))
+            .filter(|(e, _)| wanted(e))
+            .take(limit)
+            .map(|(e, score)| Hit {
+                name: e.spec.name.clone(),
+                summary: e.spec.summary.clone(),
+                tier: e.spec.tier,
+                backend: e.spec.backend.clone(),
+                signature: e.signature.clone(),
+                score: (score * 100.0).round() / 100.0,
+            })
+            .collect();
+        let hint = hits
+            .is_empty()
+            .then(|| search::guidance(self.len(), EXAMPLES));
+        Results { hits, hint }
+    }
+
+    /// One answer per requested name: the schema and its TypeScript, or an
+    /// error with suggestions. Never all-or-nothing.
+    pub fn schemas(&self, names: &[String]) -> Vec<SchemaAnswer> {
+        names
+            .iter()
+            .map(|name| match self.get(name) {
+                Some(e) => SchemaAnswer::Found {
+                    name: name.clone(),
+                    tier: e.spec.tier,
+                    hints: e.spec.hints,
+                    backend: e.spec.backend.clone(),
+                    json_schema: e.spec.input_schema.clone(),
+                    typescript: typescript::declarations([&e.spec]),
+                },
+                None => SchemaAnswer::Unknown {
+                    name: name.clone(),
+                    error: format!("no tool named `{name}`"),
+                    did_you_mean: self.suggest(name),
+                },
+            })
+            .collect()
+    }
+
+    /// Up to three names close to `name`: similar spelling first, then what
+    /// a search for its words finds.
+    pub fn suggest(&self, name: &str) -> Vec<String> {
+        let lower = name.to_lowercase();
+        let mut close: Vec<(f64, &str)> = self
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    strsim::jaro_winkler(&lower, &e.spec.name.to_lowercase()),
+                    e.spec.name.as_str(),
+                )
+            })
+            .filter(|(s, _)| *s >= 0.85)
+            .collect();
+        close.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut out: Vec<String> = close
+            .into_iter()
+            .map(|(_, n)| n.to_string())
+            .take(3)
+            .collect();
+        for (i, _) in self.index.rank(&name.replace(['_', '-', '.'], " ")) {
+            if out.len() >= 3 {
+                break;
+            }
+            let n = &self.entries[i].spec.name;
+            if !out.contains(n) {
+                out.push(n.clone());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, tier: Tier, summary: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            summary: summary.into(),
+            description: String::new(),
+            input_schema: json!({"type": "object", "properties": {"node": {"type": "string"}}}),
+            output_schema: None,
+            tier,
+            hints: Hints::for_tier(tier),
+            backend: String::new(),
+            path_params: vec![],
+        }
+    }
+
+    #[test]
+    fn clashes_are_settled_by_order_and_reported() {
+        let (cat, clashes) = Catalog::build(vec![
+            (
+                "pve".into(),
+                vec![tool("list_nodes", Tier::Read, "List nodes")],
+            ),
+            (
+                "quox".into(),
+                vec![
+                    tool("list_nodes", Tier::Read, "Collector nodes"),
+                    tool("pve_x", Tier::Read, "x"),
+                ],
+            ),
+            (
+                "extra".into(),
+                vec![tool("list_nodes", Tier::Read, "again")],
+            ),
+        ])
+        .unwrap();
+        assert_eq!(cat.get("list_nodes").unwrap().spec.backend, "pve");
+        assert_eq!(
+            cat.get("quox_list_nodes").unwrap().spec.summary,
+            "Collector nodes"
+        );
+        assert_eq!(clashes.len(), 2);
+        assert_eq!(clashes[0].renamed_to.as_deref(), Some("quox_list_nodes"));
+        assert!(clashes[1].to_string().contains("extra"));
+        // Same input, same outcome.
+        let (again, _) = Catalog::build(vec![
+            (
+                "pve".into(),
+                vec![tool("list_nodes", Tier::Read, "List nodes")],
+            ),
+            (
+                "quox".into(),
+                vec![tool("list_nodes", Tier::Read, "Collector nodes")],
+            ),
+        ])
+        .unwrap();
+        assert!(again.contains("quox_list_nodes"));
+    }
+
+    #[test]
+    fn bad_names_and_schemas_fail_the_build() {
+        let err = Catalog::build(vec![("b".into(), vec![tool("vm-start", Tier::Read, "")])])
+            .err()
+            .unwrap();
+        assert!(matches!(err, CatalogError::InvalidName { .. }));
+        let mut bad = tool("x", Tier::Read, "");
+        bad.input_schema = json!({"type": 12});
+        let err = Catalog::build(vec![("b".into(), vec![bad])]).err().unwrap();
+        assert!(matches!(err, CatalogError::BadSchema { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn schemas_answer_per_name_with_suggestions() {
+        let (cat, _) = Catalog::build(vec![(
+            "pve".into(),
+            vec![
+                tool("start_vm", Tier::Operate, "Start a VM"),
+                tool("stop_vm", Tier::Operate, "Stop a VM"),
+            ],
+        )])
+        .unwrap();
+        let answers = cat.schemas(&["start_vm".into(), "strat_vm".into()]);
+        assert!(
+            matches!(&answers[0], SchemaAnswer::Found { typescript, .. } if typescript.contains("function start_vm"))
+        );
+        match &answers[1] {
+            SchemaAnswer::Unknown { did_you_mean, .. } => assert_eq!(did_you_mean[0], "start_vm"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn forbidden_tools_are_hidden_from_search_unless_asked_for() {
+        let (cat, _) = Catalog::build(vec![(
+            "pve".into(),
+            vec![
+                tool("vm_console", Tier::Forbidden, "Open a VM console"),
+                tool("vm_status", Tier::Read, "VM status"),
+            ],
+        )])
+        .unwrap();
+        let r = cat.search(&Query {
+            text: "vm console".into(),
+            ..Query::default()
+        });
+        assert!(r.hits.iter().all(|h| h.name != "vm_console"));
+        let r = cat.search(&Query {
+            text: "vm console".into(),
+            tiers: vec![Tier::Forbidden],
+            ..Query::default()
+        });
+        assert_eq!(r.hits[0].name, "vm_console");
+        let r = cat.search(&Query {
+            text: "the of".into(),
+            ..Query::default()
+        });
+        assert!(r.hits.is_empty());
+        assert!(r.hint.unwrap().contains("e.g."));
+    }
+}

@@ -1,0 +1,516 @@
+//! The one path every tool call takes:
+//! lookup → validation → policy → approval → rate limits → audit →
+//! backend → redaction → audit.
+//!
+//! A call refused at any step never reaches a backend, and every call,
+//! refused or not, leaves an audit line with the decision. If the audit
+//! line cannot be written the call is refused: nothing runs unrecorded.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use serde_json::{json, Map, Value};
+use tokio::sync::Semaphore;
+
+use crate::{
+    approval::{ApprovalError, ApprovalStore, Check},
+    audit::{AuditError, AuditLog},
+    backend::Backend,
+    catalog::{Catalog, CatalogError, Clash},
+    config::GatewayConfig,
+    digest::{sha256_hex, sha256_json},
+    policy::{Mode, Policy, PolicyError},
+    redact,
+    spec::Tier,
+};
+
+/// Who is calling, and from which execution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub identity: String,
+    /// The execution the call belongs to, when it came from a script.
+    pub execution: Option<String>,
+}
+
+impl Caller {
+    pub fn new(identity: impl Into<String>) -> Self {
+        Self {
+            identity: identity.into(),
+            execution: None,
+        }
+    }
+}
+
+/// A call that ran.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Called {
+    pub value: Value,
+    /// Secret-looking fields replaced before the value left the gateway.
+    pub redacted: usize,
+}
+
+/// Why a call did not run or did not succeed. Each has a stable `code`
+/// that scripts see as `e.code`.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CallError {
+    #[error("no tool named `{name}`{}", did_you_mean_text(.did_you_mean))]
+    UnknownTool {
+        name: String,
+        did_you_mean: Vec<String>,
+    },
+    #[error("invalid arguments for {tool}: {}", .problems.join("; "))]
+    InvalidArguments { tool: String, problems: Vec<String> },
+    #[error("{reason}")]
+    PolicyDenied { tool: String, reason: String },
+    #[error("{tool} needs approval: request {request_id} ({summary}); {how}")]
+    ApprovalRequired {
+        tool: String,
+        request_id: String,
+        summary: String,
+        how: String,
+    },
+    #[error("identity {identity} made more than {limit} calls in the last minute; wait and retry, or ask the operator to raise rate.calls_per_minute")]
+    RateLimited { identity: String, limit: u32 },
+    #[error("{message}")]
+    Backend {
+        tool: String,
+        code: String,
+        message: String,
+    },
+    #[error("the audit log cannot be written, so no call runs: {0}")]
+    AuditUnavailable(String),
+    #[error("the approval store is unavailable, so calls needing approval are refused: {0}")]
+    ApprovalUnavailable(String),
+}
+
+fn did_you_mean_text(names: &[String]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; did you mean {}?",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+impl CallError {
+    /// The code a script sees as `e.code`.
+    pub fn code(&self) -> &str {
+        match self {
+            CallError::UnknownTool { .. } => "not_found",
+            CallError::InvalidArguments { .. } => "invalid_arguments",
+            CallError::PolicyDenied { .. } => "policy_denied",
+            CallError::ApprovalRequired { .. } => "approval_required",
+            CallError::RateLimited { .. } => "rate_limited",
+            CallError::Backend { code, .. } => code,
+            CallError::AuditUnavailable(_) => "audit_unavailable",
+            CallError::ApprovalUnavailable(_) => "approval_unavailable",
+        }
+    }
+
+    /// Structured details a script can act on (`e.details`).
+    pub fn details(&self) -> Value {
+        match self {
+            CallError::UnknownTool { did_you_mean, .. } => json!({"did_you_mean": did_you_mean}),
+            CallError::InvalidArguments { problems, .. } => json!({"problems": problems}),
+            CallError::ApprovalRequired {
+                request_id,
+                summary,
+                how,
+                ..
+            } => {
+                json!({"request_id": request_id, "summary": summary, "how": how})
+            }
+            CallError::RateLimited { limit, .. } => json!({"calls_per_minute": limit}),
+            _ => Value::Null,
+        }
+    }
+
+    /// The word the audit line records as the decision.
+    fn decision(&self) -> &'static str {
+        match self {
+            CallError::UnknownTool { .. } => "unknown_tool",
+            CallError::InvalidArguments { .. } => "invalid",
+            CallError::PolicyDenied { .. } => "denied",
+            CallError::ApprovalRequired { .. } => "approval_required",
+            CallError::RateLimited { .. } => "rate_limited",
+            CallError::AuditUnavailable(_) | CallError::ApprovalUnavailable(_) => "refused",
+            CallError::Backend { .. } => "allowed",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    #[error("two backends have the id `{0}`")]
+    DuplicateBackend(String),
+}
+
+type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+pub struct Gateway {
+    catalog: Catalog,
+    policy: Policy,
+    approvals: ApprovalStore,
+    approval_tiers: Vec<Tier>,
+    audit: AuditLog,
+    backends: HashMap<String, (Arc<dyn Backend>, Semaphore)>,
+    calls_per_minute: u32,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    next_call: AtomicU64,
+    /// Distinguishes this process's call ids in a shared audit log.
+    instance: String,
+    clock: Clock,
+}
+
+/// A token bucket per identity: `calls_per_minute` tokens, refilled
+/// continuously.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Gateway {
+    /// Builds the catalog from `backends` (in order: earlier ones keep a
+    /// clashing name), checks the policy against it, opens the approval
+    /// store and the audit log. Returns the clashes for startup to report.
+    pub fn new(
+        config: GatewayConfig,
+        backends: Vec<Arc<dyn Backend>>,
+    ) -> Result<(Self, Vec<Clash>), GatewayError> {
+        let mut by_id = HashMap::new();
+        let mut sources = Vec::new();
+        for b in backends {
+            let id = b.id().to_string();
+            if by_id.contains_key(&id) {
+                return Err(GatewayError::DuplicateBackend(id));
+            }
+            sources.push((id.clone(), b.tools()));
+            by_id.insert(
+                id,
+                (
+                    b,
+                    Semaphore::new(config.rate.backend_concurrency.max(1) as usize),
+                ),
+            );
+        }
+        let (catalog, clashes) = Catalog::build(sources)?;
+        let policy = Policy::new(config.policy, &catalog)?;
+        let approvals = ApprovalStore::open(
+            &config.approvals_db,
+            (config.approval.ttl_secs as i64).saturating_mul(1000),
+        )?;
+        let audit = AuditLog::open(&config.audit_file)?;
+        let mut instance = [0u8; 4];
+        let _ = getrandom::fill(&mut instance);
+        Ok((
+            Self {
+                catalog,
+                policy,
+                approvals,
+                approval_tiers: config.approval.tiers,
+                audit,
+                backends: by_id,
+                calls_per_minute: config.rate.calls_per_minute,
+                buckets: Mutex::new(HashMap::new()),
+                next_call: AtomicU64::new(1),
+                instance: hex::encode(instance),
+                clock: Arc::new(now_ms),
+            },
+            clashes,
+        ))
+    }
+
+    /// Replaces the wall clock (milliseconds since the epoch), for tests of
+    /// expiry.
+    pub fn with_clock(mut self, clock: impl Fn() -> i64 + Send + Sync + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn approvals(&self) -> &ApprovalStore {
+        &self.approvals
+    }
+
+    pub fn audit_path(&self) -> &std::path::Path {
+        self.audit.path()
+    }
+
+    pub fn mode_of(&self, identity: &str) -> Mode {
+        self.policy.mode_of(identity)
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        (self.clock)()
+    }
+
+    /// Runs one call through the whole pipeline.
+    pub async fn call(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+    ) -> Result<Called, CallError> {
+        let call_id = format!(
+            "{}-{}",
+            self.instance,
+            self.next_call.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut line = Map::new();
+        line.insert("call".into(), Value::String(call_id.clone()));
+        line.insert("identity".into(), Value::String(caller.identity.clone()));
+        if let Some(e) = &caller.execution {
+            line.insert("execution".into(), Value::String(e.clone()));
+        }
+        line.insert(
+            "tool".into(),
+            Value::String(name.chars().take(128).collect()),
+        );
+        let keys: Vec<Value> = args
+            .as_object()
+            .map(|m| {
+                m.keys()
+                    .map(|k| Value::String(k.chars().take(64).collect()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        line.insert("arg_keys".into(), Value::Array(keys));
+        let args_hash = sha256_json(&args);
+        line.insert("args_sha256".into(), Value::String(args_hash.clone()));
+
+        let entry = match self.admit(caller, name, &args, &args_hash, &mut line) {
+            Ok(e) => e,
+            Err(refusal) => {
+                line.insert("decision".into(), Value::String(refusal.decision().into()));
+                line.insert("reason".into(), Value::String(refusal.code().into()));
+                self.audit
+                    .append("call", line)
+                    .map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
+                return Err(refusal);
+            }
+        };
+        let spec = entry.spec.clone();
+        line.insert("backend".into(), Value::String(spec.backend.clone()));
+        line.insert("decision".into(), Value::String("allowed".into()));
+        self.audit
+            .append("call", line)
+            .map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
+
+        let (backend, slots) = self
+            .backends
+            .get(&spec.backend)
+            .expect("every catalog entry has its backend");
+        let started = Instant::now();
+        let result = {
+            let _slot = slots
+                .acquire()
+                .await
+                .expect("the semaphore is never closed");
+            backend.call(&spec, args).await
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let mut done = Map::new();
+        done.insert("call".into(), Value::String(call_id));
+        done.insert("duration_ms".into(), Value::from(duration_ms));
+        let outcome = match result {
+            Ok(reply) => {
+                done.insert("status".into(), Value::String("ok".into()));
+                if let Some(r) = &reply.request_id {
+                    done.insert("backend_request_id".into(), Value::String(r.clone()));
+                }
+                let mut value = reply.value;
+                let redacted = redact::redact(&mut value);
+                if redacted > 0 {
+                    done.insert("redacted_fields".into(), Value::from(redacted));
+                }
+                Ok(Called { value, redacted })
+            }
+            Err(e) => {
+                done.insert("status".into(), Value::String(e.code.clone()));
+                Err(CallError::Backend {
+                    tool: spec.name.clone(),
+                    code: e.code,
+                    message: e.message,
+                })
+            }
+        };
+        // The call has happened; if even its result cannot be recorded the
+        // result is withheld rather than handed on unrecorded.
+        self.audit
+            .append("call_result", done)
+            .map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
+        outcome
+    }
+
+    /// Lookup, validation, policy, approval and rate limits. Adds what it
+    /// learns to the audit line.
+    fn admit(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: &Value,
+        args_hash: &str,
+        line: &mut Map<String, Value>,
+    ) -> Result<&crate::catalog::Entry, CallError> {
+        let entry = self
+            .catalog
+            .get(name)
+            .ok_or_else(|| CallError::UnknownTool {
+                name: name.to_string(),
+                did_you_mean: self.catalog.suggest(name),
+            })?;
+        let spec = &entry.spec;
+        line.insert("tier".into(), Value::String(spec.tier.as_str().into()));
+        let problems = entry.problems(args);
+        if !problems.is_empty() {
+            return Err(CallError::InvalidArguments {
+                tool: spec.name.clone(),
+                problems,
+            });
+        }
+        self.policy
+            .decide(&caller.identity, &spec.name, spec.tier)
+            .map_err(|d| CallError::PolicyDenied {
+                tool: spec.name.clone(),
+                reason: d.0,
+            })?;
+        if self.approval_tiers.contains(&spec.tier) {
+            let summary = redact::summarize(args);
+            let check = self
+                .approvals
+                .check(
+                    &caller.identity,
+                    &spec.name,
+                    args_hash,
+                    &summary,
+                    self.now_ms(),
+                )
+                .map_err(|e| CallError::ApprovalUnavailable(e.to_string()))?;
+            match check {
+                Check::Proceed { request_id } => {
+                    line.insert("approval".into(), Value::String(request_id));
+                }
+                Check::Required(r) => {
+                    line.insert("approval".into(), Value::String(r.id.clone()));
+                    return Err(CallError::ApprovalRequired {
+                        tool: spec.name.clone(),
+                        how: format!(
+                            "an operator can run `airlock approvals approve {}` (or deny it); then run the script again within {} minutes",
+                            r.id,
+                            self.approvals.ttl_ms() / 60_000
+                        ),
+                        request_id: r.id,
+                        summary: r.summary,
+                    });
+                }
+                Check::Denied(r) => {
+                    line.insert("approval".into(), Value::String(r.id.clone()));
+                    return Err(CallError::PolicyDenied {
+                        tool: spec.name.clone(),
+                        reason: format!(
+                            "an operator denied this exact call (request {}, by {})",
+                            r.id,
+                            r.decided_by.unwrap_or_else(|| "an operator".into())
+                        ),
+                    });
+                }
+            }
+        }
+        self.take_token(&caller.identity)?;
+        Ok(entry)
+    }
+
+    fn take_token(&self, identity: &str) -> Result<(), CallError> {
+        let per_minute = self.calls_per_minute;
+        if per_minute == 0 {
+            return Ok(());
+        }
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let b = buckets.entry(identity.to_string()).or_insert(Bucket {
+            tokens: per_minute as f64,
+            at: now,
+        });
+        let refill = now.duration_since(b.at).as_secs_f64() * per_minute as f64 / 60.0;
+        b.tokens = (b.tokens + refill).min(per_minute as f64);
+        b.at = now;
+        if b.tokens < 1.0 {
+            return Err(CallError::RateLimited {
+                identity: identity.to_string(),
+                limit: per_minute,
+            });
+        }
+        b.tokens -= 1.0;
+        Ok(())
+    }
+
+    /// Records the start of a script's execution; returns its id.
+    pub fn execution_started(&self, caller: &Caller, script: &str) -> Result<String, AuditError> {
+        let id = format!(
+            "{}-x{}",
+            self.instance,
+            self.next_call.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut line = Map::new();
+        line.insert("execution".into(), Value::String(id.clone()));
+        line.insert("identity".into(), Value::String(caller.identity.clone()));
+        line.insert(
+            "mode".into(),
+            Value::String(self.mode_of(&caller.identity).as_str().into()),
+        );
+        line.insert(
+            "script_sha256".into(),
+            Value::String(sha256_hex(script.as_bytes())),
+        );
+        line.insert("script_bytes".into(), Value::from(script.len()));
+        self.audit.append("execution_start", line)?;
+        Ok(id)
+    }
+
+    /// Records how an execution ended: `outcome` is `ok` or an error kind,
+    /// with counts.
+    pub fn execution_finished(
+        &self,
+        execution: &str,
+        outcome: &str,
+        tool_calls: u32,
+        wall: Duration,
+    ) -> Result<(), AuditError> {
+        let mut line = Map::new();
+        line.insert("execution".into(), Value::String(execution.into()));
+        line.insert("outcome".into(), Value::String(outcome.into()));
+        line.insert("tool_calls".into(), Value::from(tool_calls));
+        line.insert("wall_ms".into(), Value::from(wall.as_millis() as u64));
+        self.audit.append("execution_end", line).map(|_| ())
+    }
+}

@@ -1,0 +1,336 @@
+//! Who may call what. Each identity has a mode that grants tiers; allow and
+//! deny lists can only take away from what the mode grants; `forbidden`
+//! tools are never callable; a global read-only switch leaves only reads.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{catalog::Catalog, spec::Tier};
+
+/// What an identity is trusted with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Read tools only (the default).
+    #[default]
+    Ro,
+    /// Read and operate: power actions, not configuration.
+    Operator,
+    /// Read, operate and admin.
+    Rw,
+}
+
+impl Mode {
+    pub fn grants(self, tier: Tier) -> bool {
+        match (self, tier) {
+            (_, Tier::Forbidden) => false,
+            (_, Tier::Read) => true,
+            (Mode::Operator | Mode::Rw, Tier::Operate) => true,
+            (Mode::Rw, Tier::Admin) => true,
+            _ => false,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ro => "ro",
+            Mode::Operator => "operator",
+            Mode::Rw => "rw",
+        }
+    }
+
+    /// The least mode that grants `tier`.
+    fn needed_for(tier: Tier) -> Option<Mode> {
+        [Mode::Ro, Mode::Operator, Mode::Rw]
+            .into_iter()
+            .find(|m| m.grants(tier))
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ro" => Ok(Mode::Ro),
+            "operator" => Ok(Mode::Operator),
+            "rw" => Ok(Mode::Rw),
+            other => Err(format!(
+                "unknown mode `{other}`; expected ro, operator or rw"
+            )),
+        }
+    }
+}
+
+/// One identity's grant.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Grant {
+    pub mode: Mode,
+    /// When set, only these tools (still within the mode).
+    pub allow: Option<BTreeSet<String>>,
+    pub deny: BTreeSet<String>,
+}
+
+/// The whole policy, as configured.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Refuse every call that is not a read, for everyone.
+    pub read_only: bool,
+    /// Tools nobody may call.
+    pub deny: BTreeSet<String>,
+    /// Identities by name. One not listed gets `ro` and no lists.
+    pub identities: BTreeMap<String, Grant>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PolicyError {
+    #[error("{list} names `{tool}`, which is not in the catalog{hint}")]
+    UnknownTool {
+        list: String,
+        tool: String,
+        hint: String,
+    },
+}
+
+/// Why a call may not run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial(pub String);
+
+pub struct Policy {
+    config: PolicyConfig,
+}
+
+impl Policy {
+    /// Checks every list against the catalog: a misspelt name in a deny
+    /// list would silently allow the tool it meant, so it fails startup.
+    pub fn new(config: PolicyConfig, catalog: &Catalog) -> Result<Self, PolicyError> {
+        let check = |list: String, names: &BTreeSet<String>| -> Result<(), PolicyError> {
+            for tool in names {
+                if !catalog.contains(tool) {
+                    let hint = match catalog.suggest(tool).first() {
+                        Some(s) => format!(" (did you mean `{s}`?)"),
+                        None => String::new(),
+                    };
+                    return Err(PolicyError::UnknownTool {
+                        list,
+                        tool: tool.clone(),
+                        hint,
+                    });
+                }
+            }
+            Ok(())
+        };
+        check("policy.deny".into(), &config.deny)?;
+        for (who, grant) in &config.identities {
+            check(format!("identities.{who}.deny"), &grant.deny)?;
+            if let Some(allow) = &grant.allow {
+                check(format!("identities.{who}.allow"), allow)?;
+            }
+        }
+        Ok(Self { config })
+    }
+
+    pub fn mode_of(&self, identity: &str) -> Mode {
+        self.config
+            .identities
+            .get(identity)
+            .map(|g| g.mode)
+            .unwrap_or_default()
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.config.read_only
+    }
+
+    /// Whether `identity` may call `tool` of `tier`; a denial says why and
+    /// what would change it.
+    pub fn decide(&self, identity: &str, tool: &str, tier: Tier) -> Result<(), Denial> {
+        if tier == Tier::Forbidden {
+            return Err(Denial(format!(
+                "{tool} is in the forbidden tier and can never be called through Airlock"
+            )));
+        }
+        if self.config.read_only && tier != Tier::Read {
+            return Err(Denial(format!(
+                "Airlock is in read-only mode (policy.read_only = true), so {tier} tools such as {tool} are refused for everyone"
+            )));
+        }
+        let grant = self.config.identities.get(identity);
+        let mode = grant.map(|g| g.mode).unwrap_or_default();
+        if !mode.grants(tier) {
+            let needed = Mode::needed_for(tier).map(|m| m.as_str()).unwrap_or("none");
+            return Err(Denial(format!(
+                "identity {identity} has mode {mode}, which does not include {tier} tools such as {tool}; it needs mode {needed}"
+            )));
+        }
+        if self.config.deny.contains(tool) {
+            return Err(Denial(format!(
+                "{tool} is on the global deny list (policy.deny)"
+            )));
+        }
+        if let Some(g) = grant {
+            if g.deny.contains(tool) {
+                return Err(Denial(format!(
+                    "{tool} is on the deny list of identity {identity}"
+                )));
+            }
+            if let Some(allow) = &g.allow {
+                if !allow.contains(tool) {
+                    return Err(Denial(format!(
+                        "{tool} is not on the allow list of identity {identity}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Hints, ToolSpec};
+    use serde_json::json;
+
+    fn catalog() -> Catalog {
+        let t = |name: &str, tier| ToolSpec {
+            name: name.into(),
+            summary: name.into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            tier,
+            hints: Hints::for_tier(tier),
+            backend: String::new(),
+            path_params: vec![],
+        };
+        Catalog::build(vec![(
+            "b".into(),
+            vec![
+                t("read_a", Tier::Read),
+                t("read_b", Tier::Read),
+                t("op", Tier::Operate),
+                t("adm", Tier::Admin),
+                t("bad", Tier::Forbidden),
+            ],
+        )])
+        .unwrap()
+        .0
+    }
+
+    #[test]
+    fn modes_grant_tiers() {
+        for (mode, read, operate, admin) in [
+            (Mode::Ro, true, false, false),
+            (Mode::Operator, true, true, false),
+            (Mode::Rw, true, true, true),
+        ] {
+            assert_eq!(mode.grants(Tier::Read), read);
+            assert_eq!(mode.grants(Tier::Operate), operate);
+            assert_eq!(mode.grants(Tier::Admin), admin);
+            assert!(!mode.grants(Tier::Forbidden));
+        }
+    }
+
+    #[test]
+    fn lists_only_narrow() {
+        let mut config = PolicyConfig::default();
+        config.identities.insert(
+            "alice".into(),
+            Grant {
+                mode: Mode::Rw,
+                allow: Some(["read_a".to_string(), "adm".to_string()].into()),
+                deny: ["adm".to_string()].into(),
+            },
+        );
+        config.identities.insert(
+            "bob".into(),
+            Grant {
+                mode: Mode::Ro,
+                allow: Some(["op".to_string()].into()),
+                deny: Default::default(),
+            },
+        );
+        let p = Policy::new(config, &catalog()).unwrap();
+        assert!(p.decide("alice", "read_a", Tier::Read).is_ok());
+        assert!(p
+            .decide("alice", "read_b", Tier::Read)
+            .unwrap_err()
+            .0
+            .contains("allow list"));
+        assert!(p
+            .decide("alice", "adm", Tier::Admin)
+            .unwrap_err()
+            .0
+            .contains("deny list"));
+        // An allow list cannot lift bob above his mode.
+        assert!(p
+            .decide("bob", "op", Tier::Operate)
+            .unwrap_err()
+            .0
+            .contains("needs mode operator"));
+        // Strangers get ro.
+        assert!(p.decide("mallory", "read_a", Tier::Read).is_ok());
+        assert!(p.decide("mallory", "op", Tier::Operate).is_err());
+        assert!(p
+            .decide("alice", "bad", Tier::Forbidden)
+            .unwrap_err()
+            .0
+            .contains("forbidden"));
+    }
+
+    #[test]
+    fn read_only_switch_leaves_only_reads() {
+        let mut config = PolicyConfig {
+            read_only: true,
+            ..PolicyConfig::default()
+        };
+        config.identities.insert(
+            "root".into(),
+            Grant {
+                mode: Mode::Rw,
+                ..Grant::default()
+            },
+        );
+        let p = Policy::new(config, &catalog()).unwrap();
+        assert!(p.decide("root", "read_a", Tier::Read).is_ok());
+        assert!(p
+            .decide("root", "op", Tier::Operate)
+            .unwrap_err()
+            .0
+            .contains("read-only"));
+    }
+
+    #[test]
+    fn unknown_names_in_lists_fail_startup() {
+        let mut config = PolicyConfig::default();
+        config.deny.insert("reed_a".into());
+        let err = Policy::new(config, &catalog()).err().unwrap();
+        assert!(
+            err.to_string().contains("policy.deny names `reed_a`"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("did you mean `read_a`"), "{err}");
+        let mut config = PolicyConfig::default();
+        config.identities.insert(
+            "x".into(),
+            Grant {
+                allow: Some(["nope".to_string()].into()),
+                ..Grant::default()
+            },
+        );
+        assert!(Policy::new(config, &catalog())
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("identities.x.allow"));
+    }
+}

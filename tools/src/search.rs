@@ -1,0 +1,394 @@
+//! Ranked search over the catalog: BM25F over a tool's name, summary,
+//! parameter names and description, with the synonyms operators actually
+//! use, so "reboot the vm", "restart qemu guest" and "power cycle a
+//! machine" land on the same tool.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+
+use crate::spec::{Tier, ToolSpec};
+
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+/// Field weights: a word in the name says more than one in the prose.
+const W_NAME: f32 = 3.0;
+const W_SUMMARY: f32 = 2.0;
+const W_PARAMS: f32 = 1.0;
+const W_DESCRIPTION: f32 = 0.7;
+/// A synonym counts for less than the word the agent typed.
+const SYNONYM_WEIGHT: f32 = 0.6;
+/// Added when every word of a tool's name is asked for.
+const NAME_COVERED_BONUS: f32 = 2.5;
+
+pub const DEFAULT_LIMIT: usize = 10;
+pub const MAX_LIMIT: usize = 50;
+
+/// Words that carry no meaning in a query about tools.
+const STOPWORDS: &[&str] = &[
+    "a", "an", "the", "to", "of", "for", "on", "in", "at", "my", "me", "i", "is", "are", "be",
+    "what", "please", "with", "and", "or", "do", "does", "how", "can", "from", "this", "that",
+    "these", "those", "it", "its", "by", "into", "tool", "tools", "want", "need", "should",
+    "would", "could", "some", "any", "every", "each", "there", "their", "them",
+];
+
+/// Phrases rewritten before splitting into words.
+const PHRASES: &[(&str, &str)] = &[
+    ("power on", "start"),
+    ("power off", "stop shutdown"),
+    ("power cycle", "reboot"),
+    ("shut down", "shutdown"),
+    ("virtual machine", "vm"),
+    ("high availability", "ha"),
+    ("resource pool", "pool"),
+    ("api token", "token"),
+];
+
+/// Groups of words that mean the same to an operator.
+const SYNONYMS: &[&[&str]] = &[
+    &["vm", "qemu", "kvm"],
+    &["ct", "lxc", "container"],
+    &["reboot", "restart"],
+    &["start", "boot", "launch", "poweron"],
+    &["stop", "halt", "kill", "poweroff"],
+    &["shutdown", "poweroff"],
+    &["delete", "destroy", "remove", "rm", "purge", "erase"],
+    &["disk", "volume", "drive"],
+    &["snapshot", "snap", "checkpoint"],
+    &["backup", "vzdump", "dump", "archive"],
+    &["restore", "recover"],
+    &["node", "host", "server", "hypervisor"],
+    &["storage", "datastore"],
+    &["migrate", "move", "relocate", "transfer"],
+    &["clone", "copy", "duplicate"],
+    &["create", "new", "make", "add", "provision"],
+    &["list", "which", "show", "enumerate", "inventory", "all"],
+    &[
+        "status", "state", "running", "stopped", "online", "offline", "health", "up", "down",
+        "paused",
+    ],
+    &["config", "configuration", "settings", "options"],
+    &["resize", "grow", "extend", "enlarge"],
+    &["task", "job", "upid"],
+    &["log", "syslog", "journal"],
+    &["network", "net", "nic", "interface", "bridge"],
+    &["firewall", "fw"],
+    &["memory", "ram", "mem"],
+    &["cpu", "cores", "vcpu", "processor"],
+    &[
+        "usage",
+        "utilization",
+        "load",
+        "metrics",
+        "rrd",
+        "stats",
+        "statistics",
+    ],
+    &["update", "modify", "change", "set", "edit"],
+    &["suspend", "pause", "hibernate"],
+    &["resume", "unpause", "continue"],
+    &["console", "vnc", "terminal", "shell", "spice"],
+    &["cluster", "datacenter"],
+    &["wait", "poll"],
+    &["user", "account"],
+];
+
+/// A "guest" is either kind; expanded one way only.
+const ONE_WAY: &[(&str, &[&str])] = &[
+    ("guest", &["vm", "container"]),
+    ("machine", &["vm"]),
+    ("instance", &["vm", "container"]),
+];
+
+/// Words left as they are by the stemmer (it would merge them with words of
+/// another meaning: "stopped" is a state, "stop" an action).
+const NO_STEM: &[&str] = &[
+    "stopped", "running", "status", "paused", "always", "ha", "vms", "os", "alias", "bus",
+];
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Hit {
+    pub name: String,
+    pub summary: String,
+    pub tier: Tier,
+    pub backend: String,
+    /// One-line TypeScript signature.
+    pub signature: String,
+    pub score: f32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Results {
+    pub hits: Vec<Hit>,
+    /// How to search better, when the query found nothing useful.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// What to look for.
+#[derive(Clone, Debug, Default)]
+pub struct Query {
+    pub text: String,
+    /// Only these tiers (all when empty).
+    pub tiers: Vec<Tier>,
+    /// Only this backend.
+    pub backend: Option<String>,
+    /// At most this many hits (default 10, at most 50).
+    pub limit: Option<usize>,
+}
+
+struct Doc {
+    /// Term frequencies per field: name, summary, params, description.
+    fields: [HashMap<String, f32>; 4],
+    lens: [f32; 4],
+    name_terms: HashSet<String>,
+}
+
+pub struct Index {
+    docs: Vec<Doc>,
+    avg: [f32; 4],
+    df: HashMap<String, usize>,
+    synonyms: HashMap<String, Vec<String>>,
+}
+
+impl Index {
+    pub fn build<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> Self {
+        let synonyms = synonym_table();
+        let mut docs = Vec::new();
+        for spec in specs {
+            let params = spec.param_names().join(" ");
+            let texts = [
+                spec.name.as_str(),
+                spec.summary.as_str(),
+                params.as_str(),
+                spec.description.as_str(),
+            ];
+            let mut fields: [HashMap<String, f32>; 4] = Default::default();
+            let mut lens = [0f32; 4];
+            for (i, text) in texts.iter().enumerate() {
+                for t in terms(text) {
+                    *fields[i].entry(t).or_default() += 1.0;
+                    lens[i] += 1.0;
+                }
+            }
+            let name_terms = terms(&spec.name).into_iter().collect();
+            docs.push(Doc {
+                fields,
+                lens,
+                name_terms,
+            });
+        }
+        let n = docs.len().max(1) as f32;
+        let mut avg = [0f32; 4];
+        for d in &docs {
+            for i in 0..4 {
+                avg[i] += d.lens[i] / n;
+            }
+        }
+        let mut df: HashMap<String, usize> = HashMap::new();
+        for d in &docs {
+            let all: HashSet<&String> = d.fields.iter().flat_map(|f| f.keys()).collect();
+            for t in all {
+                *df.entry(t.clone()).or_default() += 1;
+            }
+        }
+        Self {
+            docs,
+            avg,
+            df,
+            synonyms,
+        }
+    }
+
+    /// Scores every document for `text`; returns `(doc index, score)` for
+    /// the positive ones, best first.
+    pub fn rank(&self, text: &str) -> Vec<(usize, f32)> {
+        let weighted = self.expand(text);
+        if weighted.is_empty() {
+            return Vec::new();
+        }
+        let n = self.docs.len() as f32;
+        let asked: HashSet<&String> = weighted.keys().collect();
+        let mut scored: Vec<(usize, f32)> = self
+            .docs
+            .iter()
+            .enumerate()
+            .map(|(i, doc)| {
+                let mut score = 0.0;
+                for (term, qw) in &weighted {
+                    let df = *self.df.get(term).unwrap_or(&0) as f32;
+                    if df == 0.0 {
+                        continue;
+                    }
+                    let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                    let mut tf = 0.0;
+                    for (f, w) in [W_NAME, W_SUMMARY, W_PARAMS, W_DESCRIPTION]
+                        .iter()
+                        .enumerate()
+                    {
+                        if let Some(c) = doc.fields[f].get(term) {
+                            let norm = 1.0 - B + B * doc.lens[f] / self.avg[f].max(1.0);
+                            tf += w * c / norm;
+                        }
+                    }
+                    score += qw * idf * tf / (K1 + tf);
+                }
+                if score > 0.0
+                    && !doc.name_terms.is_empty()
+                    && doc.name_terms.iter().all(|t| asked.contains(t))
+                {
+                    score += NAME_COVERED_BONUS;
+                }
+                (i, score)
+            })
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored
+    }
+
+    /// Query terms with their weights, synonyms included.
+    fn expand(&self, text: &str) -> HashMap<String, f32> {
+        let mut out: HashMap<String, f32> = HashMap::new();
+        for t in terms(text) {
+            out.insert(t.clone(), 1.0);
+            for s in self.synonyms.get(&t).into_iter().flatten() {
+                let w = out.entry(s.clone()).or_insert(0.0);
+                *w = w.max(SYNONYM_WEIGHT);
+            }
+        }
+        out
+    }
+}
+
+fn synonym_table() -> HashMap<String, Vec<String>> {
+    let mut table: HashMap<String, Vec<String>> = HashMap::new();
+    for group in SYNONYMS {
+        let stems: Vec<String> = group.iter().map(|w| stem(w)).collect();
+        for a in &stems {
+            for b in &stems {
+                if a != b {
+                    let e = table.entry(a.clone()).or_default();
+                    if !e.contains(b) {
+                        e.push(b.clone());
+                    }
+                }
+            }
+        }
+    }
+    for (word, targets) in ONE_WAY {
+        let e = table.entry(stem(word)).or_default();
+        for t in *targets {
+            let t = stem(t);
+            if !e.contains(&t) {
+                e.push(t);
+            }
+        }
+    }
+    table
+}
+
+/// Lower-cased, phrase-rewritten, split, stop-worded and stemmed words.
+pub fn terms(text: &str) -> Vec<String> {
+    let mut text = text.to_lowercase();
+    for (phrase, with) in PHRASES {
+        if text.contains(phrase) {
+            text = text.replace(phrase, with);
+        }
+    }
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty() && !STOPWORDS.contains(w))
+        .map(stem)
+        .collect()
+}
+
+/// A light English stemmer: plurals, common verb endings and a final `e`,
+/// so "migrate", "migrates", "migrating" and "migrated" meet.
+pub fn stem(word: &str) -> String {
+    let w = strip(word);
+    if w.len() > 4 && w.ends_with('e') && !NO_STEM.contains(&w.as_str()) {
+        return w[..w.len() - 1].to_string();
+    }
+    w
+}
+
+fn strip(word: &str) -> String {
+    let w = word.to_lowercase();
+    if NO_STEM.contains(&w.as_str()) || w.len() <= 3 || w.bytes().any(|b| b.is_ascii_digit()) {
+        return w;
+    }
+    if let Some(base) = w.strip_suffix("ies") {
+        return format!("{base}y");
+    }
+    for suffix in ["ing", "ed"] {
+        if let Some(base) = w.strip_suffix(suffix) {
+            if base.len() >= 3 {
+                return undouble(base);
+            }
+        }
+    }
+    if let Some(base) = w.strip_suffix("es") {
+        if base.ends_with("sh")
+            || base.ends_with("ch")
+            || base.ends_with('x')
+            || base.ends_with("ss")
+        {
+            return base.to_string();
+        }
+    }
+    if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
+        return w[..w.len() - 1].to_string();
+    }
+    w
+}
+
+fn undouble(base: &str) -> String {
+    let b = base.as_bytes();
+    let n = b.len();
+    if n >= 2 && b[n - 1] == b[n - 2] && !matches!(b[n - 1], b'l' | b's' | b'z') {
+        return base[..n - 1].to_string();
+    }
+    base.to_string()
+}
+
+/// What to say when a query finds nothing useful.
+pub fn guidance(tool_count: usize, examples: &[&str]) -> String {
+    format!(
+        "No tool matched. Describe what you want to do in a few words, e.g. {}. \
+         You can also filter by tier (read, operate, admin) or backend. The catalog has {tool_count} tools.",
+        examples.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems() {
+        assert_eq!(stem("containers"), "container");
+        assert_eq!(stem("snapshots"), "snapshot");
+        assert_eq!(stem("stopped"), "stopped");
+        assert_eq!(stem("migrating"), "migrat");
+        assert_eq!(stem("migrate"), "migrat");
+        assert_eq!(stem("migrated"), "migrat");
+        assert_eq!(stem("volumes"), stem("volume"));
+        assert_eq!(stem("cloning"), stem("clone"));
+        assert_eq!(stem("started"), "start");
+        assert_eq!(stem("node"), "node");
+        assert_eq!(stem("policies"), "policy");
+        assert_eq!(stem("status"), "status");
+        assert_eq!(stem("disks"), "disk");
+        assert_eq!(stem("net0"), "net0");
+    }
+
+    #[test]
+    fn terms_drop_stopwords_and_rewrite_phrases() {
+        assert_eq!(terms("Power on the VM"), ["start", "vm"]);
+        assert_eq!(
+            terms("which containers are stopped?"),
+            ["which", "container", "stopped"]
+        );
+        assert!(terms("the of a").is_empty());
+    }
+}

@@ -1,0 +1,148 @@
+//! What a tool is: a stable name, words for people and agents, an exact
+//! input schema, a tier, hints, and the backend that serves it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How much a tool can change. Identities are granted tiers through their
+/// mode; `forbidden` is never callable, whatever the mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Reads state; changes nothing.
+    Read,
+    /// Changes running state in a recoverable way (start, stop, reboot).
+    Operate,
+    /// Creates, reconfigures or destroys things.
+    Admin,
+    /// Too dangerous to offer to an agent at all (consoles, credentials,
+    /// host power).
+    Forbidden,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 4] = [Tier::Read, Tier::Operate, Tier::Admin, Tier::Forbidden];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Read => "read",
+            Tier::Operate => "operate",
+            Tier::Admin => "admin",
+            Tier::Forbidden => "forbidden",
+        }
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Tier {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Tier::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown tier `{s}`; expected read, operate, admin or forbidden")
+            })
+    }
+}
+
+/// MCP-style hints, so a client can warn before a destructive call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hints {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+}
+
+impl Hints {
+    /// The usual hints of a tier: reads are read-only and idempotent,
+    /// admin changes are destructive.
+    pub fn for_tier(tier: Tier) -> Self {
+        match tier {
+            Tier::Read => Self {
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+            },
+            Tier::Operate => Self {
+                read_only: false,
+                destructive: false,
+                idempotent: true,
+            },
+            Tier::Admin | Tier::Forbidden => Self {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// A valid JavaScript identifier, stable across releases: scripts call
+    /// `tools.<name>`.
+    pub name: String,
+    /// One line an agent reads in search results.
+    pub summary: String,
+    pub description: String,
+    /// JSON Schema of the single argument object.
+    pub input_schema: Value,
+    /// JSON Schema of the result, when known (for the TypeScript
+    /// declaration); `None` declares `unknown`.
+    #[serde(default)]
+    pub output_schema: Option<Value>,
+    pub tier: Tier,
+    pub hints: Hints,
+    /// Id of the backend that serves it.
+    pub backend: String,
+    /// Arguments whose values become URL path segments; they are held to a
+    /// strict pattern on top of the schema.
+    #[serde(default)]
+    pub path_params: Vec<String>,
+}
+
+impl ToolSpec {
+    /// Names of the argument object's properties, in schema order.
+    pub fn param_names(&self) -> Vec<&str> {
+        self.input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Whether `name` can be written as `tools.<name>`.
+pub fn is_js_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == '$')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers() {
+        assert!(is_js_identifier("vm_start"));
+        assert!(is_js_identifier("$x1"));
+        assert!(!is_js_identifier("1vm"));
+        assert!(!is_js_identifier("vm-start"));
+        assert!(!is_js_identifier("vm.start"));
+        assert!(!is_js_identifier(""));
+    }
+
+    #[test]
+    fn tiers_parse_and_order() {
+        assert_eq!("operate".parse::<Tier>(), Ok(Tier::Operate));
+        assert!("root".parse::<Tier>().is_err());
+        assert!(Tier::Read < Tier::Admin);
+    }
+}
