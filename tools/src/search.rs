@@ -90,6 +90,8 @@ const SYNONYMS: &[&[&str]] = &[
     &["console", "vnc", "terminal", "shell", "spice"],
     &["cluster", "datacenter"],
     &["wait", "poll"],
+    &["fail", "failed", "failure", "error", "broken"],
+    &["recent", "newest", "latest", "last"],
     &["user", "account"],
 ];
 

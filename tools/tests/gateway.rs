@@ -1,0 +1,504 @@
+//! The gateway's pipeline end to end with a counting backend: what is
+//! refused never reaches the backend, every decision follows the tier and
+//! the mode, approvals are single-use and bound, and every test's audit
+//! log verifies.
+
+use std::{
+    path::Path,
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc, Mutex,
+    },
+};
+
+use airlock_tools::{
+    audit,
+    backend::{Backend, BackendError, Reply},
+    policy::{Grant, Mode, PolicyConfig},
+    spec::{Hints, Tier, ToolSpec},
+    CallError, Caller, Gateway, GatewayConfig,
+};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+/// Counts the calls that reach it and answers with what it was given (plus
+/// a secret, to see redaction).
+#[derive(Default)]
+struct Counting {
+    calls: Mutex<Vec<(String, Value)>>,
+}
+
+impl Counting {
+    fn count(&self) -> usize {
+        self.calls.lock().unwrap().len()
+    }
+}
+
+fn tool(name: &str, tier: Tier) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        summary: format!("{name} summary"),
+        description: String::new(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {"node": {"type": "string"}, "vmid": {"type": "integer", "minimum": 100}},
+            "required": ["node"],
+            "additionalProperties": false
+        }),
+        output_schema: None,
+        tier,
+        hints: Hints::for_tier(tier),
+        backend: "count".into(),
+        path_params: vec!["node".into()],
+    }
+}
+
+const TOOLS: &[(&str, Tier)] = &[
+    ("read_status", Tier::Read),
+    ("read_list", Tier::Read),
+    ("op_start", Tier::Operate),
+    ("op_stop", Tier::Operate),
+    ("admin_delete", Tier::Admin),
+    ("forbidden_console", Tier::Forbidden),
+];
+
+#[async_trait]
+impl Backend for Counting {
+    fn id(&self) -> &str {
+        "count"
+    }
+
+    fn tools(&self) -> Vec<ToolSpec> {
+        TOOLS.iter().map(|(n, t)| tool(n, *t)).collect()
+    }
+
+    async fn call(&self, tool: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((tool.name.clone(), args.clone()));
+        if args["node"] == "broken" {
+            return Err(BackendError::new(
+                "backend_error",
+                "node broken is unreachable",
+            ));
+        }
+        Ok(Reply {
+            value: json!({"tool": tool.name, "args": args, "ticket": "PVE:secret-ticket"}),
+            request_id: Some("UPID:test".into()),
+        })
+    }
+}
+
+struct Setup {
+    gateway: Gateway,
+    backend: Arc<Counting>,
+    clock: Arc<AtomicI64>,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn audit(&self) -> &Path {
+        self.gateway.audit_path()
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        // Every test leaves an audit log that verifies.
+        if !std::thread::panicking() {
+            let v = audit::verify(self.gateway.audit_path()).unwrap();
+            assert!(v.ok(), "audit log does not verify: {v:?}");
+        }
+        let _ = &self.dir;
+    }
+}
+
+fn setup_with(policy: PolicyConfig, approval_tiers: Vec<Tier>) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = GatewayConfig::in_dir(dir.path());
+    config.policy = policy;
+    config.approval.tiers = approval_tiers;
+    let backend = Arc::new(Counting::default());
+    let clock = Arc::new(AtomicI64::new(1_000_000));
+    let c = clock.clone();
+    let (gateway, clashes) =
+        Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    assert!(clashes.is_empty());
+    let gateway = gateway.with_clock(move || c.load(Ordering::SeqCst));
+    Setup {
+        gateway,
+        backend,
+        clock,
+        dir,
+    }
+}
+
+fn policy(identities: &[(&str, Mode)]) -> PolicyConfig {
+    PolicyConfig {
+        identities: identities
+            .iter()
+            .map(|(n, m)| {
+                (
+                    n.to_string(),
+                    Grant {
+                        mode: *m,
+                        ..Grant::default()
+                    },
+                )
+            })
+            .collect(),
+        ..PolicyConfig::default()
+    }
+}
+
+fn args() -> Value {
+    json!({"node": "pve1", "vmid": 101})
+}
+
+#[tokio::test]
+async fn every_tool_under_every_mode_follows_its_tier() {
+    let s = setup_with(
+        policy(&[
+            ("ro", Mode::Ro),
+            ("operator", Mode::Operator),
+            ("rw", Mode::Rw),
+        ]),
+        vec![],
+    );
+    let mut expected_calls = 0;
+    for (who, mode) in [
+        ("ro", Mode::Ro),
+        ("operator", Mode::Operator),
+        ("rw", Mode::Rw),
+        ("stranger", Mode::Ro),
+    ] {
+        for (name, tier) in TOOLS {
+            let allowed = mode.grants(*tier);
+            let r = s.gateway.call(&Caller::new(who), name, args()).await;
+            match (&r, allowed) {
+                (Ok(_), true) => expected_calls += 1,
+                (Err(CallError::PolicyDenied { reason, .. }), false) => {
+                    assert!(
+                        reason.contains(tier.as_str()) || reason.contains("forbidden"),
+                        "{reason}"
+                    )
+                }
+                other => panic!("{who} calling {name} ({tier}): {other:?}"),
+            }
+        }
+    }
+    assert_eq!(
+        s.backend.count(),
+        expected_calls,
+        "denied calls never reached the backend"
+    );
+}
+
+#[tokio::test]
+async fn unknown_invalid_and_denied_calls_never_reach_the_backend() {
+    let s = setup_with(policy(&[("rw", Mode::Rw)]), vec![]);
+    let rw = Caller::new("rw");
+    let r = s.gateway.call(&rw, "read_stats", args()).await.unwrap_err();
+    assert!(
+        matches!(&r, CallError::UnknownTool { did_you_mean, .. } if did_you_mean[0] == "read_status"),
+        "{r:?}"
+    );
+    assert_eq!(r.code(), "not_found");
+    for bad in [
+        json!({"vmid": 101}),
+        json!({"node": "pve1", "vmid": "101"}),
+        json!({"node": "pve1", "vmid": 5}),
+        json!({"node": "pve1", "extra": true}),
+        json!({"node": "../../etc/passwd"}),
+        json!({"node": "pve1\r\nX-Injected: 1"}),
+        json!("not an object"),
+    ] {
+        let r = s
+            .gateway
+            .call(&rw, "read_status", bad.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(r.code(), "invalid_arguments", "{bad}: {r:?}");
+        assert!(r.to_string().contains("args"), "{r}");
+    }
+    let r = s
+        .gateway
+        .call(&rw, "forbidden_console", args())
+        .await
+        .unwrap_err();
+    assert_eq!(r.code(), "policy_denied");
+    assert_eq!(s.backend.count(), 0);
+    // And each refusal is in the audit log with its decision, without values.
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    assert_eq!(log.matches("\"decision\":\"invalid\"").count(), 7);
+    assert_eq!(log.matches("\"decision\":\"unknown_tool\"").count(), 1);
+    assert!(
+        !log.contains("etc/passwd") && !log.contains("X-Injected"),
+        "argument values never reach the audit log"
+    );
+}
+
+#[tokio::test]
+async fn results_are_redacted_and_calls_audited_without_values() {
+    let s = setup_with(policy(&[]), vec![]);
+    let r = s
+        .gateway
+        .call(
+            &Caller::new("anyone"),
+            "read_status",
+            json!({"node": "pve-secret-name"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.value["ticket"], "[redacted]");
+    assert_eq!(r.redacted, 1);
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    assert!(!log.contains("pve-secret-name") && !log.contains("secret-ticket"));
+    assert!(log.contains("\"arg_keys\":[\"node\"]"));
+    assert!(log.contains("\"backend_request_id\":\"UPID:test\""));
+    assert!(log.contains("\"redacted_fields\":1"));
+}
+
+#[tokio::test]
+async fn backend_failures_keep_their_code() {
+    let s = setup_with(policy(&[]), vec![]);
+    let r = s
+        .gateway
+        .call(&Caller::new("x"), "read_status", json!({"node": "broken"}))
+        .await
+        .unwrap_err();
+    assert_eq!(r.code(), "backend_error");
+    assert!(r.to_string().contains("unreachable"));
+    assert!(std::fs::read_to_string(s.audit())
+        .unwrap()
+        .contains("\"status\":\"backend_error\""));
+}
+
+fn request_id(e: &CallError) -> String {
+    match e {
+        CallError::ApprovalRequired { request_id, .. } => request_id.clone(),
+        other => panic!("expected approval_required, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn approval_round_trip_is_single_use() {
+    let s = setup_with(
+        policy(&[("alice", Mode::Rw)]),
+        vec![Tier::Operate, Tier::Admin],
+    );
+    let alice = Caller::new("alice");
+    let e = s.gateway.call(&alice, "op_stop", args()).await.unwrap_err();
+    assert_eq!(e.code(), "approval_required");
+    let id = request_id(&e);
+    assert!(
+        e.to_string()
+            .contains(&format!("airlock approvals approve {id}")),
+        "{e}"
+    );
+    assert_eq!(e.details()["summary"], "node=pve1, vmid=101");
+    assert_eq!(s.backend.count(), 0, "unapproved calls never run");
+    // Reads need no approval.
+    s.gateway.call(&alice, "read_status", args()).await.unwrap();
+
+    s.gateway
+        .approvals()
+        .approve(&id, "operator-1", s.gateway.now_ms())
+        .unwrap();
+    s.gateway.call(&alice, "op_stop", args()).await.unwrap();
+    assert_eq!(s.backend.count(), 2);
+    // Replay: the same call again needs a new approval.
+    let again = s.gateway.call(&alice, "op_stop", args()).await.unwrap_err();
+    assert_ne!(request_id(&again), id);
+    assert_eq!(s.backend.count(), 2);
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    assert!(log.contains(&format!("\"approval\":\"{id}\"")));
+}
+
+#[tokio::test]
+async fn approvals_are_bound_to_arguments_and_identity() {
+    let s = setup_with(
+        policy(&[("alice", Mode::Rw), ("bob", Mode::Rw)]),
+        vec![Tier::Operate, Tier::Admin],
+    );
+    let (alice, bob) = (Caller::new("alice"), Caller::new("bob"));
+    let id = request_id(
+        &s.gateway
+            .call(&alice, "admin_delete", args())
+            .await
+            .unwrap_err(),
+    );
+    s.gateway
+        .approvals()
+        .approve(&id, "op", s.gateway.now_ms())
+        .unwrap();
+    // Tampered arguments: another guest.
+    let e = s
+        .gateway
+        .call(&alice, "admin_delete", json!({"node": "pve1", "vmid": 102}))
+        .await
+        .unwrap_err();
+    assert_ne!(request_id(&e), id);
+    // Same arguments, other identity.
+    let e = s
+        .gateway
+        .call(&bob, "admin_delete", args())
+        .await
+        .unwrap_err();
+    assert_ne!(request_id(&e), id);
+    // Same arguments in another key order: the same call.
+    s.gateway
+        .call(&alice, "admin_delete", json!({"vmid": 101, "node": "pve1"}))
+        .await
+        .unwrap();
+    assert_eq!(s.backend.count(), 1);
+}
+
+#[tokio::test]
+async fn approvals_expire() {
+    let s = setup_with(policy(&[("alice", Mode::Operator)]), vec![Tier::Operate]);
+    let alice = Caller::new("alice");
+    let id = request_id(
+        &s.gateway
+            .call(&alice, "op_start", args())
+            .await
+            .unwrap_err(),
+    );
+    s.gateway
+        .approvals()
+        .approve(&id, "op", s.gateway.now_ms())
+        .unwrap();
+    s.clock.fetch_add(11 * 60 * 1000, Ordering::SeqCst);
+    let e = s
+        .gateway
+        .call(&alice, "op_start", args())
+        .await
+        .unwrap_err();
+    assert_ne!(request_id(&e), id, "an expired approval does not count");
+    assert_eq!(s.backend.count(), 0);
+}
+
+#[tokio::test]
+async fn a_denied_request_is_reported_as_denied() {
+    let s = setup_with(policy(&[("alice", Mode::Operator)]), vec![Tier::Operate]);
+    let alice = Caller::new("alice");
+    let id = request_id(
+        &s.gateway
+            .call(&alice, "op_start", args())
+            .await
+            .unwrap_err(),
+    );
+    s.gateway
+        .approvals()
+        .deny(&id, "op", s.gateway.now_ms())
+        .unwrap();
+    let e = s
+        .gateway
+        .call(&alice, "op_start", args())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "policy_denied");
+    assert!(e.to_string().contains(&id));
+}
+
+#[tokio::test]
+async fn read_only_switch_and_lists() {
+    let mut p = policy(&[("root", Mode::Rw)]);
+    p.read_only = true;
+    let s = setup_with(p, vec![]);
+    let root = Caller::new("root");
+    assert!(s.gateway.call(&root, "read_list", args()).await.is_ok());
+    let e = s.gateway.call(&root, "op_start", args()).await.unwrap_err();
+    assert!(e.to_string().contains("read-only"));
+    assert_eq!(s.backend.count(), 1);
+}
+
+#[tokio::test]
+async fn an_unwritable_audit_log_refuses_calls() {
+    let s = setup_with(policy(&[]), vec![]);
+    s.gateway
+        .call(&Caller::new("x"), "read_status", args())
+        .await
+        .unwrap();
+    let saved = std::fs::read(s.audit()).unwrap();
+    std::fs::remove_file(s.audit()).unwrap();
+    std::fs::create_dir(s.audit()).unwrap();
+    let e = s
+        .gateway
+        .call(&Caller::new("x"), "read_status", args())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "audit_unavailable");
+    assert_eq!(s.backend.count(), 1, "the refused call never ran");
+    std::fs::remove_dir(s.audit()).unwrap();
+    std::fs::write(s.audit(), saved).unwrap();
+}
+
+#[tokio::test]
+async fn the_rate_limit_is_per_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = GatewayConfig::in_dir(dir.path());
+    config.rate.calls_per_minute = 3;
+    let backend = Arc::new(Counting::default());
+    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    for _ in 0..3 {
+        gateway
+            .call(&Caller::new("a"), "read_status", args())
+            .await
+            .unwrap();
+    }
+    let e = gateway
+        .call(&Caller::new("a"), "read_status", args())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "rate_limited");
+    gateway
+        .call(&Caller::new("b"), "read_status", args())
+        .await
+        .unwrap();
+    assert_eq!(backend.count(), 4);
+    assert!(audit::verify(gateway.audit_path()).unwrap().ok());
+}
+
+#[tokio::test]
+async fn policy_lists_naming_unknown_tools_fail_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = GatewayConfig::in_dir(dir.path());
+    config.policy.deny.insert("op_stpo".into());
+    let err = Gateway::new(
+        config,
+        vec![Arc::new(Counting::default()) as Arc<dyn Backend>],
+    )
+    .err()
+    .unwrap();
+    assert!(
+        err.to_string().contains("op_stpo") && err.to_string().contains("op_stop"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn executions_are_audited() {
+    let s = setup_with(policy(&[]), vec![]);
+    let caller = Caller::new("x");
+    let id = s
+        .gateway
+        .execution_started(&caller, "await tools.read_status({node: 'pve1'})")
+        .unwrap();
+    let c = Caller {
+        identity: "x".into(),
+        execution: Some(id.clone()),
+    };
+    s.gateway
+        .call(&c, "read_status", json!({"node": "pve1"}))
+        .await
+        .unwrap();
+    s.gateway
+        .execution_finished(&id, "ok", 1, std::time::Duration::from_millis(5))
+        .unwrap();
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    assert!(log.contains("\"event\":\"execution_start\"") && log.contains("\"script_sha256\""));
+    assert!(log.contains("\"event\":\"execution_end\"") && log.contains("\"outcome\":\"ok\""));
+    assert_eq!(log.matches(&format!("\"execution\":\"{id}\"")).count(), 3);
+}
