@@ -1,17 +1,18 @@
-//! `airlock`: run agent JavaScript in the sandbox from the command line.
-//! (The MCP server arrives with `airlock serve`.)
+//! `airlock`: run agent JavaScript in the sandbox against the tool gateway,
+//! search the catalog, and administer approvals and the audit log from the
+//! command line. (The MCP server arrives with `airlock serve`.)
 
-mod demo_fleet;
+mod admin;
+mod lookup;
 mod report;
+mod run;
 mod settings;
+mod wiring;
 
-use std::{io::Read, path::PathBuf, process::ExitCode, sync::Arc};
+use std::{path::PathBuf, process::ExitCode};
 
-use airlock_sandbox::{Sandbox, ToolHost};
 use clap::{Parser, Subcommand};
 use settings::SandboxFlags;
-
-const DEMO_SCRIPT: &str = include_str!("../../examples/fleet-report.js");
 
 #[derive(Parser)]
 #[command(
@@ -20,6 +21,9 @@ const DEMO_SCRIPT: &str = include_str!("../../examples/fleet-report.js");
     about = "Code-mode MCP server for infrastructure operations"
 )]
 struct Cli {
+    /// TOML configuration file (see docs/CONFIGURATION.md).
+    #[arg(long, global = true, env = "AIRLOCK_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -28,13 +32,18 @@ struct Cli {
 enum Command {
     /// Run a JavaScript file in the sandbox and print its result.
     ///
-    /// Tools are served by the DEMO TOOL HOST: an in-memory fleet of 3
-    /// nodes and 12 guests with a simulated 20 ms round trip (tools:
-    /// list_nodes, list_guests, guest_status, start_guest, stop_guest). It
-    /// is not a Proxmox backend; that arrives with the tool gateway.
+    /// Every tool call passes the gateway: validation, policy, approval,
+    /// audit. With no other backend configured, tools come from the DEMO
+    /// TOOL HOST: an in-memory fleet of 3 nodes and 12 guests with a
+    /// simulated 20 ms round trip (list_nodes, list_guests, guest_status,
+    /// guest_config, start_guest, stop_guest, delete_guest). It is not a
+    /// Proxmox backend.
     Exec {
         /// Script to run; `-` reads standard input.
         file: PathBuf,
+        /// Identity the script runs as (its mode comes from [identities]).
+        #[arg(long, env = "AIRLOCK_IDENTITY", default_value = "local")]
+        identity: String,
         /// Print the whole outcome (result, logs, trace, stats) as JSON.
         #[arg(long)]
         json: bool,
@@ -48,6 +57,37 @@ enum Command {
         json: bool,
         #[command(flatten)]
         sandbox: SandboxFlags,
+    },
+    /// Search the tool catalog, as an agent's `search` does.
+    Search {
+        /// What you want to do, e.g. `start vm`.
+        query: Vec<String>,
+        /// Only these tiers (read, operate, admin, forbidden).
+        #[arg(long = "tier")]
+        tiers: Vec<airlock_tools::Tier>,
+        /// Only this backend.
+        #[arg(long)]
+        backend: Option<String>,
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show tools' input schemas as JSON Schema and TypeScript.
+    Schema {
+        names: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List, approve or deny calls waiting for approval.
+    Approvals {
+        #[command(subcommand)]
+        action: admin::ApprovalAction,
+    },
+    /// Check the audit log's hash chain.
+    Audit {
+        #[command(subcommand)]
+        action: admin::AuditAction,
     },
 }
 
@@ -63,67 +103,38 @@ fn main() -> ExitCode {
         .without_time()
         .init();
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("starting the async runtime");
-    runtime.block_on(run(cli))
-}
-
-async fn run(cli: Cli) -> ExitCode {
-    let (script, json, flags, banner) = match cli.command {
-        Command::Exec {
-            file,
-            json,
-            sandbox,
-        } => match read_script(&file) {
-            Ok(s) => (s, json, sandbox, false),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        Command::Demo { json, sandbox } => (DEMO_SCRIPT.to_string(), json, sandbox, true),
-    };
-    let (config, limits) = match flags.resolve() {
-        Ok(v) => v,
+    let file = match settings::load_file(cli.config.as_deref()) {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let sandbox = match Sandbox::new(config).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot start the sandbox: {e}");
-            return ExitCode::from(2);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("starting the async runtime");
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Exec {
+                file: script,
+                identity,
+                json,
+                sandbox,
+            } => run::exec(&file, run::Script::File(script), &identity, json, &sandbox).await,
+            Command::Demo { json, sandbox } => {
+                run::exec(&file, run::Script::Demo, "local", json, &sandbox).await
+            }
+            Command::Search {
+                query,
+                tiers,
+                backend,
+                limit,
+                json,
+            } => lookup::search(&file, &query.join(" "), tiers, backend, limit, json),
+            Command::Schema { names, json } => lookup::schema(&file, &names, json),
+            Command::Approvals { action } => admin::approvals(&file, action),
+            Command::Audit { action } => admin::audit(&file, action),
         }
-    };
-    let host: Arc<dyn ToolHost> = Arc::new(demo_fleet::DemoFleet::new(demo_fleet::LATENCY));
-    if banner {
-        eprintln!("Running examples/fleet-report.js against the demo tool host (in-memory fleet, 20 ms per call):\n");
-        eprintln!("{DEMO_SCRIPT}");
-    }
-    let outcome = sandbox.execute(&script, &limits, host.as_ref()).await;
-    let ok = if json {
-        report::json(&outcome)
-    } else {
-        report::human(&outcome)
-    };
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
-}
-
-fn read_script(path: &PathBuf) -> Result<String, String> {
-    if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| format!("reading the script from stdin: {e}"))?;
-        return Ok(s);
-    }
-    std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))
+    })
 }

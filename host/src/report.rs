@@ -3,11 +3,28 @@
 
 use std::io::Write;
 
-use airlock_sandbox::{LogLevel, Outcome};
+use airlock_sandbox::{ExecError, LogLevel, Outcome};
+use airlock_tools::{Mode, UNTRUSTED_NOTE};
+use serde_json::{json, Value};
 
-/// Writes the result to stdout and logs plus a summary to stderr. Returns
-/// whether the execution succeeded.
-pub fn human(outcome: &Outcome) -> bool {
+pub struct View<'a> {
+    pub outcome: &'a Outcome,
+    pub identity: &'a str,
+    pub mode: Mode,
+    pub execution: &'a str,
+}
+
+impl View<'_> {
+    /// Whether any tool data reached the script.
+    fn untrusted(&self) -> bool {
+        self.outcome.trace.iter().any(|c| c.status == "ok")
+    }
+}
+
+/// Writes the result to stdout and logs, decisions and a summary to
+/// stderr. Returns whether the execution succeeded.
+pub fn human(view: &View<'_>) -> bool {
+    let outcome = view.outcome;
     let mut err = std::io::stderr().lock();
     for line in &outcome.logs {
         let tag = match line.level {
@@ -25,19 +42,27 @@ pub fn human(outcome: &Outcome) -> bool {
             t.limit, t.value, t.original_bytes
         );
     }
+    for call in outcome.trace.iter().filter(|c| c.status != "ok") {
+        let _ = writeln!(err, "[airlock] tools.{} → {}", call.tool, call.status);
+    }
     let s = &outcome.stats;
     let summary = format!(
-        "{} tool call{}, {:.1} ms, peak memory {:.1} MiB ({} mode)",
+        "{} tool call{}, {:.1} ms, peak memory {:.1} MiB ({} mode, identity {} with mode {}, execution {})",
         s.tool_calls,
         if s.tool_calls == 1 { "" } else { "s" },
         s.wall_us as f64 / 1000.0,
         s.peak_memory_bytes as f64 / (1 << 20) as f64,
         s.mode,
+        view.identity,
+        view.mode,
+        view.execution,
     );
     match &outcome.result {
         Ok(value) => {
-            let text = serde_json::to_string_pretty(value).expect("JSON values serialize");
-            println!("{text}");
+            println!(
+                "{}",
+                serde_json::to_string_pretty(value).expect("JSON values serialize")
+            );
             if let Some(t) = &outcome.truncated {
                 let _ = writeln!(
                     err,
@@ -50,11 +75,16 @@ pub fn human(outcome: &Outcome) -> bool {
         }
         Err(e) => {
             let _ = writeln!(err, "error: {}: {e}", e.kind());
-            if let airlock_sandbox::ExecError::RuntimeError {
-                stack: Some(stack), ..
-            } = e
-            {
-                let _ = write!(err, "{stack}");
+            match e {
+                ExecError::RuntimeError {
+                    stack: Some(stack), ..
+                } => {
+                    let _ = write!(err, "{stack}");
+                }
+                ExecError::ApprovalRequired { request_id, .. } => {
+                    let _ = writeln!(err, "to approve: airlock approvals approve {request_id}   (then run the script again)");
+                }
+                _ => {}
             }
             let _ = writeln!(err, "after {summary}");
             false
@@ -62,10 +92,20 @@ pub fn human(outcome: &Outcome) -> bool {
     }
 }
 
-pub fn json(outcome: &Outcome) -> bool {
+pub fn json(view: &View<'_>) -> bool {
+    let mut value = serde_json::to_value(view.outcome).expect("outcomes serialize");
+    if let Value::Object(map) = &mut value {
+        map.insert("identity".into(), json!(view.identity));
+        map.insert("access_mode".into(), json!(view.mode));
+        map.insert("execution".into(), json!(view.execution));
+        map.insert("untrusted_data".into(), json!(view.untrusted()));
+        if view.untrusted() {
+            map.insert("note".into(), json!(UNTRUSTED_NOTE));
+        }
+    }
     println!(
         "{}",
-        serde_json::to_string_pretty(outcome).expect("outcomes serialize")
+        serde_json::to_string_pretty(&value).expect("JSON serializes")
     );
-    outcome.is_ok()
+    view.outcome.is_ok()
 }

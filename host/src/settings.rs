@@ -1,28 +1,74 @@
-//! Where the sandbox's configuration comes from: defaults, then a TOML file
+//! Where Airlock's configuration comes from: defaults, then a TOML file
 //! (`--config` / `AIRLOCK_CONFIG`), then `AIRLOCK_*` environment variables,
 //! then command-line flags — each later source overriding the earlier.
+//! Every key is documented in `docs/CONFIGURATION.md`.
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
 
 use airlock_sandbox::{Limits, Mode, SandboxConfig};
+use airlock_tools::{
+    config::{default_state_dir, ApprovalConfig, RateConfig},
+    policy::{Grant, PolicyConfig},
+    GatewayConfig,
+};
 use clap::Args;
 use serde::Deserialize;
 
-/// The file's shape:
-///
-/// ```toml
-/// [sandbox]
-/// mode = "reuse"
-/// [sandbox.capacity]
-/// executions_in_flight = 8
-/// [limits]
-/// wall_time_ms = 30000
-/// ```
+/// The file's shape; see `docs/CONFIGURATION.md`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConfigFile {
+    /// Where approvals and (by default) the audit log live.
+    pub state_dir: Option<PathBuf>,
     pub sandbox: SandboxConfig,
     pub limits: Limits,
+    pub policy: PolicySection,
+    pub identities: BTreeMap<String, Grant>,
+    pub approval: ApprovalConfig,
+    pub rate: RateConfig,
+    pub audit: AuditSection,
+    pub backends: BackendsSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicySection {
+    pub read_only: bool,
+    pub deny: BTreeSet<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditSection {
+    /// The audit log; default `<state_dir>/audit.jsonl`.
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BackendsSection {
+    pub demo: DemoSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DemoSection {
+    /// Serve the demo fleet's tools.
+    pub enabled: bool,
+    /// Simulated round trip per call.
+    pub latency_ms: u64,
+}
+
+impl Default for DemoSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            latency_ms: 20,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -34,11 +80,16 @@ pub enum SettingsError {
     },
     #[error("config file {path} is not valid: {message}")]
     Parse { path: String, message: String },
+    #[error("environment variable {name}: {message}")]
+    Env { name: &'static str, message: String },
     #[error("{0}")]
     Invalid(String),
 }
 
-pub fn load_file(path: &Path) -> Result<ConfigFile, SettingsError> {
+pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
+    let Some(path) = path else {
+        return Ok(ConfigFile::default());
+    };
     let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
         path: path.display().to_string(),
         source,
@@ -49,13 +100,55 @@ pub fn load_file(path: &Path) -> Result<ConfigFile, SettingsError> {
     })
 }
 
+impl ConfigFile {
+    /// The state directory: the file's `state_dir`, else `AIRLOCK_STATE_DIR`
+    /// / XDG state home.
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(default_state_dir)
+    }
+
+    /// The gateway's settings, with `AIRLOCK_READ_ONLY` and
+    /// `AIRLOCK_AUDIT_FILE` applied.
+    pub fn gateway(&self) -> Result<GatewayConfig, SettingsError> {
+        let mut config = GatewayConfig::in_dir(self.state_dir());
+        config.policy = PolicyConfig {
+            read_only: self.policy.read_only,
+            deny: self.policy.deny.clone(),
+            identities: self.identities.clone(),
+        };
+        config.approval = self.approval.clone();
+        config.rate = self.rate.clone();
+        if let Some(f) = &self.audit.file {
+            config.audit_file = f.clone();
+        }
+        if let Some(v) = env_bool("AIRLOCK_READ_ONLY")? {
+            config.policy.read_only = v;
+        }
+        if let Some(f) = std::env::var_os("AIRLOCK_AUDIT_FILE").filter(|f| !f.is_empty()) {
+            config.audit_file = PathBuf::from(f);
+        }
+        Ok(config)
+    }
+}
+
+fn env_bool(name: &'static str) -> Result<Option<bool>, SettingsError> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(v) => match v.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(Some(true)),
+            "0" | "false" | "no" | "off" | "" => Ok(Some(false)),
+            _ => Err(SettingsError::Env {
+                name,
+                message: format!("`{v}` is not a boolean; use true or false"),
+            }),
+        },
+    }
+}
+
 /// Sandbox settings and limits as flags. Every one also reads an
 /// `AIRLOCK_*` variable; byte sizes accept `KiB`, `MiB` and `GiB`.
 #[derive(Debug, Default, Args)]
 pub struct SandboxFlags {
-    /// TOML file with [sandbox] and [limits] tables.
-    #[arg(long, env = "AIRLOCK_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
     /// `fresh` (new instance per execution) or `reuse` (instances serve
     /// several executions, each in a new realm).
     #[arg(long, env = "AIRLOCK_MODE")]
@@ -110,13 +203,10 @@ pub struct SandboxFlags {
 }
 
 impl SandboxFlags {
-    /// Merges file and flags over the defaults and checks the result.
-    pub fn resolve(&self) -> Result<(SandboxConfig, Limits), SettingsError> {
-        let file = match &self.config {
-            Some(path) => load_file(path)?,
-            None => ConfigFile::default(),
-        };
-        let (mut sandbox, mut limits) = (file.sandbox, file.limits);
+    /// Applies the flags over the file's sandbox settings and limits and
+    /// checks the result.
+    pub fn resolve(&self, file: &ConfigFile) -> Result<(SandboxConfig, Limits), SettingsError> {
+        let (mut sandbox, mut limits) = (file.sandbox.clone(), file.limits.clone());
         set(&mut sandbox.mode, self.mode);
         set(&mut sandbox.reuse_runs, self.reuse_runs);
         set(
@@ -188,6 +278,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use airlock_tools::{Mode as Access, Tier};
 
     #[test]
     fn sizes() {
@@ -199,21 +290,24 @@ mod tests {
         assert!(parse_bytes("lots").is_err());
     }
 
-    #[test]
-    fn file_then_flags() {
+    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("airlock.toml");
-        std::fs::write(
-            &path,
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn file_then_flags() {
+        let (_d, path) = write(
             "[sandbox]\nmode = \"reuse\"\n[sandbox.capacity]\nexecutions_in_flight = 3\n[limits]\nwall_time_ms = 1234\ntool_calls = 7\n",
-        )
-        .unwrap();
+        );
+        let file = load_file(Some(&path)).unwrap();
         let flags = SandboxFlags {
-            config: Some(path),
             tool_calls: Some(9),
             ..SandboxFlags::default()
         };
-        let (sandbox, limits) = flags.resolve().unwrap();
+        let (sandbox, limits) = flags.resolve(&file).unwrap();
         assert_eq!(sandbox.mode, Mode::Reuse);
         assert_eq!(sandbox.capacity.executions_in_flight, 3);
         assert_eq!(limits.wall_time_ms, 1234, "from the file");
@@ -226,23 +320,42 @@ mod tests {
     }
 
     #[test]
+    fn gateway_sections() {
+        let (dir, path) = write(&format!(
+            "state_dir = \"{}\"\n[policy]\nread_only = true\ndeny = [\"delete_guest\"]\n\
+             [identities.alice]\nmode = \"rw\"\ndeny = [\"stop_guest\"]\n\
+             [approval]\ntiers = [\"admin\"]\nttl_secs = 60\n[rate]\ncalls_per_minute = 5\n\
+             [audit]\nfile = \"/tmp/x/audit.jsonl\"\n[backends.demo]\nlatency_ms = 0\n",
+            "/srv/airlock"
+        ));
+        let file = load_file(Some(&path)).unwrap();
+        let g = file.gateway().unwrap();
+        assert!(g.policy.read_only);
+        assert!(g.policy.deny.contains("delete_guest"));
+        assert_eq!(g.policy.identities["alice"].mode, Access::Rw);
+        assert_eq!(g.approval.tiers, [Tier::Admin]);
+        assert_eq!(g.approval.ttl_secs, 60);
+        assert_eq!(g.rate.calls_per_minute, 5);
+        assert_eq!(g.approvals_db, PathBuf::from("/srv/airlock/approvals.db"));
+        assert_eq!(g.audit_file, PathBuf::from("/tmp/x/audit.jsonl"));
+        assert_eq!(file.backends.demo.latency_ms, 0);
+        assert!(file.backends.demo.enabled);
+        drop(dir);
+    }
+
+    #[test]
     fn bad_files_name_the_problem() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("airlock.toml");
-        std::fs::write(&path, "[limits]\nwall_time = 5\n").unwrap();
-        let err = SandboxFlags {
-            config: Some(path),
-            ..SandboxFlags::default()
-        }
-        .resolve()
-        .unwrap_err()
-        .to_string();
+        let (_d, path) = write("[limits]\nwall_time = 5\n");
+        let err = load_file(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("wall_time"), "{err}");
+        let (_d, path) = write("[identities.bob]\nmode = \"root\"\n");
+        let err = load_file(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("root"), "{err}");
         let err = SandboxFlags {
             tool_calls: Some(0),
             ..SandboxFlags::default()
         }
-        .resolve()
+        .resolve(&ConfigFile::default())
         .unwrap_err()
         .to_string();
         assert!(err.contains("tool_calls"), "{err}");

@@ -6,9 +6,46 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
+/// A state directory of the test's own, so no test touches the user's
+/// approvals or audit log.
+struct State(tempfile::TempDir);
+
+impl State {
+    fn new() -> Self {
+        Self(tempfile::tempdir().unwrap())
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+
+    fn audit(&self) -> std::path::PathBuf {
+        self.path().join("audit.jsonl")
+    }
+
+    /// Writes a config file in the state directory and returns its path.
+    fn config(&self, text: &str) -> String {
+        let p = self.path().join("airlock.toml");
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    fn run(&self, args: &[&str], stdin: &str) -> Output {
+        run_in(self.path(), args, stdin, &[])
+    }
+}
+
 fn airlock(args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Output {
+    let state = State::new();
+    run_in(state.path(), args, stdin, env)
+}
+
+fn run_in(state: &std::path::Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlock"));
     cmd.args(args)
+        .env("AIRLOCK_STATE_DIR", state)
+        .env_remove("AIRLOCK_CONFIG")
+        .env_remove("AIRLOCK_IDENTITY")
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -105,4 +142,194 @@ fn demo_runs_with_no_configuration() {
 fn help_labels_the_demo_tool_host() {
     let out = airlock(&["exec", "--help"], "", &[]);
     assert!(text(&out.stdout).contains("DEMO TOOL HOST"));
+}
+
+const CONFIG: &str = "[identities.alice]\nmode = \"rw\"\n[identities.bob]\nmode = \"operator\"\ndeny = [\"stop_guest\"]\n[backends.demo]\nlatency_ms = 0\n";
+
+fn json_of(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
+}
+
+#[test]
+fn policy_denials_are_reported_and_audited() {
+    let state = State::new();
+    let config = state.config(CONFIG);
+    let out = state.run(
+        &[
+            "--config",
+            &config,
+            "exec",
+            "--json",
+            "--identity",
+            "bob",
+            "-",
+        ],
+        "await tools.stop_guest({node: 'pve1', vmid: 100})",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let o = json_of(&out);
+    assert_eq!(o["result"]["error"]["kind"], "PolicyDenied");
+    assert!(o["result"]["error"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("deny list of identity bob"));
+    assert_eq!(o["trace"][0]["status"], "policy_denied");
+    assert_eq!(o["access_mode"], "operator");
+    // The default identity is read-only.
+    let out = state.run(
+        &["--config", &config, "exec", "-"],
+        "await tools.start_guest({node: 'pve1', vmid: 101})",
+    );
+    assert!(
+        text(&out.stderr).contains("identity local has mode ro"),
+        "{}",
+        text(&out.stderr)
+    );
+    let log = std::fs::read_to_string(state.audit()).unwrap();
+    assert_eq!(log.matches("\"decision\":\"denied\"").count(), 2);
+    let out = state.run(&["audit", "verify"], "");
+    assert!(out.status.success(), "{}", text(&out.stdout));
+}
+
+#[test]
+fn approval_round_trip_from_the_command_line() {
+    let state = State::new();
+    let config = state.config(CONFIG);
+    let script = "await tools.start_guest({node: 'pve1', vmid: 101})";
+    let exec = |state: &State| {
+        state.run(
+            &[
+                "--config",
+                &config,
+                "exec",
+                "--json",
+                "--identity",
+                "alice",
+                "-",
+            ],
+            script,
+        )
+    };
+
+    let first = json_of(&exec(&state));
+    assert_eq!(first["result"]["error"]["kind"], "ApprovalRequired");
+    let id = first["result"]["error"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(first["result"]["error"]["how"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("airlock approvals approve {id}")));
+
+    let listed = json_of(&state.run(&["--config", &config, "approvals", "list", "--json"], ""));
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["summary"], "node=pve1, vmid=101");
+    assert_eq!(listed[0]["identity"], "alice");
+
+    let out = state.run(
+        &[
+            "--config",
+            &config,
+            "approvals",
+            "approve",
+            &id,
+            "--by",
+            "carol",
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let second = json_of(&exec(&state));
+    assert_eq!(
+        second["result"]["ok"],
+        serde_json::json!({"vmid": 101, "status": "running"})
+    );
+    assert_eq!(second["untrusted_data"], true);
+
+    // Used up: the same call needs a new approval.
+    let third = json_of(&exec(&state));
+    assert_eq!(third["result"]["error"]["kind"], "ApprovalRequired");
+    assert_ne!(third["result"]["error"]["request_id"], id.as_str());
+    let out = state.run(&["--config", &config, "approvals", "approve", &id], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("already used"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = state.run(&["audit", "verify"], "");
+    assert!(out.status.success(), "{}", text(&out.stdout));
+}
+
+#[test]
+fn audit_verify_finds_the_edited_line() {
+    let state = State::new();
+    for _ in 0..2 {
+        assert!(state
+            .run(&["exec", "-"], "await tools.list_nodes({})")
+            .status
+            .success());
+    }
+    let log = std::fs::read_to_string(state.audit()).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.len() >= 8, "{log}");
+    let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    edited[1] = edited[1].replace("\"identity\":\"local\"", "\"identity\":\"admin\"");
+    assert_ne!(edited[1], lines[1], "the edit changed the line");
+    std::fs::write(state.audit(), edited.join("\n") + "\n").unwrap();
+    let out = state.run(&["audit", "verify"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("BROKEN at line 2"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn secrets_in_results_are_redacted() {
+    let out = airlock(
+        &["exec", "-"],
+        "await tools.guest_config({node: 'pve1', vmid: 100})",
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = json_of(&out);
+    assert_eq!(v["cloudinit"]["password"], "[redacted]");
+    assert!(!text(&out.stdout).contains("demo-100-pw"));
+}
+
+#[test]
+fn search_and_schema() {
+    let out = airlock(&["search", "--json", "power", "on", "a", "guest"], "", &[]);
+    let r = json_of(&out);
+    assert_eq!(r["hits"][0]["name"], "start_guest");
+    assert_eq!(
+        r["hits"][0]["signature"],
+        "start_guest(args: { node: string; vmid: number }): Promise<unknown>"
+    );
+    let out = airlock(&["schema", "--json", "list_guests", "list_guest"], "", &[]);
+    assert_eq!(out.status.code(), Some(1), "one name was unknown");
+    let a = json_of(&out);
+    assert!(a[0]["typescript"]
+        .as_str()
+        .unwrap()
+        .contains("function list_guests(args: {"));
+    assert_eq!(a[1]["did_you_mean"][0], "list_guests");
+}
+
+#[test]
+fn unknown_names_in_policy_lists_fail_startup() {
+    let state = State::new();
+    let config = state.config("[identities.bob]\ndeny = [\"stop_guets\"]\n");
+    let out = state.run(&["--config", &config, "exec", "-"], "1");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("identities.bob.deny names `stop_guets`") && err.contains("stop_guest"),
+        "{err}"
+    );
 }

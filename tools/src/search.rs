@@ -183,8 +183,8 @@ impl Index {
         let n = docs.len().max(1) as f32;
         let mut avg = [0f32; 4];
         for d in &docs {
-            for i in 0..4 {
-                avg[i] += d.lens[i] / n;
+            for (a, len) in avg.iter_mut().zip(d.lens) {
+                *a += len / n;
             }
         }
         let mut df: HashMap<String, usize> = HashMap::new();

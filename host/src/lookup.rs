@@ -1,0 +1,88 @@
+//! `airlock search` and `airlock schema`: the catalog as an agent sees it
+//! through the `search` and `get_schema` tools.
+
+use std::process::ExitCode;
+
+use airlock_tools::{search::Query, SchemaAnswer, Tier};
+
+use crate::{settings::ConfigFile, wiring};
+
+pub fn search(
+    file: &ConfigFile,
+    text: &str,
+    tiers: Vec<Tier>,
+    backend: Option<String>,
+    limit: Option<usize>,
+    json: bool,
+) -> ExitCode {
+    let gateway = match wiring::gateway(file) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let results = gateway.catalog().search(&Query {
+        text: text.into(),
+        tiers,
+        backend,
+        limit,
+    });
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).expect("results serialize")
+        );
+        return ExitCode::SUCCESS;
+    }
+    if let Some(hint) = &results.hint {
+        println!("{hint}");
+    }
+    for h in &results.hits {
+        println!(
+            "{:<8} {}\n         {}\n",
+            h.tier.as_str(),
+            h.signature,
+            h.summary
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn schema(file: &ConfigFile, names: &[String], json: bool) -> ExitCode {
+    let gateway = match wiring::gateway(file) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let answers = gateway.catalog().schemas(names);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&answers).expect("answers serialize")
+        );
+    } else {
+        for a in &answers {
+            match a {
+                SchemaAnswer::Found { typescript, .. } => println!("{typescript}"),
+                SchemaAnswer::Unknown {
+                    error,
+                    did_you_mean,
+                    ..
+                } => {
+                    println!("// {error}; did you mean: {}\n", did_you_mean.join(", "))
+                }
+            }
+        }
+    }
+    if answers
+        .iter()
+        .all(|a| matches!(a, SchemaAnswer::Found { .. }))
+    {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
