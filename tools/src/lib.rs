@@ -16,6 +16,7 @@ pub mod config;
 pub mod digest;
 pub mod gateway;
 pub mod policy;
+pub mod proxmox;
 pub mod redact;
 pub mod search;
 pub mod spec;

@@ -1,0 +1,179 @@
+//! Reading the Proxmox VE API schema in the API-viewer format: the tree
+//! behind `/pve-docs/api-viewer/apidata.js` (as served by a cluster) or the
+//! same tree as plain JSON.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Method> {
+        match s {
+            "GET" => Some(Method::Get),
+            "POST" => Some(Method::Post),
+            "PUT" => Some(Method::Put),
+            "DELETE" => Some(Method::Delete),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One API operation: a method on a path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operation {
+    /// With placeholders, e.g. `/nodes/{node}/qemu/{vmid}/status/start`.
+    pub path: String,
+    pub method: Method,
+    /// PVE's own name for it (`vm_start`, often just `index`).
+    pub name: String,
+    pub description: String,
+    /// The parameter schema in PVE's dialect.
+    pub parameters: Value,
+    pub returns: Value,
+}
+
+impl Operation {
+    /// Names of the `{placeholders}` in the path, in order.
+    pub fn path_params(&self) -> Vec<String> {
+        self.path
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ApiDataError {
+    #[error("the API schema is not valid JSON: {0}")]
+    Json(String),
+    #[error("the API schema has no `apiSchema = [...]` array")]
+    NoSchema,
+    #[error("the API schema's node {path} has a malformed operation {method}")]
+    Malformed { path: String, method: String },
+}
+
+/// Parses the tree (a JSON array of nodes with `path`, `info` and
+/// `children`) into a flat list of operations, in tree order.
+pub fn parse(tree: &Value) -> Result<Vec<Operation>, ApiDataError> {
+    let nodes = tree
+        .as_array()
+        .ok_or_else(|| ApiDataError::Json("the top level is not an array".into()))?;
+    let mut out = Vec::new();
+    walk(nodes, &mut out)?;
+    Ok(out)
+}
+
+fn walk(nodes: &[Value], out: &mut Vec<Operation>) -> Result<(), ApiDataError> {
+    for node in nodes {
+        let path = node.get("path").and_then(Value::as_str).unwrap_or_default();
+        if let Some(info) = node.get("info").and_then(Value::as_object) {
+            let mut methods: Vec<(&String, &Value)> = info.iter().collect();
+            methods.sort_by_key(|(m, _)| Method::parse(m));
+            for (m, op) in methods {
+                let method = Method::parse(m).ok_or_else(|| ApiDataError::Malformed {
+                    path: path.into(),
+                    method: m.clone(),
+                })?;
+                let text = |k: &str| {
+                    op.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                out.push(Operation {
+                    path: path.into(),
+                    method,
+                    name: text("name"),
+                    description: text("description"),
+                    parameters: op.get("parameters").cloned().unwrap_or(Value::Null),
+                    returns: op.get("returns").cloned().unwrap_or(Value::Null),
+                });
+            }
+        }
+        if let Some(children) = node.get("children").and_then(Value::as_array) {
+            walk(children, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Accepts either the JSON tree or the API viewer's `apidata.js`
+/// (`const apiSchema = [ ... ];` followed by more script).
+pub fn parse_text(text: &str) -> Result<Vec<Operation>, ApiDataError> {
+    let trimmed = text.trim_start();
+    let json = if trimmed.starts_with('[') {
+        trimmed
+    } else {
+        let at = text.find("apiSchema").ok_or(ApiDataError::NoSchema)?;
+        let start = text[at..].find('[').ok_or(ApiDataError::NoSchema)? + at;
+        &text[start..]
+    };
+    // The array is followed by more JavaScript: read exactly one value.
+    let mut values = serde_json::Deserializer::from_str(json).into_iter::<Value>();
+    let tree = values
+        .next()
+        .ok_or(ApiDataError::NoSchema)?
+        .map_err(|e| ApiDataError::Json(e.to_string()))?;
+    parse(&tree)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tree() -> Value {
+        json!([{
+            "path": "/nodes", "text": "nodes",
+            "info": {"GET": {"name": "index", "description": "Nodes.", "method": "GET", "parameters": {"additionalProperties": 0}, "returns": {"type": "array"}}},
+            "children": [{
+                "path": "/nodes/{node}/qemu/{vmid}/status/start", "text": "start",
+                "info": {"POST": {"name": "vm_start", "description": "Start.", "parameters": {"properties": {"node": {"type": "string"}, "vmid": {"type": "integer"}}}}}
+            }]
+        }])
+    }
+
+    #[test]
+    fn flattens_the_tree() {
+        let ops = parse(&tree()).unwrap();
+        assert_eq!(ops.len(), 2);
+        assert_eq!(ops[1].method, Method::Post);
+        assert_eq!(ops[1].name, "vm_start");
+        assert_eq!(ops[1].path_params(), ["node", "vmid"]);
+    }
+
+    #[test]
+    fn reads_the_viewer_script() {
+        let js = format!(
+            "// generated\nconst apiSchema = {};\nlet method2cmd = {{}};\n",
+            tree()
+        );
+        assert_eq!(parse_text(&js).unwrap().len(), 2);
+        assert_eq!(parse_text(&tree().to_string()).unwrap().len(), 2);
+        assert_eq!(parse_text("var x = 1;"), Err(ApiDataError::NoSchema));
+    }
+}

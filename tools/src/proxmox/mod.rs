@@ -1,0 +1,9 @@
+//! The Proxmox VE backend's room: the API schema (API-viewer format) and
+//! its conversion into tools, tier rules, task ids.
+
+pub mod apidata;
+pub mod full;
+pub mod naming;
+pub mod schema;
+pub mod tiers;
+pub mod upid;
