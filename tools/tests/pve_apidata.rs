@@ -66,6 +66,22 @@ fn every_operation_becomes_a_valid_tool() {
     assert!(config.input_schema["patternProperties"]
         .get("^net[0-9]{1,3}$")
         .is_some());
+    let migrate = by_path("POST", "/nodes/{node}/qemu/{vmid}/migrate");
+    assert!(
+        migrate.input_schema["properties"]
+            .get("target_node")
+            .is_some(),
+        "PVE's target is target_node"
+    );
+    assert!(migrate.input_schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r == "target_node"));
+    assert_eq!(
+        migrate.input_schema["properties"]["target"]["pattern"], "^[A-Za-z0-9_-]{1,64}$",
+        "target picks the cluster"
+    );
     let counts = Tier::ALL.map(|t| generated.iter().filter(|(s, _)| s.tier == t).count());
     eprintln!("tiers (read, operate, admin, forbidden): {counts:?}");
     let sample: Vec<&str> = generated
@@ -74,4 +90,107 @@ fn every_operation_becomes_a_valid_tool() {
         .map(|(s, _)| s.name.as_str())
         .collect();
     eprintln!("sample names: {sample:?}");
+}
+
+/// The JSON types a converted PVE parameter allows.
+fn json_types(schema: &serde_json::Value) -> Vec<String> {
+    match &schema["type"] {
+        serde_json::Value::String(t) => vec![t.clone()],
+        serde_json::Value::Array(ts) => ts
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_string))
+            .collect(),
+        _ => vec![],
+    }
+}
+
+#[test]
+fn every_curated_tool_maps_to_a_real_operation() {
+    use airlock_tools::proxmox::{curated, schema};
+    let Some(path) = schema_file() else { return };
+    let ops = apidata::parse_text(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let tools = curated::tools(&TierRules::defaults(), &Default::default(), "pve");
+    assert!(tools.len() >= 120);
+    let mut problems = Vec::new();
+    for (spec, route) in &tools {
+        let Some(op) = ops
+            .iter()
+            .find(|o| o.method == route.method && o.path == route.path)
+        else {
+            problems.push(format!(
+                "{}: no operation {} {}",
+                spec.name, route.method, route.path
+            ));
+            continue;
+        };
+        let pve = op.parameters["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let ours = spec.input_schema["properties"].as_object().unwrap();
+        for (local, our) in ours {
+            if local == "target" || route.local.contains(local) {
+                continue; // the cluster selector, or used by Airlock itself
+            }
+            let wire = route.wire_name(local);
+            let Some(theirs) = pve.get(wire) else {
+                problems.push(format!(
+                    "{}: `{local}` (sent as `{wire}`) is not a parameter of {} {}",
+                    spec.name, route.method, route.path
+                ));
+                continue;
+            };
+            let theirs = schema::property(theirs);
+            let (t_ours, t_theirs) = (json_types(our), json_types(&theirs));
+            let compatible = t_theirs.iter().all(|t| {
+                t_ours.contains(t) || (t == "number" && t_ours.contains(&"integer".to_string()))
+            }) || t_ours.iter().all(|t| {
+                t_theirs.contains(t) || (t == "integer" && t_theirs.contains(&"number".to_string()))
+            });
+            if !compatible {
+                problems.push(format!(
+                    "{}: `{local}` is {t_ours:?} here but {t_theirs:?} in PVE",
+                    spec.name
+                ));
+            }
+        }
+        if let Some(families) = spec.input_schema["patternProperties"].as_object() {
+            for pattern in families.keys() {
+                let family = pattern.trim_start_matches('^').split('[').next().unwrap();
+                let wire = route.wire_name(family).trim_end_matches("[n]").to_string();
+                if !pve.contains_key(&format!("{wire}[n]")) {
+                    problems.push(format!(
+                        "{}: family {family} is not an indexed parameter of {}",
+                        spec.name, route.path
+                    ));
+                }
+            }
+        }
+        // Every parameter PVE requires is required here too (or fixed).
+        let required: Vec<String> = spec.input_schema["required"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str())
+                    .map(|l| route.wire_name(l).to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (name, p) in &pve {
+            let optional = p.get("optional").is_some_and(|o| o == 1 || o == true);
+            if !optional && !required.contains(name) && !route.fixed.iter().any(|(k, _)| k == name)
+            {
+                problems.push(format!(
+                    "{}: PVE requires `{name}`, which the tool does not require",
+                    spec.name
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }

@@ -567,3 +567,85 @@ fn filters_and_limits() {
         "vm_start(args?: { node?: string; vmid?: string }): Promise<unknown>"
     );
 }
+
+/// The same kind of queries against the real curated Proxmox catalog.
+const CURATED_CASES: &[(&str, &[&str])] = &[
+    ("start vm", &["vm_start"]),
+    ("power on a virtual machine", &["vm_start"]),
+    ("stop vm", &["vm_stop"]),
+    ("shut down vm gracefully", &["vm_shutdown"]),
+    ("reboot vm", &["vm_reboot"]),
+    ("restart the qemu machine", &["vm_reboot"]),
+    ("hard reset vm", &["vm_reset"]),
+    ("pause vm", &["vm_suspend"]),
+    ("resume suspended vm", &["vm_resume"]),
+    ("which containers are stopped", &["ct_list"]),
+    ("list lxc containers", &["ct_list"]),
+    ("start container", &["ct_start"]),
+    ("restart ct", &["ct_reboot"]),
+    ("delete vm", &["vm_delete"]),
+    ("destroy container", &["ct_delete"]),
+    ("clone vm", &["vm_clone"]),
+    ("create new vm", &["vm_create"]),
+    ("create a container from a template", &["ct_create"]),
+    ("migrate vm to another node", &["vm_migrate"]),
+    ("move container to other host", &["ct_migrate"]),
+    ("grow disk of vm", &["vm_resize_disk"]),
+    ("move vm disk to another storage", &["vm_move_disk"]),
+    ("take a snapshot of a vm", &["vm_snapshot_create"]),
+    ("rollback container snapshot", &["ct_snapshot_rollback"]),
+    ("list snapshots of vm", &["vm_snapshot_list"]),
+    ("backup vm now", &["backup_create"]),
+    ("restore vm from backup", &["backup_restore_vm"]),
+    ("list backups", &["backup_list"]),
+    ("which guests have no backup", &["backup_not_covered"]),
+    ("node status", &["node_status"]),
+    ("which nodes are online", &["node_list"]),
+    ("vm configuration", &["vm_config"]),
+    ("change vm memory", &["vm_config_update"]),
+    ("storage usage", &["storage_status"]),
+    ("iso images on storage", &["storage_content"]),
+    ("is the cluster quorate", &["cluster_status"]),
+    ("all resources in the cluster", &["cluster_resources"]),
+    ("wait for task to finish", &["wait_task"]),
+    ("task log", &["task_log"]),
+    ("high availability status", &["ha_status"]),
+    ("firewall rules of a vm", &["firewall_vm_rules"]),
+    ("ip address of a vm", &["vm_agent_network"]),
+    ("next free vmid", &["cluster_nextid"]),
+    ("disk health smart", &["node_disk_smart", "node_disks"]),
+    ("recent failed tasks", &["node_tasks", "cluster_tasks"]),
+    ("download iso from url", &["storage_download_url"]),
+];
+
+#[test]
+fn curated_catalog_relevance() {
+    use airlock_tools::proxmox::{curated, tiers::TierRules};
+    let specs = curated::tools(&TierRules::defaults(), &Default::default(), "pve")
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    let catalog = Catalog::build(vec![("pve".into(), specs)]).unwrap().0;
+    let mut failures = Vec::new();
+    for (query, wanted) in CURATED_CASES {
+        let r = catalog.search(&Query {
+            text: query.to_string(),
+            limit: Some(3),
+            ..Query::default()
+        });
+        let top: Vec<&str> = r.hits.iter().map(|h| h.name.as_str()).collect();
+        for w in *wanted {
+            if !top.contains(w) {
+                failures.push(format!("{query:?}: wanted {w} in the top 3, got {top:?}"));
+            }
+        }
+    }
+    assert!(CURATED_CASES.len() >= 40);
+    assert!(
+        failures.is_empty(),
+        "{} of {} queries failed:\n{}",
+        failures.len(),
+        CURATED_CASES.len(),
+        failures.join("\n")
+    );
+}

@@ -2,8 +2,11 @@
 //! its conversion into tools, tier rules, task ids.
 
 pub mod apidata;
+pub mod curated;
 pub mod full;
 pub mod naming;
+pub mod route;
 pub mod schema;
 pub mod tiers;
 pub mod upid;
+pub mod vocabulary;

@@ -68,6 +68,8 @@ const DEFAULTS: &[(&str, &str, Tier)] = &[
 
 pub struct TierRules {
     rules: Vec<(Vec<Method>, Regex, Tier)>,
+    /// How many of `rules` (at the front) came from the operator.
+    overrides: usize,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -112,7 +114,18 @@ impl TierRules {
             })?;
             rules.push((methods(&r.method, &r.path)?, re, r.tier));
         }
-        Ok(Self { rules })
+        Ok(Self {
+            rules,
+            overrides: overrides.len(),
+        })
+    }
+
+    /// The tier the operator's own rules give, if any matches.
+    pub fn override_for(&self, method: Method, path: &str) -> Option<Tier> {
+        self.rules[..self.overrides]
+            .iter()
+            .find(|(ms, re, _)| ms.contains(&method) && re.is_match(path))
+            .map(|(_, _, t)| *t)
     }
 
     pub fn defaults() -> Self {
