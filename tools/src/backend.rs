@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::spec::ToolSpec;
+use crate::{gateway::Caller, spec::ToolSpec};
 
 /// A successful backend answer.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +52,12 @@ pub trait Backend: Send + Sync {
     /// The tools it serves, in the order they should be listed.
     fn tools(&self) -> Vec<ToolSpec>;
 
-    /// Runs `tool` with arguments that already passed validation.
-    async fn call(&self, tool: &ToolSpec, args: Value) -> Result<Reply, BackendError>;
+    /// Runs `tool` with arguments that already passed validation, on
+    /// behalf of `caller` (whose credentials the backend may hold).
+    async fn call(
+        &self,
+        caller: &Caller,
+        tool: &ToolSpec,
+        args: Value,
+    ) -> Result<Reply, BackendError>;
 }

@@ -336,7 +336,7 @@ impl Gateway {
                 .acquire()
                 .await
                 .expect("the semaphore is never closed");
-            backend.call(&spec, args).await
+            backend.call(caller, &spec, args).await
         };
         let duration_ms = started.elapsed().as_millis() as u64;
         let mut done = Map::new();

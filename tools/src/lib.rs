@@ -19,6 +19,7 @@ pub mod policy;
 pub mod proxmox;
 pub mod redact;
 pub mod search;
+pub mod sim;
 pub mod spec;
 pub mod typescript;
 pub mod validate;

@@ -72,7 +72,12 @@ impl Backend for Counting {
         TOOLS.iter().map(|(n, t)| tool(n, *t)).collect()
     }
 
-    async fn call(&self, tool: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
+    async fn call(
+        &self,
+        _caller: &Caller,
+        tool: &ToolSpec,
+        args: Value,
+    ) -> Result<Reply, BackendError> {
         self.calls
             .lock()
             .unwrap()

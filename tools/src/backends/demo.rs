@@ -129,7 +129,12 @@ impl Backend for DemoFleet {
         specs()
     }
 
-    async fn call(&self, tool: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
+    async fn call(
+        &self,
+        _caller: &crate::gateway::Caller,
+        tool: &ToolSpec,
+        args: Value,
+    ) -> Result<Reply, BackendError> {
         tokio::time::sleep(self.latency).await;
         self.answer(&tool.name, &args).map(Reply::new)
     }

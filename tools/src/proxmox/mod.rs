@@ -2,11 +2,14 @@
 //! its conversion into tools, tier rules, task ids.
 
 pub mod apidata;
+pub mod backend;
+pub mod client;
 pub mod curated;
 pub mod full;
 pub mod naming;
 pub mod route;
 pub mod schema;
 pub mod tiers;
+pub mod tls;
 pub mod upid;
 pub mod vocabulary;
