@@ -1,11 +1,16 @@
-// Fleet report: list the nodes, then every online node's guests in
+// Fleet report: every node, then each node's VMs and containers, all in
 // parallel, and hand back only the summary (not the raw inventory).
-const nodes = await tools.list_nodes({});
+const nodes = await tools.node_list({});
 const online = nodes.filter((n) => n.status === "online");
 
-// One call per node, all in flight at once.
-const perNode = await Promise.all(online.map((n) => tools.list_guests({ node: n.node })));
-const guests = perNode.flat();
+// Two calls per node, all in flight at once.
+const lists = await Promise.all(
+  online.flatMap((n) => [tools.vm_list({ node: n.node }), tools.ct_list({ node: n.node })]),
+);
+const guests = online.flatMap((n, i) => [
+  ...lists[2 * i].map((g) => ({ ...g, node: n.node, kind: "vm" })),
+  ...lists[2 * i + 1].map((g) => ({ ...g, node: n.node, kind: "ct" })),
+]).filter((g) => !g.template);
 
 const running = guests.filter((g) => g.status === "running");
 console.log(`${online.length} of ${nodes.length} nodes online, ${guests.length} guests`);

@@ -7,7 +7,7 @@ use airlock_tools::{search::Query, SchemaAnswer, Tier};
 
 use crate::{settings::ConfigFile, wiring};
 
-pub fn search(
+pub async fn search(
     file: &ConfigFile,
     text: &str,
     tiers: Vec<Tier>,
@@ -15,7 +15,7 @@ pub fn search(
     limit: Option<usize>,
     json: bool,
 ) -> ExitCode {
-    let gateway = match wiring::gateway(file) {
+    let gateway = match wiring::gateway(file).await {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}");
@@ -49,8 +49,8 @@ pub fn search(
     ExitCode::SUCCESS
 }
 
-pub fn schema(file: &ConfigFile, names: &[String], json: bool) -> ExitCode {
-    let gateway = match wiring::gateway(file) {
+pub async fn schema(file: &ConfigFile, names: &[String], json: bool) -> ExitCode {
+    let gateway = match wiring::gateway(file).await {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}");

@@ -2,17 +2,10 @@
 //! search the catalog, and administer approvals and the audit log from the
 //! command line. (The MCP server arrives with `airlock serve`.)
 
-mod admin;
-mod lookup;
-mod report;
-mod run;
-mod settings;
-mod wiring;
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
-use std::{path::PathBuf, process::ExitCode};
-
+use airlock::{admin, demo, lookup, run, settings, settings::SandboxFlags};
 use clap::{Parser, Subcommand};
-use settings::SandboxFlags;
 
 #[derive(Parser)]
 #[command(
@@ -50,13 +43,39 @@ enum Command {
         #[command(flatten)]
         sandbox: SandboxFlags,
     },
-    /// Run the fleet-report example against the demo tool host.
+    /// Start a simulated Proxmox VE cluster in-process and run a script
+    /// against it (default: examples/fleet-report.js). No configuration.
+    ///
+    /// Identities: local and rita (mode ro), olga (operator), alice (rw).
+    /// Approvals and the audit log go to a temporary state directory.
     Demo {
+        /// Script to run instead of the fleet report; `-` reads stdin.
+        file: Option<PathBuf>,
+        /// Identity to run as.
+        #[arg(long, default_value = "local")]
+        identity: String,
         /// Print the whole outcome as JSON.
         #[arg(long)]
         json: bool,
+        /// How long a simulated task runs.
+        #[arg(long, default_value_t = 300)]
+        task_delay_ms: u64,
         #[command(flatten)]
         sandbox: SandboxFlags,
+    },
+    /// Serve the simulated Proxmox VE cluster on loopback (HTTPS, a
+    /// self-signed certificate) until interrupted, and write a
+    /// configuration file that points Airlock at it.
+    Sim {
+        /// Port on 127.0.0.1 (0 picks a free one).
+        #[arg(long, default_value_t = 8006)]
+        port: u16,
+        /// Directory for the configuration file, token files and state.
+        #[arg(long, default_value = "airlock-sim")]
+        dir: PathBuf,
+        /// How long a simulated task runs.
+        #[arg(long, default_value_t = 1000)]
+        task_delay_ms: u64,
     },
     /// Search the tool catalog, as an agent's `search` does.
     Search {
@@ -122,19 +141,113 @@ fn main() -> ExitCode {
                 json,
                 sandbox,
             } => run::exec(&file, run::Script::File(script), &identity, json, &sandbox).await,
-            Command::Demo { json, sandbox } => {
-                run::exec(&file, run::Script::Demo, "local", json, &sandbox).await
-            }
+            Command::Demo {
+                file: script,
+                identity,
+                json,
+                task_delay_ms,
+                sandbox,
+            } => demo_command(script, &identity, json, task_delay_ms, &sandbox).await,
+            Command::Sim {
+                port,
+                dir,
+                task_delay_ms,
+            } => sim_command(port, &dir, task_delay_ms).await,
             Command::Search {
                 query,
                 tiers,
                 backend,
                 limit,
                 json,
-            } => lookup::search(&file, &query.join(" "), tiers, backend, limit, json),
-            Command::Schema { names, json } => lookup::schema(&file, &names, json),
+            } => lookup::search(&file, &query.join(" "), tiers, backend, limit, json).await,
+            Command::Schema { names, json } => lookup::schema(&file, &names, json).await,
             Command::Approvals { action } => admin::approvals(&file, action),
             Command::Audit { action } => admin::audit(&file, action),
         }
     })
+}
+
+async fn demo_command(
+    script: Option<PathBuf>,
+    identity: &str,
+    json: bool,
+    task_delay_ms: u64,
+    flags: &SandboxFlags,
+) -> ExitCode {
+    let (sim, config) = match demo::start(Duration::from_millis(task_delay_ms), 0).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot start the simulated cluster: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let state = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: cannot create a temporary state directory: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let proxmox = match demo::proxmox_section(&sim, &config, &state.path().join("tokens")) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: cannot write the demo's token files: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let file = demo::config_file(proxmox, state.path());
+    eprintln!(
+        "Simulated Proxmox VE cluster at {} (3 nodes, 15 guests); running as identity {identity}.",
+        sim.url()
+    );
+    let script = match script {
+        Some(path) => run::Script::File(path),
+        None => run::Script::Demo,
+    };
+    run::exec(&file, script, identity, json, flags).await
+}
+
+async fn sim_command(port: u16, dir: &std::path::Path, task_delay_ms: u64) -> ExitCode {
+    let (sim, config) = match demo::start(Duration::from_millis(task_delay_ms), port).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot start the simulated cluster on port {port}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let dir = match std::path::absolute(dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.display());
+            return ExitCode::from(2);
+        }
+    };
+    let proxmox = match demo::proxmox_section(&sim, &config, &dir.join("tokens")) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!(
+                "error: cannot write token files under {}: {e}",
+                dir.display()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let config_path = dir.join("airlock.toml");
+    if let Err(e) = std::fs::write(
+        &config_path,
+        demo::config_toml(&proxmox, &dir.join("state")),
+    ) {
+        eprintln!("error: cannot write {}: {e}", config_path.display());
+        return ExitCode::from(2);
+    }
+    println!("simulated Proxmox VE cluster: {}", sim.url());
+    println!("certificate fingerprint:      {}", sim.fingerprint());
+    println!("configuration:                {}", config_path.display());
+    println!(
+        "try:  airlock --config {} exec --identity alice examples/stop-node-vms.js",
+        config_path.display()
+    );
+    println!("(Ctrl-C stops the simulator)");
+    let _ = tokio::signal::ctrl_c().await;
+    ExitCode::SUCCESS
 }

@@ -37,7 +37,7 @@ pub async fn exec(
         Ok(v) => v,
         Err(e) => return fail(&e.to_string()),
     };
-    let gateway = match wiring::gateway(file) {
+    let gateway = match wiring::gateway(file).await {
         Ok(g) => g,
         Err(e) => return fail(&format!("cannot start the tool gateway: {e}")),
     };

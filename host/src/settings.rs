@@ -12,6 +12,7 @@ use airlock_sandbox::{Limits, Mode, SandboxConfig};
 use airlock_tools::{
     config::{default_state_dir, ApprovalConfig, RateConfig},
     policy::{Grant, PolicyConfig},
+    proxmox::backend::ProxmoxConfig,
     GatewayConfig,
 };
 use clap::Args;
@@ -30,6 +31,8 @@ pub struct ConfigFile {
     pub approval: ApprovalConfig,
     pub rate: RateConfig,
     pub audit: AuditSection,
+    /// Proxmox VE clusters; see docs/CONFIGURATION.md.
+    pub proxmox: Option<ProxmoxConfig>,
     pub backends: BackendsSection,
 }
 
@@ -56,8 +59,9 @@ pub struct BackendsSection {
 #[derive(Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DemoSection {
-    /// Serve the demo fleet's tools.
-    pub enabled: bool,
+    /// Serve the in-memory demo fleet's tools. Default: only when no
+    /// Proxmox target is configured.
+    pub enabled: Option<bool>,
     /// Simulated round trip per call.
     pub latency_ms: u64,
 }
@@ -65,7 +69,7 @@ pub struct DemoSection {
 impl Default for DemoSection {
     fn default() -> Self {
         Self {
-            enabled: true,
+            enabled: None,
             latency_ms: 20,
         }
     }
@@ -105,6 +109,14 @@ impl ConfigFile {
     /// / XDG state home.
     pub fn state_dir(&self) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(default_state_dir)
+    }
+
+    /// Whether the in-memory demo fleet is served.
+    pub fn demo_fleet(&self) -> bool {
+        self.backends
+            .demo
+            .enabled
+            .unwrap_or_else(|| self.proxmox.as_ref().is_none_or(|p| p.targets.is_empty()))
     }
 
     /// The gateway's settings, with `AIRLOCK_READ_ONLY` and
@@ -339,7 +351,7 @@ mod tests {
         assert_eq!(g.approvals_db, PathBuf::from("/srv/airlock/approvals.db"));
         assert_eq!(g.audit_file, PathBuf::from("/tmp/x/audit.jsonl"));
         assert_eq!(file.backends.demo.latency_ms, 0);
-        assert!(file.backends.demo.enabled);
+        assert!(file.demo_fleet(), "no proxmox target: the demo fleet is on");
         drop(dir);
     }
 

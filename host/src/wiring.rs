@@ -4,16 +4,23 @@
 use std::{sync::Arc, time::Duration};
 
 use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
-use airlock_tools::{backends::demo::DemoFleet, Backend, Caller, Gateway};
+use airlock_tools::{
+    backends::demo::DemoFleet, proxmox::backend::ProxmoxBackend, Backend, Caller, Gateway,
+};
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::settings::{ConfigFile, SettingsError};
 
-/// Builds the gateway over the enabled backends; reports name clashes.
-pub fn gateway(file: &ConfigFile) -> Result<Arc<Gateway>, String> {
+/// Builds the gateway over the enabled backends (Proxmox first, so its
+/// names win a clash); reports name clashes.
+pub async fn gateway(file: &ConfigFile) -> Result<Arc<Gateway>, String> {
     let mut backends: Vec<Arc<dyn Backend>> = Vec::new();
-    if file.backends.demo.enabled {
+    if let Some(p) = file.proxmox.as_ref().filter(|p| !p.targets.is_empty()) {
+        let backend = ProxmoxBackend::new(p).await.map_err(|e| e.to_string())?;
+        backends.push(Arc::new(backend));
+    }
+    if file.demo_fleet() {
         backends.push(Arc::new(DemoFleet::new(Duration::from_millis(
             file.backends.demo.latency_ms,
         ))));

@@ -134,8 +134,42 @@ fn demo_runs_with_no_configuration() {
     let out = airlock(&["demo"], "", &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(value["nodes_offline"], serde_json::json!(["pve3"]));
-    assert_eq!(value["running"], 7);
+    assert_eq!(value["nodes_offline"], serde_json::json!([]));
+    assert_eq!(value["running"], 10, "the simulated cluster runs 10 guests");
+    assert!(text(&out.stderr).contains("Simulated Proxmox VE cluster at https://127.0.0.1:"));
+}
+
+#[test]
+fn demo_runs_other_scripts_and_identities() {
+    let out = airlock(
+        &[
+            "demo",
+            "--json",
+            "--identity",
+            "rita",
+            "--task-delay-ms",
+            "1",
+            "-",
+        ],
+        "await tools.vm_start({node: 'pve1', vmid: 103})",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let o = json_of(&out);
+    assert_eq!(
+        o["result"]["error"]["kind"], "PolicyDenied",
+        "rita is read-only"
+    );
+    let out = airlock(
+        &["demo", "--json", "--identity", "alice", "-"],
+        "await tools.vm_start({node: 'pve1', vmid: 103})",
+        &[],
+    );
+    assert_eq!(
+        json_of(&out)["result"]["error"]["kind"],
+        "ApprovalRequired",
+        "alice may, after approval"
+    );
 }
 
 #[test]

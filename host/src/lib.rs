@@ -1,0 +1,11 @@
+//! The `airlock` binary's parts, as a library so end-to-end tests can wire
+//! the same pieces: configuration, gateway and sandbox wiring, the
+//! simulated-cluster demo, and the command-line commands.
+
+pub mod admin;
+pub mod demo;
+pub mod lookup;
+pub mod report;
+pub mod run;
+pub mod settings;
+pub mod wiring;
