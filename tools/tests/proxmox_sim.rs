@@ -165,13 +165,17 @@ async fn auth_permission_and_server_errors_are_mapped() {
 }
 
 #[tokio::test]
-async fn a_server_that_never_answers_times_out() {
+async fn a_server_that_never_answers_times_out_and_only_reads_are_retried() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     // Accepts connections and then says nothing, not even a TLS hello.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
     tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((s, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
             held.push(s);
         }
     });
@@ -182,13 +186,40 @@ async fn a_server_that_never_answers_times_out() {
     };
     let client =
         PveClient::new(&format!("https://{addr}"), &Trust::Pin([0; 32]), timeouts).unwrap();
-    let t0 = std::time::Instant::now();
-    let err = client
-        .call(&ApiToken::parse("a@pve!b=c").unwrap(), &get("/nodes"))
+    let token = ApiToken::parse("a@pve!b=c").unwrap();
+    let err = client.call(&token, &get("/nodes")).await.unwrap_err();
+    assert_eq!(err.code(), "timeout", "{err:?}");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        2,
+        "a read is tried again once"
+    );
+    let stop = Request {
+        method: Method::Post,
+        path: "/nodes/pve1/qemu/100/status/stop".into(),
+        params: vec![],
+    };
+    assert_eq!(
+        client.call(&token, &stop).await.unwrap_err().code(),
+        "timeout"
+    );
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        3,
+        "a write is never repeated"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_node_is_reported_as_such() {
+    let (sim, config) = sim().await;
+    sim.with_cluster(|c| c.nodes[2].online = false).await;
+    let err = pinned(&sim)
+        .call(&token(&config, Role::Reader), &get("/nodes/pve3/qemu"))
         .await
         .unwrap_err();
-    assert_eq!(err.code(), "timeout", "{err:?}");
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(err.code(), "unreachable", "{err:?}");
+    assert!(err.to_string().contains("pve3"), "{err}");
 }
 
 #[tokio::test]

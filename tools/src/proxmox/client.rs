@@ -115,7 +115,7 @@ pub enum PveError {
     BadParameters(String),
     #[error("Proxmox error ({status}): {message}")]
     Server { status: u16, message: String },
-    #[error("the node behind the Proxmox proxy did not answer (596): {0}")]
+    #[error("the node behind the Proxmox proxy did not answer (595/596): {0}")]
     NodeUnreachable(String),
     #[error("Proxmox did not answer within {0} s")]
     Timeout(u64),
@@ -315,7 +315,7 @@ fn error_from(status: StatusCode, reason: Option<String>, json: Option<Value>) -
                 .filter(|s| !s.is_empty());
             PveError::BadParameters(errors.unwrap_or(reason))
         }
-        596 => PveError::NodeUnreachable(reason),
+        595 | 596 => PveError::NodeUnreachable(reason),
         s => PveError::Server {
             status: s,
             message: reason,
