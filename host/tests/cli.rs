@@ -141,6 +141,20 @@ fn demo_runs_with_no_configuration() {
 }
 
 #[test]
+fn proxy_variables_are_ignored() {
+    // A proxy that does not exist: were it used, every request would fail.
+    let dead = "http://127.0.0.1:9";
+    let env = [
+        ("HTTPS_PROXY", dead),
+        ("https_proxy", dead),
+        ("HTTP_PROXY", dead),
+        ("ALL_PROXY", dead),
+    ];
+    let out = airlock(&["demo", "--task-delay-ms", "1"], "", &env);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
 fn demo_runs_other_scripts_and_identities() {
     let out = airlock(
         &[

@@ -13,6 +13,7 @@ const STOP_ALL: &str = include_str!("../../examples/stop-node-vms.js");
 
 struct Deployment {
     sim: airlock_tools::sim::Simulator,
+    secrets: Vec<String>,
     gateway: Arc<airlock_tools::Gateway>,
     sandbox: Sandbox,
     _state: tempfile::TempDir,
@@ -114,6 +115,16 @@ async fn stopping_every_vm_on_a_node_after_approval() {
     );
     assert_eq!(d.writes().await, 3);
     assert!(audit::verify(d.gateway.audit_path()).unwrap().ok());
+    // No token secret in the audit log or in anything the scripts got back.
+    let log = std::fs::read_to_string(d.gateway.audit_path()).unwrap();
+    let outputs = format!(
+        "{}{}",
+        serde_json::to_string(&first).unwrap(),
+        serde_json::to_string(&second).unwrap()
+    );
+    for secret in &d.secrets {
+        assert!(!log.contains(secret.as_str()) && !outputs.contains(secret.as_str()));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
