@@ -27,8 +27,10 @@ impl Deployment {
         let file = demo::config_file(proxmox, state.path());
         let gateway = wiring::gateway(&file).await.unwrap();
         let sandbox = Sandbox::new(SandboxConfig::default()).await.unwrap();
+        let secrets = config.tokens.iter().map(|t| t.secret.clone()).collect();
         Self {
             sim,
+            secrets,
             gateway,
             sandbox,
             _state: state,
