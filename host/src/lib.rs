@@ -5,7 +5,9 @@
 pub mod admin;
 pub mod demo;
 pub mod lookup;
+pub mod mcp;
 pub mod report;
 pub mod run;
+pub mod serve;
 pub mod settings;
 pub mod wiring;

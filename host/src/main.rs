@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
-use airlock::{admin, demo, lookup, run, settings, settings::SandboxFlags};
+use airlock::{admin, demo, lookup, run, serve, settings, settings::SandboxFlags};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -76,6 +76,21 @@ enum Command {
         /// How long a simulated task runs.
         #[arg(long, default_value_t = 1000)]
         task_delay_ms: u64,
+    },
+    /// Serve Airlock to an MCP client on stdio (search, get_schema, execute).
+    Serve {
+        /// Identity the session acts as (its mode comes from [identities]).
+        #[arg(long, env = "AIRLOCK_IDENTITY", default_value = "local")]
+        identity: String,
+        /// Prefix for the three tool names, e.g. `proxmox_code_`.
+        #[arg(long, env = "AIRLOCK_TOOL_PREFIX", default_value = "")]
+        prefix: String,
+        /// Serve the simulated Proxmox VE cluster (started in-process)
+        /// instead of the configured backends; identities as in `demo`.
+        #[arg(long)]
+        demo: bool,
+        #[command(flatten)]
+        sandbox: SandboxFlags,
     },
     /// Search the tool catalog, as an agent's `search` does.
     Search {
@@ -153,6 +168,21 @@ fn main() -> ExitCode {
                 dir,
                 task_delay_ms,
             } => sim_command(port, &dir, task_delay_ms).await,
+            Command::Serve {
+                identity,
+                prefix,
+                demo,
+                sandbox,
+            } => {
+                if demo {
+                    match demo_setup(300).await {
+                        Ok(setup) => serve::stdio(&setup.file, &identity, &prefix, &sandbox).await,
+                        Err(code) => code,
+                    }
+                } else {
+                    serve::stdio(&file, &identity, &prefix, &sandbox).await
+                }
+            }
             Command::Search {
                 query,
                 tiers,
@@ -167,6 +197,34 @@ fn main() -> ExitCode {
     })
 }
 
+/// The simulated cluster running in this process, and a configuration
+/// for it in a temporary state directory (removed when dropped).
+struct DemoSetup {
+    sim: airlock_tools::sim::Simulator,
+    file: settings::ConfigFile,
+    _state: tempfile::TempDir,
+}
+
+async fn demo_setup(task_delay_ms: u64) -> Result<DemoSetup, ExitCode> {
+    let fail = |what: &str, e: String| {
+        eprintln!("error: {what}: {e}");
+        ExitCode::from(2)
+    };
+    let (sim, config) = demo::start(Duration::from_millis(task_delay_ms), 0)
+        .await
+        .map_err(|e| fail("cannot start the simulated cluster", e))?;
+    let state = tempfile::tempdir()
+        .map_err(|e| fail("cannot create a temporary state directory", e.to_string()))?;
+    let proxmox = demo::proxmox_section(&sim, &config, &state.path().join("tokens"))
+        .map_err(|e| fail("cannot write the demo's token files", e.to_string()))?;
+    let file = demo::config_file(proxmox, state.path());
+    Ok(DemoSetup {
+        sim,
+        file,
+        _state: state,
+    })
+}
+
 async fn demo_command(
     script: Option<PathBuf>,
     identity: &str,
@@ -174,37 +232,19 @@ async fn demo_command(
     task_delay_ms: u64,
     flags: &SandboxFlags,
 ) -> ExitCode {
-    let (sim, config) = match demo::start(Duration::from_millis(task_delay_ms), 0).await {
+    let setup = match demo_setup(task_delay_ms).await {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot start the simulated cluster: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    let state = match tempfile::tempdir() {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: cannot create a temporary state directory: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let proxmox = match demo::proxmox_section(&sim, &config, &state.path().join("tokens")) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: cannot write the demo's token files: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let file = demo::config_file(proxmox, state.path());
     eprintln!(
         "Simulated Proxmox VE cluster at {} (3 nodes, 15 guests); running as identity {identity}.",
-        sim.url()
+        setup.sim.url()
     );
     let script = match script {
         Some(path) => run::Script::File(path),
         None => run::Script::Demo,
     };
-    run::exec(&file, script, identity, json, flags).await
+    run::exec(&setup.file, script, identity, json, flags).await
 }
 
 async fn sim_command(port: u16, dir: &std::path::Path, task_delay_ms: u64) -> ExitCode {

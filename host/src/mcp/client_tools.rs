@@ -1,0 +1,127 @@
+//! The tool host of one `execute` from an MCP client: every call goes
+//! through the gateway as the session's identity; a call that needs
+//! approval is put to the person in the client (when the client can ask)
+//! and, on accept, approved and run in the same execution; each finished
+//! call is reported as progress.
+
+use std::sync::{
+    atomic::{AtomicU32, Ordering},
+    Arc,
+};
+
+use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
+use airlock_tools::{CallError, Caller, Gateway};
+use async_trait::async_trait;
+use rmcp::{
+    model::{ProgressNotificationParam, ProgressToken},
+    service::{ElicitationError, Peer},
+    RoleServer,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// What the person answers.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Approval {
+    /// Approve this one call.
+    pub approve: bool,
+}
+
+rmcp::elicit_safe!(Approval);
+
+pub struct ClientTools {
+    pub gateway: Arc<Gateway>,
+    pub caller: Caller,
+    /// Set when the client declared it can ask its user (elicitation).
+    pub asker: Option<Peer<RoleServer>>,
+    pub progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    pub done: AtomicU32,
+}
+
+fn failure(e: &CallError) -> ToolFailure {
+    ToolFailure::new(e.code(), e.to_string()).with_details(e.details())
+}
+
+impl ClientTools {
+    /// Asks the person in the client; `Ok(true)` when they approve.
+    async fn ask(
+        &self,
+        peer: &Peer<RoleServer>,
+        tool: &str,
+        summary: &str,
+    ) -> Result<bool, String> {
+        let message = format!(
+            "Airlock: identity {} wants to run {tool}({summary}). Approve this one call?",
+            self.caller.identity
+        );
+        match peer.elicit::<Approval>(message).await {
+            Ok(Some(a)) => Ok(a.approve),
+            Ok(None)
+            | Err(ElicitationError::UserDeclined)
+            | Err(ElicitationError::UserCancelled) => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn report(&self, tool: &str) {
+        let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some((peer, token)) = &self.progress {
+            let mut p = ProgressNotificationParam::new(token.clone(), n as f64);
+            p.message = Some(format!(
+                "{n} tool call{} done (last: {tool})",
+                if n == 1 { "" } else { "s" }
+            ));
+            let _ = peer.notify_progress(p).await;
+        }
+    }
+}
+
+#[async_trait]
+impl ToolHost for ClientTools {
+    async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure> {
+        let first = self
+            .gateway
+            .call(&self.caller, &call.name, call.args.clone())
+            .await;
+        let result = match (first, &self.asker) {
+            (
+                Err(CallError::ApprovalRequired {
+                    tool,
+                    request_id,
+                    summary,
+                    ..
+                }),
+                Some(peer),
+            ) => {
+                match self.ask(peer, &tool, &summary).await {
+                    Ok(true) => {
+                        let by = format!("{} (in the MCP client)", self.caller.identity);
+                        match self.gateway.approvals().approve(&request_id, &by, self.gateway.now_ms()) {
+                            Ok(_) => self.gateway.call(&self.caller, &call.name, call.args).await,
+                            Err(e) => Err(CallError::ApprovalUnavailable(e.to_string())),
+                        }
+                    }
+                    Ok(false) => {
+                        let _ = self.gateway.approvals().deny(&request_id, "the person in the MCP client", self.gateway.now_ms());
+                        Err(CallError::PolicyDenied {
+                            tool,
+                            reason: format!("the person in the client declined (request {request_id})"),
+                        })
+                    }
+                    // The client could not ask after all: leave the request
+                    // for an operator.
+                    Err(_) => Err(CallError::ApprovalRequired {
+                        how: format!("an operator can run `airlock approvals approve {request_id}`; then run the script again"),
+                        tool,
+                        request_id,
+                        summary,
+                    }),
+                }
+            }
+            (other, _) => other,
+        };
+        self.report(&call.name).await;
+        result.map(|c| c.value).map_err(|e| failure(&e))
+    }
+}

@@ -1,0 +1,203 @@
+//! Airlock as an MCP server: three tools (`search`, `get_schema`,
+//! `execute`) over the catalog, the sandbox and the gateway, for one
+//! identity per session.
+
+mod client_tools;
+mod render;
+pub mod tools;
+
+use std::{
+    sync::{atomic::AtomicU32, Arc},
+    time::Instant,
+};
+
+use airlock_sandbox::{Limits, Sandbox};
+use airlock_tools::{search::Query, Caller, Gateway, Tier};
+use rmcp::{
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    },
+    service::RequestContext,
+    ErrorData as McpError, RoleServer, ServerHandler,
+};
+use serde_json::Value;
+
+use client_tools::ClientTools;
+
+/// What every session shares.
+pub struct Shared {
+    pub gateway: Arc<Gateway>,
+    pub sandbox: Sandbox,
+    pub limits: Limits,
+    /// Prepended to the three tool names (e.g. `proxmox_code_`).
+    pub prefix: String,
+}
+
+/// One MCP session, acting as one identity.
+#[derive(Clone)]
+pub struct AirlockServer {
+    shared: Arc<Shared>,
+    identity: String,
+}
+
+impl AirlockServer {
+    pub fn new(shared: Arc<Shared>, identity: impl Into<String>) -> Self {
+        Self {
+            shared,
+            identity: identity.into(),
+        }
+    }
+
+    fn args(request: &CallToolRequestParams) -> Value {
+        Value::Object(request.arguments.clone().unwrap_or_default())
+    }
+
+    fn invalid(message: impl Into<String>) -> CallToolResult {
+        let message = message.into();
+        CallToolResult::structured_error(
+            serde_json::json!({"error": {"kind": "InvalidRequest", "message": message}}),
+        )
+    }
+
+    fn search(&self, args: &Value) -> CallToolResult {
+        let Some(text) = args.get("query").and_then(Value::as_str) else {
+            return Self::invalid("`query` (a string, e.g. \"stop vm\") is required");
+        };
+        let tiers: Vec<Tier> = args
+            .get("tier")
+            .and_then(Value::as_array)
+            .map(|t| t.iter().filter_map(|x| x.as_str()?.parse().ok()).collect())
+            .unwrap_or_default();
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map(|l| l as usize);
+        let results = self.shared.gateway.catalog().search(&Query {
+            text: text.into(),
+            tiers,
+            backend: None,
+            limit,
+        });
+        render::search(&results)
+    }
+
+    fn get_schema(&self, args: &Value) -> CallToolResult {
+        let names: Vec<String> = args
+            .get("names")
+            .and_then(Value::as_array)
+            .map(|n| {
+                n.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .take(20)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if names.is_empty() {
+            return Self::invalid("`names` (an array of tool names from search) is required");
+        }
+        render::schemas(&self.shared.gateway.catalog().schemas(&names))
+    }
+
+    async fn execute(&self, args: &Value, context: &RequestContext<RoleServer>) -> CallToolResult {
+        let Some(script) = args.get("script").and_then(Value::as_str) else {
+            return Self::invalid("`script` (JavaScript source) is required");
+        };
+        let gateway = &self.shared.gateway;
+        let caller = Caller::new(self.identity.clone());
+        let execution = match gateway.execution_started(&caller, script) {
+            Ok(id) => id,
+            Err(e) => {
+                return Self::invalid(format!(
+                    "the audit log cannot be written, so nothing runs: {e}"
+                ))
+            }
+        };
+        let peer = context.peer.clone();
+        let can_ask = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some());
+        let tools = ClientTools {
+            gateway: gateway.clone(),
+            caller: Caller {
+                identity: self.identity.clone(),
+                execution: Some(execution.clone()),
+            },
+            asker: can_ask.then(|| peer.clone()),
+            progress: context.meta.get_progress_token().map(|t| (peer.clone(), t)),
+            done: AtomicU32::new(0),
+        };
+        let t0 = Instant::now();
+        // A `notifications/cancelled` drops the execution: the script
+        // stops, its tool calls are cancelled, its slot is freed.
+        let outcome = tokio::select! {
+            o = self.shared.sandbox.execute(script, &self.shared.limits, &tools) => Some(o),
+            _ = context.ct.cancelled() => None,
+        };
+        let (kind, calls) = match &outcome {
+            Some(o) => (
+                o.error().map(|e| e.kind()).unwrap_or("ok"),
+                o.stats.tool_calls,
+            ),
+            None => (
+                "Cancelled",
+                tools.done.load(std::sync::atomic::Ordering::SeqCst),
+            ),
+        };
+        if let Err(e) = gateway.execution_finished(&execution, kind, calls, t0.elapsed()) {
+            tracing::warn!(error = %e, "could not record the end of an execution");
+        }
+        match outcome {
+            Some(o) => render::outcome(&o),
+            None => Self::invalid("the execution was cancelled"),
+        }
+    }
+}
+
+impl ServerHandler for AirlockServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "Infrastructure tools as code: use {p}search to find tools, {p}get_schema for their exact signatures, \
+                 then {p}execute one JavaScript program that calls them (tools.NAME(args)) and returns only what you need.",
+                p = self.shared.prefix
+            ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::list(
+            &self.shared.prefix,
+            &self.shared.limits,
+        )))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = Self::args(&request);
+        let name = request
+            .name
+            .strip_prefix(self.shared.prefix.as_str())
+            .unwrap_or(&request.name);
+        let result = match name {
+            tools::SEARCH => self.search(&args),
+            tools::GET_SCHEMA => self.get_schema(&args),
+            tools::EXECUTE => self.execute(&args, &context).await,
+            other => return Err(McpError::invalid_params(
+                format!(
+                    "no tool `{other}`; this server has {p}search, {p}get_schema and {p}execute",
+                    p = self.shared.prefix
+                ),
+                None,
+            )),
+        };
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,90 @@
+//! The three tools an agent sees, with descriptions written to make the
+//! first try succeed, and their input and output schemas. `tools/list`
+//! must stay small (under 2 KB): every byte is paid in the agent's context.
+
+use std::sync::Arc;
+
+use airlock_sandbox::Limits;
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::{json, Value};
+
+pub const SEARCH: &str = "search";
+pub const GET_SCHEMA: &str = "get_schema";
+pub const EXECUTE: &str = "execute";
+
+fn object(v: Value) -> Arc<JsonObject> {
+    match v {
+        Value::Object(m) => Arc::new(m),
+        _ => unreachable!("schemas here are objects"),
+    }
+}
+
+/// The tool list, names prefixed with `prefix`.
+pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
+    let search = Tool::new(
+        format!("{prefix}{SEARCH}"),
+        "Find the tools for a task: ranked search by what you want to do (\"stop vm\", \"which containers are stopped\"). \
+         Returns tool names, tiers and TypeScript signatures. Start here.",
+        object(json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What you want to do, in a few words."},
+                "tier": {"type": "array", "items": {"enum": ["read", "operate", "admin"]}},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50}
+            },
+            "required": ["query"]
+        })),
+    )
+    .with_raw_output_schema(object(json!({"type": "object", "properties": {"hits": {"type": "array"}, "hint": {"type": "string"}}})))
+    .annotate(ToolAnnotations::new().read_only(true).open_world(false));
+    let get_schema = Tool::new(
+        format!("{prefix}{GET_SCHEMA}"),
+        "Exact input schemas of tools, as TypeScript declarations. Ask for every tool your script calls.",
+        object(json!({
+            "type": "object",
+            "properties": {"names": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 20}},
+            "required": ["names"]
+        })),
+    )
+    .with_raw_output_schema(object(json!({"type": "object", "properties": {"schemas": {"type": "array"}}})))
+    .annotate(ToolAnnotations::new().read_only(true).open_world(false));
+    let execute = Tool::new(
+        format!("{prefix}{EXECUTE}"),
+        format!(
+            "Run a JavaScript program that calls tools and returns only what you need. Top-level await works; the value of \
+             the last expression statement is the result (or `return x`). Call `await tools.NAME(args)`; use Promise.all \
+             for parallel calls; filter in the script. console.log is captured. A failed call throws an Error with \
+             .code and .message. Limits: {} s, {} tool calls, {} MiB memory, {} KiB result. \
+             Example: const vms = await tools.vm_list({{node: \"pve1\"}}); vms.filter(v => v.status === \"running\").map(v => v.vmid)",
+            limits.wall_time_ms / 1000,
+            limits.tool_calls,
+            limits.memory_bytes >> 20,
+            limits.result_bytes >> 10,
+        ),
+        object(json!({
+            "type": "object",
+            "properties": {"script": {"type": "string", "description": "The JavaScript program."}},
+            "required": ["script"]
+        })),
+    )
+    .with_raw_output_schema(object(json!({"type": "object", "properties": {
+        "result": {}, "error": {"type": "object"}, "logs": {"type": "array"}, "calls": {"type": "array"}
+    }})))
+    .annotate(ToolAnnotations::new().read_only(false).destructive(true).open_world(true));
+    vec![search, get_schema, execute]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_is_small() {
+        let tools = list("proxmox_code_", &Limits::default());
+        let bytes = serde_json::to_string(&json!({"tools": tools}))
+            .unwrap()
+            .len();
+        assert!(bytes < 2048, "tools/list is {bytes} bytes");
+        assert_eq!(tools[0].name, "proxmox_code_search");
+    }
+}

@@ -1,0 +1,261 @@
+//! The built binary as an MCP server on stdio, driven by the rmcp client:
+//! tools, search, schemas, a fan-out script against the simulated cluster,
+//! approvals asked in the client, and cancellation.
+
+use std::sync::{
+    atomic::{AtomicU32, Ordering},
+    Arc,
+};
+
+use rmcp::{
+    model::{
+        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+        ElicitRequestParams, ElicitResult, ElicitationAction, Implementation,
+    },
+    service::{RequestContext, RunningService},
+    transport::TokioChildProcess,
+    ClientHandler, ErrorData as McpError, RoleClient, ServiceExt,
+};
+use serde_json::{json, Value};
+
+/// A client that answers approval questions the way it was told to, and
+/// counts progress notifications.
+#[derive(Clone)]
+struct Person {
+    can_ask: bool,
+    approve: bool,
+    asked: Arc<AtomicU32>,
+    progress: Arc<tokio::sync::Notify>,
+}
+
+impl ClientHandler for Person {
+    fn get_info(&self) -> ClientConfig {
+        let caps = if self.can_ask {
+            ClientCapabilities::builder().enable_elicitation().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(caps, Implementation::new("airlock-test", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let text = serde_json::to_string(&request).unwrap_or_default();
+        assert!(
+            text.contains("vm_shutdown"),
+            "the question names the tool: {text}"
+        );
+        Ok(ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({"approve": self.approve})))
+    }
+
+    async fn on_progress(
+        &self,
+        _params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.progress.notify_one();
+    }
+}
+
+async fn connect(person: Person, args: &[&str]) -> RunningService<RoleClient, Person> {
+    let state = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_airlock"));
+    cmd.arg("serve")
+        .args(args)
+        .env("AIRLOCK_STATE_DIR", state.path())
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "warn");
+    std::mem::forget(state); // lives as long as the child
+    person
+        .serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+fn person() -> Person {
+    Person {
+        can_ask: false,
+        approve: false,
+        asked: Arc::new(AtomicU32::new(0)),
+        progress: Arc::default(),
+    }
+}
+
+async fn call(
+    client: &RunningService<RoleClient, Person>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
+    let Value::Object(args) = args else {
+        unreachable!()
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args))
+        .await
+        .unwrap()
+}
+
+fn structured(r: &CallToolResult) -> &Value {
+    r.structured_content.as_ref().expect("structured content")
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}
+
+const STOP_ALL: &str = include_str!("../../examples/stop-node-vms.js");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_tools_search_schema_and_a_fan_out_script() {
+    let client = connect(person(), &["--demo"]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["search", "get_schema", "execute"]);
+    assert!(serde_json::to_string(&tools).unwrap().len() < 2048);
+    assert_eq!(
+        tools[0].annotations.as_ref().unwrap().read_only_hint,
+        Some(true)
+    );
+
+    let r = call(&client, "search", json!({"query": "stop a vm"})).await;
+    let hits = structured(&r)["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>();
+    assert!(hits.iter().take(3).any(|h| h == "vm_stop"), "{hits:?}");
+
+    let r = call(
+        &client,
+        "get_schema",
+        json!({"names": ["vm_list", "vm_lsit"]}),
+    )
+    .await;
+    assert!(
+        text(&r).contains("function vm_list(args: {"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(structured(&r)["schemas"][1]["did_you_mean"][0], "vm_list");
+
+    let script = "const nodes = await tools.node_list({});\n\
+                  const lists = await Promise.all(nodes.map((n) => tools.vm_list({node: n.node})));\n\
+                  lists.flat().filter((v) => v.status === 'running').length";
+    let r = call(&client, "execute", json!({"script": script})).await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(structured(&r)["result"], 7);
+    assert_eq!(structured(&r)["calls"].as_array().unwrap().len(), 4);
+    assert_eq!(structured(&r)["untrusted_data"], true);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_are_asked_in_the_client_and_the_execution_continues() {
+    let alice = Person {
+        can_ask: true,
+        approve: true,
+        ..person()
+    };
+    let asked = alice.asked.clone();
+    let client = connect(alice, &["--demo", "--identity", "alice"]).await;
+    let r = call(&client, "execute", json!({"script": STOP_ALL})).await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let results: Vec<&str> = structured(&r)["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["result"].as_str().unwrap())
+        .collect();
+    assert_eq!(results, ["OK", "OK", "OK"]);
+    assert_eq!(asked.load(Ordering::SeqCst), 3, "one question per shutdown");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_approval_denies_and_a_client_that_cannot_ask_gets_the_instruction() {
+    let no = Person {
+        can_ask: true,
+        approve: false,
+        ..person()
+    };
+    let client = connect(no, &["--demo", "--identity", "alice"]).await;
+    let r = call(&client, "execute", json!({"script": STOP_ALL})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(
+        structured(&r)["error"]["kind"],
+        "PolicyDenied",
+        "{}",
+        text(&r)
+    );
+    assert!(text(&r).contains("declined"));
+    client.cancel().await.unwrap();
+
+    let client = connect(person(), &["--demo", "--identity", "alice"]).await;
+    let r = call(&client, "execute", json!({"script": STOP_ALL})).await;
+    assert_eq!(structured(&r)["error"]["kind"], "ApprovalRequired");
+    assert!(
+        text(&r).contains("airlock approvals approve ap-"),
+        "{}",
+        text(&r)
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_execution_frees_its_slot_at_once() {
+    use rmcp::{
+        model::{CallToolRequest, ClientRequest},
+        service::PeerRequestOptions,
+    };
+    // One execution at a time; a second waits at most 5 s for the slot.
+    let p = person();
+    let started = p.progress.clone();
+    let client = connect(
+        p,
+        &[
+            "--demo",
+            "--executions-in-flight",
+            "1",
+            "--queue-wait-ms",
+            "5000",
+        ],
+    )
+    .await;
+    let Value::Object(args) = json!({"script": "await tools.node_list({}); await new Promise((r) => setTimeout(r, 60000)); 'finished'"})
+    else {
+        unreachable!()
+    };
+    let long = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("execute").with_arguments(args),
+    ));
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.set_progress_token(rmcp::model::ProgressToken(
+        rmcp::model::NumberOrString::Number(7),
+    ));
+    let mut options = PeerRequestOptions::no_options();
+    options.meta = Some(meta);
+    let handle = client
+        .send_cancellable_request(long, options)
+        .await
+        .unwrap();
+    // The progress notification for its first tool call says it is running.
+    started.notified().await;
+    let t0 = std::time::Instant::now();
+    handle.cancel(Some("changed my mind".into())).await.unwrap();
+    let r = call(&client, "execute", json!({"script": "'next'"})).await;
+    assert_eq!(structured(&r)["result"], "next", "{}", text(&r));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(5),
+        "the slot was freed at once, not after 60 s"
+    );
+    client.cancel().await.unwrap();
+}
