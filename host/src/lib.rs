@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod demo;
+pub mod http;
 pub mod lookup;
 pub mod mcp;
 pub mod report;

@@ -89,8 +89,41 @@ enum Command {
         /// instead of the configured backends; identities as in `demo`.
         #[arg(long)]
         demo: bool,
+        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8787)
+        /// instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// HTTP: file of enrolled clients (bearer key hash → identity),
+        /// re-read on SIGHUP. See `airlock enroll`.
+        #[arg(long, env = "AIRLOCK_ENROLLMENT", value_name = "FILE")]
+        enrollment: Option<PathBuf>,
+        /// HTTP: accept requests without a key, all as --identity. Logs a
+        /// warning; for loopback experiments only.
+        #[arg(long)]
+        no_auth: bool,
+        /// HTTP: Host values to accept (default: localhost, 127.0.0.1, ::1).
+        #[arg(long = "allowed-host")]
+        allowed_hosts: Vec<String>,
+        /// HTTP: browser Origins to accept, e.g. https://app.example:443
+        /// (default: none; requests without an Origin are accepted).
+        #[arg(long = "allowed-origin")]
+        allowed_origins: Vec<String>,
+        /// HTTP: largest request body.
+        #[arg(long, default_value = "1MiB", value_parser = settings::parse_bytes)]
+        max_body_bytes: u64,
+        /// HTTP: requests per minute per client (0 = unlimited).
+        #[arg(long, default_value_t = 600)]
+        requests_per_minute: u32,
         #[command(flatten)]
         sandbox: SandboxFlags,
+    },
+    /// Issue a bearer key for an HTTP client: appends its hash to the
+    /// enrollment file and prints the key once.
+    Enroll {
+        /// The identity the key acts as (its mode comes from [identities]).
+        identity: String,
+        #[arg(long, env = "AIRLOCK_ENROLLMENT", value_name = "FILE")]
+        file: PathBuf,
     },
     /// Search the tool catalog, as an agent's `search` does.
     Search {
@@ -172,17 +205,52 @@ fn main() -> ExitCode {
                 identity,
                 prefix,
                 demo,
+                http,
+                enrollment,
+                no_auth,
+                allowed_hosts,
+                allowed_origins,
+                max_body_bytes,
+                requests_per_minute,
                 sandbox,
             } => {
-                if demo {
+                let setup = if demo {
                     match demo_setup(300).await {
-                        Ok(setup) => serve::stdio(&setup.file, &identity, &prefix, &sandbox).await,
-                        Err(code) => code,
+                        Ok(s) => Some(s),
+                        Err(code) => return code,
                     }
                 } else {
-                    serve::stdio(&file, &identity, &prefix, &sandbox).await
+                    None
+                };
+                let config = setup.as_ref().map(|s| &s.file).unwrap_or(&file);
+                match http {
+                    None => serve::stdio(config, &identity, &prefix, &sandbox).await,
+                    Some(listen) => {
+                        let options = airlock::http::HttpOptions {
+                            listen,
+                            enrollment,
+                            no_auth,
+                            default_identity: identity,
+                            allowed_hosts,
+                            allowed_origins,
+                            max_body_bytes: max_body_bytes as usize,
+                            requests_per_minute,
+                        };
+                        serve::http(config, &prefix, &sandbox, options).await
+                    }
                 }
             }
+            Command::Enroll { identity, file: path } => match airlock::http::enroll(&path, &identity) {
+                Ok(key) => {
+                    println!("{key}");
+                    eprintln!("enrolled {identity} in {}; give this key to the client (it is shown only once)", path.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            },
             Command::Search {
                 query,
                 tiers,

@@ -1,4 +1,5 @@
-//! `airlock serve`: the MCP server over stdio, as one identity.
+//! `airlock serve`: the MCP server over stdio (one identity) or
+//! streamable HTTP (an identity per bearer key).
 
 use std::{process::ExitCode, sync::Arc};
 
@@ -40,6 +41,29 @@ pub async fn stdio(
         Err(e) => {
             eprintln!("error: the MCP session ended abnormally: {e}");
             ExitCode::from(1)
+        }
+    }
+}
+
+/// `airlock serve --http`.
+pub async fn http(
+    file: &ConfigFile,
+    prefix: &str,
+    flags: &SandboxFlags,
+    options: crate::http::HttpOptions,
+) -> ExitCode {
+    let shared = match shared(file, prefix, flags).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match crate::http::serve(shared, options).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
         }
     }
 }

@@ -34,7 +34,13 @@ pub struct Shared {
     pub prefix: String,
 }
 
-/// One MCP session, acting as one identity.
+/// Who an HTTP request authenticated as; put into the request's
+/// extensions by the HTTP transport's key check.
+#[derive(Clone, Debug)]
+pub struct Identity(pub String);
+
+/// One MCP session. On stdio it acts as the configured identity; over HTTP
+/// each request acts as the identity its bearer key belongs to.
 #[derive(Clone)]
 pub struct AirlockServer {
     shared: Arc<Shared>,
@@ -47,6 +53,15 @@ impl AirlockServer {
             shared,
             identity: identity.into(),
         }
+    }
+
+    fn identity(&self, context: &RequestContext<RoleServer>) -> String {
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Identity>())
+            .map(|i| i.0.clone())
+            .unwrap_or_else(|| self.identity.clone())
     }
 
     fn args(request: &CallToolRequestParams) -> Value {
@@ -104,7 +119,8 @@ impl AirlockServer {
             return Self::invalid("`script` (JavaScript source) is required");
         };
         let gateway = &self.shared.gateway;
-        let caller = Caller::new(self.identity.clone());
+        let identity = self.identity(context);
+        let caller = Caller::new(identity.clone());
         let execution = match gateway.execution_started(&caller, script) {
             Ok(id) => id,
             Err(e) => {
@@ -120,7 +136,7 @@ impl AirlockServer {
         let tools = ClientTools {
             gateway: gateway.clone(),
             caller: Caller {
-                identity: self.identity.clone(),
+                identity: identity.clone(),
                 execution: Some(execution.clone()),
             },
             asker: can_ask.then(|| peer.clone()),
@@ -190,13 +206,15 @@ impl ServerHandler for AirlockServer {
             tools::SEARCH => self.search(&args),
             tools::GET_SCHEMA => self.get_schema(&args),
             tools::EXECUTE => self.execute(&args, &context).await,
-            other => return Err(McpError::invalid_params(
-                format!(
+            other => {
+                return Err(McpError::invalid_params(
+                    format!(
                     "no tool `{other}`; this server has {p}search, {p}get_schema and {p}execute",
                     p = self.shared.prefix
                 ),
-                None,
-            )),
+                    None,
+                ))
+            }
         };
         Ok(result.into())
     }

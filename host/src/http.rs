@@ -1,0 +1,316 @@
+//! `airlock serve --http`: MCP over streamable HTTP at `/mcp`.
+//!
+//! In front of the MCP service: `/healthz`; a bearer key on every request
+//! (compared in constant time against the SHA-256 hashes in the enrollment
+//! file, which maps each key to an identity and is re-read on SIGHUP);
+//! a per-client request rate limit. The MCP service itself checks `Host`
+//! and `Origin` against allowlists (DNS-rebinding protection) and caps the
+//! request body. TLS is terminated by a reverse proxy in front (see the
+//! README); this server speaks plain HTTP, by default on loopback only.
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, RwLock},
+    time::Instant,
+};
+
+use axum::{
+    extract::{Request, State},
+    http::{header, StatusCode},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::get,
+    Router,
+};
+use rmcp::transport::streamable_http_server::{
+    session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
+};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::mcp::{AirlockServer, Identity, Shared};
+
+/// One enrolled client: who it is and the hash of its key.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Client {
+    pub identity: String,
+    /// Hex SHA-256 of the bearer key; the key itself is never stored.
+    pub key_sha256: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Enrollment {
+    #[serde(default)]
+    client: Vec<Client>,
+}
+
+/// Reads an enrollment file; every entry must be a 64-digit hex hash.
+pub fn read_enrollment(path: &Path) -> Result<Vec<([u8; 32], String)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("enrollment file {}: {e}", path.display()))?;
+    let e: Enrollment =
+        toml::from_str(&text).map_err(|e| format!("enrollment file {}: {e}", path.display()))?;
+    e.client
+        .into_iter()
+        .map(|c| {
+            let bytes = hex::decode(&c.key_sha256)
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "enrollment file {}: key_sha256 of {} is not 64 hex digits",
+                        path.display(),
+                        c.identity
+                    )
+                })?;
+            Ok((bytes, c.identity))
+        })
+        .collect()
+}
+
+/// Adds a client with a fresh key to the enrollment file; returns the key
+/// (shown once, never stored).
+pub fn enroll(path: &Path, identity: &str) -> Result<String, String> {
+    if !identity
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
+        || identity.is_empty()
+    {
+        return Err(format!(
+            "identity `{identity}` may only use letters, digits, - _ . @"
+        ));
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
+    let key = format!("alk_{}", hex::encode(bytes));
+    let hash = hex::encode(Sha256::digest(key.as_bytes()));
+    let mut text = std::fs::read_to_string(path).unwrap_or_default();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "\n[[client]]\nidentity = \"{identity}\"\nkey_sha256 = \"{hash}\"\n"
+    ));
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(key)
+}
+
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    pub listen: SocketAddr,
+    /// Enrollment file; `None` only with `no_auth`.
+    pub enrollment: Option<PathBuf>,
+    /// Serve without keys, everyone as `default_identity`.
+    pub no_auth: bool,
+    pub default_identity: String,
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+    pub max_body_bytes: usize,
+    pub requests_per_minute: u32,
+}
+
+struct Gate {
+    keys: RwLock<Vec<([u8; 32], String)>>,
+    no_auth: bool,
+    default_identity: String,
+    per_minute: u32,
+    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+}
+
+impl Gate {
+    /// The identity whose key this is, compared in constant time.
+    fn identify(&self, key: &str) -> Option<String> {
+        let digest = Sha256::digest(key.as_bytes());
+        let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+        let mut found = None;
+        for (hash, identity) in keys.iter() {
+            if bool::from(hash.ct_eq(digest.as_slice())) {
+                found = Some(identity.clone());
+            }
+        }
+        found
+    }
+
+    fn allow(&self, client: &str) -> bool {
+        let per_minute = self.per_minute as f64;
+        if per_minute == 0.0 {
+            return true;
+        }
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let (tokens, at) = buckets
+            .entry(client.to_string())
+            .or_insert((per_minute, now));
+        *tokens =
+            (*tokens + now.duration_since(*at).as_secs_f64() * per_minute / 60.0).min(per_minute);
+        *at = now;
+        if *tokens < 1.0 {
+            return false;
+        }
+        *tokens -= 1.0;
+        true
+    }
+}
+
+fn plain(status: StatusCode, text: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain")],
+        text.to_string(),
+    )
+        .into_response()
+}
+
+async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
+    let identity = if gate.no_auth {
+        gate.default_identity.clone()
+    } else {
+        let key = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        match key.and_then(|k| gate.identify(k)) {
+            Some(identity) => identity,
+            None => {
+                let mut r = plain(StatusCode::UNAUTHORIZED, "a valid bearer key is required (Authorization: Bearer <key>); `airlock enroll` issues one");
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    "Bearer".parse().expect("static header"),
+                );
+                return r;
+            }
+        }
+    };
+    if !gate.allow(&identity) {
+        let mut r = plain(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many requests from this client; slow down",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, "1".parse().expect("static header"));
+        return r;
+    }
+    req.extensions_mut().insert(Identity(identity));
+    next.run(req).await
+}
+
+/// Serves until interrupted. Prints the address it listens on.
+pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), String> {
+    let keys = match (&options.enrollment, options.no_auth) {
+        (_, true) => {
+            tracing::warn!("serving MCP over HTTP WITHOUT authentication (--no-auth): every client acts as identity {}", options.default_identity);
+            Vec::new()
+        }
+        (Some(path), false) => read_enrollment(path)?,
+        (None, false) => return Err("serving over HTTP needs --enrollment FILE (keys for clients), or --no-auth to opt out explicitly".into()),
+    };
+    let gate = Arc::new(Gate {
+        keys: RwLock::new(keys),
+        no_auth: options.no_auth,
+        default_identity: options.default_identity.clone(),
+        per_minute: options.requests_per_minute,
+        buckets: Mutex::new(HashMap::new()),
+    });
+    if let (Some(path), false) = (options.enrollment.clone(), options.no_auth) {
+        reload_on_hangup(gate.clone(), path);
+    }
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(cancel.child_token());
+    if !options.allowed_hosts.is_empty() {
+        config = config.with_allowed_hosts(options.allowed_hosts.clone());
+    }
+    config = if options.allowed_origins.is_empty() {
+        config.enforce_origin_validation()
+    } else {
+        config.with_allowed_origins(options.allowed_origins.clone())
+    };
+    let default_identity = options.default_identity.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(AirlockServer::new(shared.clone(), default_identity.clone())),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let mcp = Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(gate, guard));
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(mcp)
+        .fallback(|| async { plain(StatusCode::NOT_FOUND, "not found; MCP is at /mcp") });
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    eprintln!("airlock: serving MCP at http://{addr}/mcp");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            cancel.cancel();
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn reload_on_hangup(gate: Arc<Gate>, path: PathBuf) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match read_enrollment(&path) {
+                Ok(keys) => {
+                    let n = keys.len();
+                    *gate.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
+                    tracing::info!(clients = n, "reloaded the enrollment file");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "kept the previous enrollment: the file could not be read")
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enrollment_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("clients.toml");
+        let a = enroll(&path, "alice").unwrap();
+        let b = enroll(&path, "bob").unwrap();
+        assert_ne!(a, b);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&a), "the key itself is never stored");
+        let gate = Gate {
+            keys: RwLock::new(read_enrollment(&path).unwrap()),
+            no_auth: false,
+            default_identity: "local".into(),
+            per_minute: 2,
+            buckets: Mutex::new(HashMap::new()),
+        };
+        assert_eq!(gate.identify(&a).as_deref(), Some("alice"));
+        assert_eq!(gate.identify(&b).as_deref(), Some("bob"));
+        assert_eq!(gate.identify("alk_wrong"), None);
+        assert!(gate.allow("alice") && gate.allow("alice"));
+        assert!(
+            !gate.allow("alice"),
+            "the third request within a minute is refused"
+        );
+        assert!(gate.allow("bob"));
+        assert!(enroll(&path, "evil\"]\n[x").is_err());
+    }
+}

@@ -1,0 +1,275 @@
+//! The built binary as an MCP server over streamable HTTP: keys, identities
+//! per key, Host and Origin checks, the body cap, the rate limit, and
+//! re-reading the enrollment file on SIGHUP.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+use rmcp::{
+    model::{CallToolRequestParams, CallToolResult},
+    service::RunningService,
+    transport::{
+        streamable_http_client::StreamableHttpClientTransportConfig, StreamableHttpClientTransport,
+    },
+    RoleClient, ServiceExt,
+};
+use serde_json::{json, Value};
+
+/// A running `airlock serve --http` and the lines it writes to stderr.
+struct Server {
+    child: Child,
+    url: String,
+    lines: mpsc::Receiver<String>,
+    enrollment: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts the demo on a free loopback port with `alice` (read-write)
+    /// and `rita` (read-only) enrolled; returns their keys too.
+    fn start(extra: &[&str]) -> (Server, String, String) {
+        // reqwest is built without a default TLS provider in this workspace.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let enrollment = dir.path().join("clients.toml");
+        let alice = enroll(&enrollment, "alice");
+        let rita = enroll(&enrollment, "rita");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(["serve", "--demo", "--http", "127.0.0.1:0", "--enrollment"])
+            .arg(&enrollment)
+            .args(extra)
+            .env("AIRLOCK_STATE_DIR", dir.path())
+            .env_remove("AIRLOCK_CONFIG")
+            .env("AIRLOCK_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Server {
+            child,
+            url: String::new(),
+            lines,
+            enrollment,
+            _dir: dir,
+        };
+        let line = server.wait_for("serving MCP at ");
+        server.url = line
+            .split("serving MCP at ")
+            .nth(1)
+            .unwrap()
+            .trim()
+            .to_string();
+        (server, alice, rita)
+    }
+
+    /// Blocks until the server writes a line containing `needle`.
+    fn wait_for(&self, needle: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(120)) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => continue,
+                Err(e) => panic!("the server never said `{needle}`: {e}"),
+            }
+        }
+    }
+
+    fn base(&self) -> String {
+        self.url.trim_end_matches("/mcp").to_string()
+    }
+
+    async fn connect(&self, key: &str) -> RunningService<RoleClient, ()> {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
+            .auth_header(key.to_string());
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .unwrap()
+    }
+}
+
+fn enroll(file: &std::path::Path, identity: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["enroll", identity, "--file"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(key.starts_with("alk_") && key.len() == 68, "{key}");
+    key
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+}
+
+/// A raw POST to /mcp, as a browser or a confused client would send it.
+async fn post(
+    server: &Server,
+    key: Option<&str>,
+    headers: &[(&str, &str)],
+    body: String,
+) -> reqwest::Response {
+    let mut req = reqwest::Client::new()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body);
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        unreachable!()
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args))
+        .await
+        .unwrap()
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_hosts_origins_and_bodies_are_checked_before_mcp() {
+    let (server, alice, _) = Server::start(&[]);
+    let health = reqwest::get(format!("{}/healthz", server.base()))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200, "health needs no key");
+
+    let r = post(&server, None, &[], initialize().to_string()).await;
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+    assert!(r.text().await.unwrap().contains("airlock enroll"));
+    let wrong = format!("{}0", &alice[..alice.len() - 1]);
+    let r = post(&server, Some(&wrong), &[], initialize().to_string()).await;
+    assert_eq!(r.status(), 401, "a key one digit off is refused");
+
+    let r = post(&server, Some(&alice), &[], initialize().to_string()).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().contains_key("mcp-session-id"));
+
+    let r = post(
+        &server,
+        Some(&alice),
+        &[("host", "evil.example")],
+        initialize().to_string(),
+    )
+    .await;
+    assert_eq!(r.status(), 403, "a rebinding Host is refused");
+    let r = post(
+        &server,
+        Some(&alice),
+        &[("origin", "https://evil.example")],
+        initialize().to_string(),
+    )
+    .await;
+    assert_eq!(r.status(), 403, "a foreign browser Origin is refused");
+
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x".repeat(2 << 20)}});
+    let r = post(&server, Some(&alice), &[], big.to_string()).await;
+    assert_eq!(r.status(), 413, "a body over --max-body-bytes is refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_key_acts_as_its_own_identity() {
+    let (server, alice, rita) = Server::start(&[]);
+    let script = "const r = await tools.vm_start({node: 'pve1', vmid: 103}).then(() => 'started', (e) => e.code + ': ' + e.message); r";
+
+    let rita = server.connect(&rita).await;
+    let r = call(&rita, "execute", json!({"script": script})).await;
+    let result = &r.structured_content.as_ref().unwrap()["result"];
+    let result = result.as_str().unwrap();
+    assert!(result.starts_with("policy_denied: "), "{result}");
+    assert!(result.contains("identity rita has mode ro"), "{result}");
+    let r = call(
+        &rita,
+        "execute",
+        json!({"script": "(await tools.node_list({})).length"}),
+    )
+    .await;
+    assert_eq!(r.structured_content.unwrap()["result"], 3);
+    rita.cancel().await.unwrap();
+
+    // alice is read-write but the demo asks approval for mutations; a
+    // client without elicitation gets the instruction, not a denial.
+    let alice = server.connect(&alice).await;
+    let r = call(&alice, "execute", json!({"script": script})).await;
+    let result = r.structured_content.as_ref().unwrap()["result"].clone();
+    let result = result.as_str().unwrap_or_default();
+    assert!(result.starts_with("approval_required: "), "{}", text(&r));
+    alice.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_over_its_rate_is_told_to_slow_down() {
+    let (server, alice, rita) = Server::start(&["--requests-per-minute", "3"]);
+    for _ in 0..3 {
+        let r = post(&server, Some(&alice), &[], initialize().to_string()).await;
+        assert_eq!(r.status(), 200);
+    }
+    let r = post(&server, Some(&alice), &[], initialize().to_string()).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let r = post(&server, Some(&rita), &[], initialize().to_string()).await;
+    assert_eq!(r.status(), 200, "the limit is per client");
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_rereads_the_enrollment_file() {
+    let (server, alice, _) = Server::start(&[]);
+    let olga = enroll(&server.enrollment, "olga");
+    let r = post(&server, Some(&olga), &[], initialize().to_string()).await;
+    assert_eq!(r.status(), 401, "not known until the file is re-read");
+
+    // Revoke alice: keep only olga's entry.
+    let text = std::fs::read_to_string(&server.enrollment).unwrap();
+    let olga_entry = &text[text.rfind("[[client]]").unwrap()..];
+    std::fs::write(&server.enrollment, olga_entry).unwrap();
+    let pid = server.child.id().to_string();
+    let status = Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+    assert!(status.success());
+    server.wait_for("reloaded the enrollment file");
+
+    let r = post(&server, Some(&olga), &[], initialize().to_string()).await;
+    assert_eq!(r.status(), 200);
+    let r = post(&server, Some(&alice), &[], initialize().to_string()).await;
+    assert_eq!(r.status(), 401, "a removed key stops working");
+}
