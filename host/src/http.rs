@@ -221,6 +221,10 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     if let (Some(path), false) = (options.enrollment.clone(), options.no_auth) {
         reload_on_hangup(gate.clone(), path);
     }
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let cancel = tokio_util::sync::CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default()
         .with_max_request_body_bytes(options.max_body_bytes)
@@ -228,11 +232,16 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     if !options.allowed_hosts.is_empty() {
         config = config.with_allowed_hosts(options.allowed_hosts.clone());
     }
-    config = if options.allowed_origins.is_empty() {
-        config.enforce_origin_validation()
+    // A browser page may talk to us only from our own loopback origin
+    // unless more are allowed; any other Origin is a cross-site request.
+    let origins = if options.allowed_origins.is_empty() {
+        loopback_origins(addr.port())
     } else {
-        config.with_allowed_origins(options.allowed_origins.clone())
+        options.allowed_origins.clone()
     };
+    config = config
+        .with_allowed_origins(origins)
+        .enforce_origin_validation();
     let default_identity = options.default_identity.clone();
     let service = StreamableHttpService::new(
         move || Ok(AirlockServer::new(shared.clone(), default_identity.clone())),
@@ -246,10 +255,6 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         .route("/healthz", get(|| async { "ok" }))
         .merge(mcp)
         .fallback(|| async { plain(StatusCode::NOT_FOUND, "not found; MCP is at /mcp") });
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("airlock: serving MCP at http://{addr}/mcp");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -258,6 +263,14 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         })
         .await
         .map_err(|e| e.to_string())
+}
+
+/// The origins of this server itself on loopback.
+fn loopback_origins(port: u16) -> Vec<String> {
+    ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .map(|h| format!("http://{h}:{port}"))
+        .collect()
 }
 
 fn reload_on_hangup(gate: Arc<Gate>, path: PathBuf) {

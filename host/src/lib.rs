@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod demo;
 pub mod http;
+pub mod log_output;
 pub mod lookup;
 pub mod mcp;
 pub mod report;

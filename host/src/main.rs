@@ -1,6 +1,6 @@
-//! `airlock`: run agent JavaScript in the sandbox against the tool gateway,
-//! search the catalog, and administer approvals and the audit log from the
-//! command line. (The MCP server arrives with `airlock serve`.)
+//! `airlock`: serve MCP clients (`airlock serve`), run agent JavaScript in
+//! the sandbox against the tool gateway, search the catalog, and administer
+//! approvals, enrollment and the audit log from the command line.
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
@@ -17,6 +17,18 @@ struct Cli {
     /// TOML configuration file (see docs/CONFIGURATION.md).
     #[arg(long, global = true, env = "AIRLOCK_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Diagnostics format on stderr (or in --log-file).
+    #[arg(
+        long,
+        global = true,
+        env = "AIRLOCK_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    log_format: airlock::log_output::LogFormat,
+    /// Append diagnostics to this file instead of stderr.
+    #[arg(long, global = true, env = "AIRLOCK_LOG_FILE", value_name = "FILE")]
+    log_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -105,7 +117,8 @@ enum Command {
         #[arg(long = "allowed-host")]
         allowed_hosts: Vec<String>,
         /// HTTP: browser Origins to accept, e.g. https://app.example:443
-        /// (default: none; requests without an Origin are accepted).
+        /// (default: this server's own loopback origins; requests without
+        /// an Origin, as from non-browser clients, are accepted).
         #[arg(long = "allowed-origin")]
         allowed_origins: Vec<String>,
         /// HTTP: largest request body.
@@ -159,17 +172,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .without_time()
-        .init();
     let cli = Cli::parse();
+    if let Err(e) = airlock::log_output::init(cli.log_format, cli.log_file.as_deref()) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let file = match settings::load_file(cli.config.as_deref()) {
         Ok(f) => f,
         Err(e) => {

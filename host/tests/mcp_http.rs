@@ -2,124 +2,17 @@
 //! per key, Host and Origin checks, the body cap, the rate limit, and
 //! re-reading the enrollment file on SIGHUP.
 
-use std::{
-    io::{BufRead, BufReader},
-    path::PathBuf,
-    process::{Child, Command, Stdio},
-    sync::mpsc,
-    time::Duration,
-};
+mod common;
 
+use std::process::Command;
+
+use common::{enroll, Server};
 use rmcp::{
     model::{CallToolRequestParams, CallToolResult},
     service::RunningService,
-    transport::{
-        streamable_http_client::StreamableHttpClientTransportConfig, StreamableHttpClientTransport,
-    },
-    RoleClient, ServiceExt,
+    RoleClient,
 };
 use serde_json::{json, Value};
-
-/// A running `airlock serve --http` and the lines it writes to stderr.
-struct Server {
-    child: Child,
-    url: String,
-    lines: mpsc::Receiver<String>,
-    enrollment: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// Starts the demo on a free loopback port with `alice` (read-write)
-    /// and `rita` (read-only) enrolled; returns their keys too.
-    fn start(extra: &[&str]) -> (Server, String, String) {
-        // reqwest is built without a default TLS provider in this workspace.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let dir = tempfile::tempdir().unwrap();
-        let enrollment = dir.path().join("clients.toml");
-        let alice = enroll(&enrollment, "alice");
-        let rita = enroll(&enrollment, "rita");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
-            .args(["serve", "--demo", "--http", "127.0.0.1:0", "--enrollment"])
-            .arg(&enrollment)
-            .args(extra)
-            .env("AIRLOCK_STATE_DIR", dir.path())
-            .env_remove("AIRLOCK_CONFIG")
-            .env("AIRLOCK_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Server {
-            child,
-            url: String::new(),
-            lines,
-            enrollment,
-            _dir: dir,
-        };
-        let line = server.wait_for("serving MCP at ");
-        server.url = line
-            .split("serving MCP at ")
-            .nth(1)
-            .unwrap()
-            .trim()
-            .to_string();
-        (server, alice, rita)
-    }
-
-    /// Blocks until the server writes a line containing `needle`.
-    fn wait_for(&self, needle: &str) -> String {
-        loop {
-            match self.lines.recv_timeout(Duration::from_secs(120)) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => continue,
-                Err(e) => panic!("the server never said `{needle}`: {e}"),
-            }
-        }
-    }
-
-    fn base(&self) -> String {
-        self.url.trim_end_matches("/mcp").to_string()
-    }
-
-    async fn connect(&self, key: &str) -> RunningService<RoleClient, ()> {
-        let config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
-            .auth_header(key.to_string());
-        ().serve(StreamableHttpClientTransport::from_config(config))
-            .await
-            .unwrap()
-    }
-}
-
-fn enroll(file: &std::path::Path, identity: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .args(["enroll", identity, "--file"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(key.starts_with("alk_") && key.len() == 68, "{key}");
-    key
-}
 
 fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -201,6 +94,15 @@ async fn keys_hosts_origins_and_bodies_are_checked_before_mcp() {
     )
     .await;
     assert_eq!(r.status(), 403, "a foreign browser Origin is refused");
+    let own = server.base();
+    let r = post(
+        &server,
+        Some(&alice),
+        &[("origin", own.as_str())],
+        initialize().to_string(),
+    )
+    .await;
+    assert_eq!(r.status(), 200, "the server's own loopback origin is fine");
 
     let big = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x".repeat(2 << 20)}});
     let r = post(&server, Some(&alice), &[], big.to_string()).await;
@@ -225,6 +127,20 @@ async fn each_key_acts_as_its_own_identity() {
     )
     .await;
     assert_eq!(r.structured_content.unwrap()["result"], 3);
+    let whoami = rita
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "airlock://identity",
+        ))
+        .await
+        .unwrap();
+    let body = serde_json::to_value(&whoami.contents[0]).unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let whoami: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(whoami["identity"], "rita");
+    assert_eq!(whoami["mode"], "ro");
+    assert_eq!(whoami["may_call_tiers"], json!(["read"]));
     rita.cancel().await.unwrap();
 
     // alice is read-write but the demo asks approval for mutations; a

@@ -26,6 +26,7 @@ struct Person {
     approve: bool,
     asked: Arc<AtomicU32>,
     progress: Arc<tokio::sync::Notify>,
+    logs: tokio::sync::mpsc::UnboundedSender<Value>,
 }
 
 impl ClientHandler for Person {
@@ -60,6 +61,15 @@ impl ClientHandler for Person {
     ) {
         self.progress.notify_one();
     }
+
+    #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but clients still use it
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.logs.send(serde_json::to_value(params).unwrap());
+    }
 }
 
 async fn connect(person: Person, args: &[&str]) -> RunningService<RoleClient, Person> {
@@ -78,12 +88,20 @@ async fn connect(person: Person, args: &[&str]) -> RunningService<RoleClient, Pe
 }
 
 fn person() -> Person {
-    Person {
+    listening_person().0
+}
+
+/// A person whose client keeps the server's log messages.
+fn listening_person() -> (Person, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let (logs, rx) = tokio::sync::mpsc::unbounded_channel();
+    let p = Person {
         can_ask: false,
         approve: false,
         asked: Arc::new(AtomicU32::new(0)),
         progress: Arc::default(),
-    }
+        logs,
+    };
+    (p, rx)
 }
 
 async fn call(
@@ -257,5 +275,119 @@ async fn a_cancelled_execution_frees_its_slot_at_once() {
         t0.elapsed() < std::time::Duration::from_secs(5),
         "the slot was freed at once, not after 60 s"
     );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_prompts_completion_and_log_messages() {
+    use rmcp::model::{
+        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+        Reference, ResourceContents,
+    };
+    let (p, mut logs) = listening_person();
+    let client = connect(p, &["--demo"]).await;
+
+    let listed = client.list_resources(None).await.unwrap();
+    let uris: Vec<&str> = listed.resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(
+        uris,
+        [
+            "airlock://catalog",
+            "airlock://limits",
+            "airlock://identity"
+        ]
+    );
+    let read = |uri: &str| {
+        let uri = uri.to_string();
+        let client = &client;
+        async move {
+            let r = client
+                .read_resource(ReadResourceRequestParams::new(uri))
+                .await?;
+            let ResourceContents::TextResourceContents { text, .. } = &r.contents[0] else {
+                panic!("text contents")
+            };
+            Ok::<String, rmcp::ServiceError>(text.clone())
+        }
+    };
+    let me: Value = serde_json::from_str(&read("airlock://identity").await.unwrap()).unwrap();
+    assert_eq!(me["mode"], "ro", "stdio runs read-only by default: {me}");
+    let catalog: Value = serde_json::from_str(&read("airlock://catalog").await.unwrap()).unwrap();
+    let per_tier: u64 = catalog["backends"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|tiers| tiers.as_object().unwrap().values())
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert!(per_tier > 100, "{catalog}");
+    assert_eq!(catalog["tools"], per_tier, "{catalog}");
+    let decl = read("airlock://tools/vm_list").await.unwrap();
+    assert!(decl.contains("function vm_list(args: {"), "{decl}");
+    let err = read("airlock://tools/vm_lsit")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("vm_list"), "suggests the right name: {err}");
+
+    let done = client
+        .complete(CompleteRequestParams::new(
+            Reference::for_resource("airlock://tools/{name}"),
+            ArgumentInfo::new("name", "vm_sn"),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        done.completion.values.iter().any(|v| v == "vm_snapshot_list"),
+        "{:?}",
+        done.completion.values
+    );
+
+    let prompts = client.list_prompts(None).await.unwrap();
+    assert_eq!(prompts.prompts[0].name, "operate");
+    let Value::Object(args) = json!({"task": "stop every running VM on pve2"}) else {
+        unreachable!()
+    };
+    let got = client
+        .get_prompt(GetPromptRequestParams::new("operate").with_arguments(args))
+        .await
+        .unwrap();
+    let body = serde_json::to_string(&got.messages).unwrap();
+    assert!(body.contains("stop every running VM on pve2"), "{body}");
+    let err = client
+        .get_prompt(GetPromptRequestParams::new("operate"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`task`"), "names the missing argument: {err}");
+
+    // Debug level: every tool call is logged to the client, without its arguments.
+    #[allow(deprecated)]
+    client
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Debug,
+        ))
+        .await
+        .unwrap();
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": "await tools.vm_list({node: 'pve1'}); 1"}),
+    )
+    .await;
+    assert_eq!(structured(&r)["result"], 1, "{}", text(&r));
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|m: &Value| m.to_string().contains("vm_list"))
+    {
+        let m = tokio::time::timeout(std::time::Duration::from_secs(10), logs.recv())
+            .await
+            .expect("a log message for the tool call")
+            .unwrap();
+        seen.push(m);
+    }
+    let line = seen.last().unwrap().to_string();
+    assert!(!line.contains("pve1"), "arguments are not logged: {line}");
     client.cancel().await.unwrap();
 }

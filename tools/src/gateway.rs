@@ -270,6 +270,12 @@ impl Gateway {
         self.policy.mode_of(identity)
     }
 
+    /// Tiers whose calls wait for a person's approval, so a client can say
+    /// up front which of its calls will be asked about.
+    pub fn approval_tiers(&self) -> &[Tier] {
+        &self.approval_tiers
+    }
+
     pub fn now_ms(&self) -> i64 {
         (self.clock)()
     }

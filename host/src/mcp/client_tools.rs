@@ -2,7 +2,7 @@
 //! through the gateway as the session's identity; a call that needs
 //! approval is put to the person in the client (when the client can ask)
 //! and, on accept, approved and run in the same execution; each finished
-//! call is reported as progress.
+//! call is reported as progress and to the session log.
 
 use std::sync::{
     atomic::{AtomicU32, Ordering},
@@ -19,7 +19,9 @@ use rmcp::{
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
+
+use super::logging::{Level, SessionLog};
 
 /// What the person answers.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -33,9 +35,12 @@ rmcp::elicit_safe!(Approval);
 pub struct ClientTools {
     pub gateway: Arc<Gateway>,
     pub caller: Caller,
-    /// Set when the client declared it can ask its user (elicitation).
-    pub asker: Option<Peer<RoleServer>>,
-    pub progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    pub peer: Peer<RoleServer>,
+    /// The client declared it can ask its user (elicitation).
+    pub can_ask: bool,
+    /// Set when the client asked for progress on this execute.
+    pub progress: Option<ProgressToken>,
+    pub log: SessionLog,
     pub done: AtomicU32,
 }
 
@@ -64,16 +69,31 @@ impl ClientTools {
         }
     }
 
-    async fn report(&self, tool: &str) {
+    async fn report(&self, tool: &str, outcome: Result<(), &CallError>) {
         let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
-        if let Some((peer, token)) = &self.progress {
+        if let Some(token) = &self.progress {
             let mut p = ProgressNotificationParam::new(token.clone(), n as f64);
             p.message = Some(format!(
                 "{n} tool call{} done (last: {tool})",
                 if n == 1 { "" } else { "s" }
             ));
-            let _ = peer.notify_progress(p).await;
+            let _ = self.peer.notify_progress(p).await;
         }
+        let code = outcome.err().map(CallError::code).unwrap_or("ok");
+        let level = match code {
+            "ok" => Level::Debug,
+            "policy_denied" => Level::Warning,
+            "approval_required" => Level::Notice,
+            _ => Level::Info,
+        };
+        let data = json!({
+            "message": format!("tools.{tool} → {code}"),
+            "execution": self.caller.execution,
+            "identity": self.caller.identity,
+            "tool": tool,
+            "status": code,
+        });
+        self.log.send(&self.peer, level, data).await;
     }
 }
 
@@ -84,17 +104,16 @@ impl ToolHost for ClientTools {
             .gateway
             .call(&self.caller, &call.name, call.args.clone())
             .await;
-        let result = match (first, &self.asker) {
-            (
-                Err(CallError::ApprovalRequired {
-                    tool,
-                    request_id,
-                    summary,
-                    ..
-                }),
-                Some(peer),
-            ) => {
-                match self.ask(peer, &tool, &summary).await {
+        let result = match first {
+            Err(CallError::ApprovalRequired {
+                tool,
+                request_id,
+                summary,
+                ..
+            }) if self.can_ask => {
+                let asked = json!({"message": format!("asking the person in the client to approve {tool} ({request_id})"), "request_id": request_id, "tool": tool});
+                self.log.send(&self.peer, Level::Notice, asked).await;
+                match self.ask(&self.peer, &tool, &summary).await {
                     Ok(true) => {
                         let by = format!("{} (in the MCP client)", self.caller.identity);
                         match self.gateway.approvals().approve(&request_id, &by, self.gateway.now_ms()) {
@@ -119,9 +138,9 @@ impl ToolHost for ClientTools {
                     }),
                 }
             }
-            (other, _) => other,
+            other => other,
         };
-        self.report(&call.name).await;
+        self.report(&call.name, result.as_ref().map(|_| ())).await;
         result.map(|c| c.value).map_err(|e| failure(&e))
     }
 }

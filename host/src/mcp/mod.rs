@@ -1,9 +1,13 @@
 //! Airlock as an MCP server: three tools (`search`, `get_schema`,
 //! `execute`) over the catalog, the sandbox and the gateway, for one
-//! identity per session.
+//! identity per session; a few read-only resources, one prompt, and the
+//! session's log.
 
 mod client_tools;
+mod logging;
+mod prompts;
 mod render;
+pub mod resources;
 pub mod tools;
 
 use std::{
@@ -13,17 +17,23 @@ use std::{
 
 use airlock_sandbox::{Limits, Sandbox};
 use airlock_tools::{search::Query, Caller, Gateway, Tier};
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::{
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-        PaginatedRequestParams, ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+        CompleteResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ServerCapabilities, ServerConfig,
     },
     service::RequestContext,
     ErrorData as McpError, RoleServer, ServerHandler,
 };
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use client_tools::ClientTools;
+use logging::{Level, SessionLog};
 
 /// What every session shares.
 pub struct Shared {
@@ -45,6 +55,7 @@ pub struct Identity(pub String);
 pub struct AirlockServer {
     shared: Arc<Shared>,
     identity: String,
+    log: SessionLog,
 }
 
 impl AirlockServer {
@@ -52,6 +63,7 @@ impl AirlockServer {
         Self {
             shared,
             identity: identity.into(),
+            log: SessionLog::default(),
         }
     }
 
@@ -139,8 +151,10 @@ impl AirlockServer {
                 identity: identity.clone(),
                 execution: Some(execution.clone()),
             },
-            asker: can_ask.then(|| peer.clone()),
-            progress: context.meta.get_progress_token().map(|t| (peer.clone(), t)),
+            peer: peer.clone(),
+            can_ask,
+            progress: context.meta.get_progress_token(),
+            log: self.log.clone(),
             done: AtomicU32::new(0),
         };
         let t0 = Instant::now();
@@ -160,9 +174,24 @@ impl AirlockServer {
                 tools.done.load(std::sync::atomic::Ordering::SeqCst),
             ),
         };
-        if let Err(e) = gateway.execution_finished(&execution, kind, calls, t0.elapsed()) {
+        let took = t0.elapsed();
+        if let Err(e) = gateway.execution_finished(&execution, kind, calls, took) {
             tracing::warn!(error = %e, "could not record the end of an execution");
         }
+        let level = if kind == "ok" {
+            Level::Info
+        } else {
+            Level::Warning
+        };
+        let data = json!({
+            "message": format!("execution {execution} as {identity}: {kind}, {calls} tool calls, {} ms", took.as_millis()),
+            "execution": execution,
+            "identity": identity,
+            "outcome": kind,
+            "tool_calls": calls,
+            "ms": took.as_millis() as u64,
+        });
+        self.log.send(&peer, level, data).await;
         match outcome {
             Some(o) => render::outcome(&o),
             None => Self::invalid("the execution was cancelled"),
@@ -171,8 +200,17 @@ impl AirlockServer {
 }
 
 impl ServerHandler for AirlockServer {
+    #[allow(deprecated)] // enable_logging: see logging.rs
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_prompts()
+                .enable_completions()
+                .enable_logging()
+                .build(),
+        )
             .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Infrastructure tools as code: use {p}search to find tools, {p}get_schema for their exact signatures, \
@@ -217,5 +255,80 @@ impl ServerHandler for AirlockServer {
             }
         };
         Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(resources::list()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let identity = self.identity(&context);
+        resources::read(&self.shared, &identity, &request.uri)
+            .map(Into::into)
+            .map_err(|e| McpError::resource_not_found(e.to_string(), None))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(prompts::list()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        prompts::get(
+            &request.name,
+            request.arguments.as_ref(),
+            &self.shared.prefix,
+        )
+        .map(Into::into)
+        .map_err(|e| McpError::invalid_params(e.to_string(), None))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let completion = match request.r#ref.as_resource_uri() {
+            Some(resources::TOOL_TEMPLATE) if request.argument.name == "name" => {
+                resources::complete_tool_name(&self.shared, &request.argument.value)
+            }
+            _ => Default::default(),
+        };
+        Ok(CompleteResult::new(completion))
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.log.set(request.level);
+        Ok(())
     }
 }

@@ -1,0 +1,111 @@
+//! MCP logging for one session: what this session's executions do, sent to
+//! the client as `notifications/message` at or above the level it chose
+//! with `logging/setLevel` (`info` until it chooses), and always to
+//! `tracing`. Messages name tools, codes and counts, never arguments or
+//! results, so nothing a tool was given or returned leaks into a log.
+
+// MCP logging is deprecated from protocol 2026-07-28 on (SEP-2577), but the
+// clients in use today read it; rmcp marks its types accordingly.
+#![allow(deprecated)]
+
+use std::sync::{
+    atomic::{AtomicU8, Ordering},
+    Arc,
+};
+
+use rmcp::{
+    model::{LoggingLevel, LoggingMessageNotificationParam},
+    service::Peer,
+    RoleServer,
+};
+use serde_json::Value;
+
+/// The least severe level the client wants; shared by the session's
+/// handlers.
+#[derive(Clone, Debug)]
+pub struct SessionLog {
+    min: Arc<AtomicU8>,
+}
+
+impl Default for SessionLog {
+    fn default() -> Self {
+        Self {
+            min: Arc::new(AtomicU8::new(rank(LoggingLevel::Info))),
+        }
+    }
+}
+
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+/// The levels the handlers use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+}
+
+impl Level {
+    fn mcp(self) -> LoggingLevel {
+        match self {
+            Level::Debug => LoggingLevel::Debug,
+            Level::Info => LoggingLevel::Info,
+            Level::Notice => LoggingLevel::Notice,
+            Level::Warning => LoggingLevel::Warning,
+        }
+    }
+}
+
+impl SessionLog {
+    pub fn set(&self, level: LoggingLevel) {
+        self.min.store(rank(level), Ordering::Relaxed);
+    }
+
+    pub fn wants(&self, level: Level) -> bool {
+        rank(level.mcp()) >= self.min.load(Ordering::Relaxed)
+    }
+
+    /// Logs `data` (an object with at least a `message`) to tracing and,
+    /// when the client wants this level, to the client.
+    pub async fn send(&self, peer: &Peer<RoleServer>, level: Level, data: Value) {
+        let message = data.get("message").and_then(Value::as_str).unwrap_or("");
+        match level {
+            Level::Debug => tracing::debug!(%data, "{message}"),
+            Level::Info | Level::Notice => tracing::info!(%data, "{message}"),
+            Level::Warning => tracing::warn!(%data, "{message}"),
+        }
+        if self.wants(level) {
+            let mut param = LoggingMessageNotificationParam::new(level.mcp(), data);
+            param.logger = Some("airlock".into());
+            // A client that went away is not an error worth reporting.
+            let _ = peer.notify_logging_message(param).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chosen_level_filters() {
+        let log = SessionLog::default();
+        assert!(log.wants(Level::Info) && !log.wants(Level::Debug));
+        log.set(LoggingLevel::Warning);
+        assert!(!log.wants(Level::Notice) && log.wants(Level::Warning));
+        log.set(LoggingLevel::Debug);
+        assert!(log.wants(Level::Debug));
+    }
+}

@@ -1,0 +1,60 @@
+//! Airlock's own MCP prompt: `operate`, which a person picks in the client
+//! (a slash command in most) to hand the agent a task together with the
+//! way to do it here — search, read the declarations, one script — so the
+//! first attempt does not start by guessing tool names.
+
+use rmcp::model::{GetPromptResult, Prompt, PromptArgument, PromptMessage, Role};
+use serde_json::{Map, Value};
+
+pub const OPERATE: &str = "operate";
+
+/// Why a prompt could not be given; the message says what is missing.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error("no prompt `{0}`; this server has `{OPERATE}`")]
+    Unknown(String),
+    #[error("prompt `{OPERATE}` needs the argument `task` (what to do, e.g. \"stop every running VM on pve2\")")]
+    MissingTask,
+}
+
+pub fn list() -> Vec<Prompt> {
+    vec![Prompt::new(
+        OPERATE,
+        Some("Do an infrastructure task with Airlock: find the tools, read their declarations, run one script, report."),
+        Some(vec![PromptArgument::new("task")
+            .with_description("What to do, e.g. \"stop every running VM on pve2\" or \"which guests have no backup\".")
+            .with_required(true)]),
+    )
+    .with_title("Operate the infrastructure")]
+}
+
+pub fn get(
+    name: &str,
+    args: Option<&Map<String, Value>>,
+    prefix: &str,
+) -> Result<GetPromptResult, PromptError> {
+    if name != OPERATE {
+        return Err(PromptError::Unknown(name.to_string()));
+    }
+    let task = args
+        .and_then(|a| a.get("task"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or(PromptError::MissingTask)?;
+    let text = format!(
+        "Task: {task}\n\n\
+         Do it with Airlock:\n\
+         1. {prefix}search for the tools the task needs (a few words each, e.g. \"list vms\", \"shutdown vm\").\n\
+         2. {prefix}get_schema for every tool your script will call; use the exact argument names.\n\
+         3. {prefix}execute one JavaScript program that does the whole task: read first, decide in the script, \
+            call tools in parallel with Promise.all, and return a short summary object, not raw listings.\n\
+         4. If a call fails with approval_required, tell me what it wants to do and the approval instruction; \
+            if it fails with policy_denied, stop and tell me which permission is missing.\n\
+         Finish with what changed (or would change) and anything that failed."
+    );
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+            .with_description(format!("Airlock: {task}")),
+    )
+}

@@ -1,0 +1,200 @@
+//! Airlock's own MCP resources: what a client (or the person behind it)
+//! wants to know before writing a script — what the catalog holds, which
+//! limits are in force, who this session is and what it may do — and one
+//! template, `airlock://tools/{name}`, with a tool's declaration, whose
+//! `name` the client can complete.
+//!
+//! Resources are read-only views; nothing here calls a backend.
+
+use std::collections::BTreeMap;
+
+use airlock_tools::{Mode, SchemaAnswer, Tier};
+use rmcp::model::{
+    CompletionInfo, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+};
+use serde_json::{json, Value};
+
+use super::Shared;
+
+pub const CATALOG: &str = "airlock://catalog";
+pub const LIMITS: &str = "airlock://limits";
+pub const IDENTITY: &str = "airlock://identity";
+const TOOL_PREFIX: &str = "airlock://tools/";
+pub const TOOL_TEMPLATE: &str = "airlock://tools/{name}";
+
+const JSON: &str = "application/json";
+const TYPESCRIPT: &str = "text/x-typescript";
+
+/// Why a resource could not be read; the message says what exists.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourceError {
+    #[error(
+        "no resource {0}; this server has {CATALOG}, {LIMITS}, {IDENTITY} and {TOOL_TEMPLATE}"
+    )]
+    Unknown(String),
+    #[error("no tool `{name}` in the catalog{}", did_you_mean(.suggestions))]
+    UnknownTool {
+        name: String,
+        suggestions: Vec<String>,
+    },
+}
+
+fn did_you_mean(s: &[String]) -> String {
+    if s.is_empty() {
+        "; search finds tools by what they do".into()
+    } else {
+        format!("; did you mean {}?", s.join(", "))
+    }
+}
+
+pub fn list() -> Vec<Resource> {
+    vec![
+        Resource::new(CATALOG, "catalog")
+            .with_title("Tool catalog summary")
+            .with_description(
+                "How many tools each backend offers, by tier and by area (vm, ct, storage, ...).",
+            )
+            .with_mime_type(JSON),
+        Resource::new(LIMITS, "limits")
+            .with_title("Sandbox limits in force")
+            .with_description("Time, memory, tool-call and result limits every execute runs under.")
+            .with_mime_type(JSON),
+        Resource::new(IDENTITY, "identity")
+            .with_title("This session's identity and mode")
+            .with_description(
+                "Who tool calls run as, which tiers that mode may call, and which need approval.",
+            )
+            .with_mime_type(JSON),
+    ]
+}
+
+pub fn templates() -> Vec<ResourceTemplate> {
+    vec![ResourceTemplate::new(TOOL_TEMPLATE, "tool")
+        .with_title("One tool's declaration")
+        .with_description(
+            "A tool's TypeScript declaration, tier and description, as get_schema gives it.",
+        )
+        .with_mime_type(TYPESCRIPT)]
+}
+
+/// Reads `uri` as `identity`.
+pub fn read(
+    shared: &Shared,
+    identity: &str,
+    uri: &str,
+) -> Result<ReadResourceResult, ResourceError> {
+    let (text, mime) = match uri {
+        CATALOG => (pretty(catalog(shared)), JSON),
+        LIMITS => (
+            pretty(serde_json::to_value(&shared.limits).unwrap_or(Value::Null)),
+            JSON,
+        ),
+        IDENTITY => (pretty(whoami(shared, identity)), JSON),
+        _ => match uri.strip_prefix(TOOL_PREFIX) {
+            Some(name) => (tool(shared, name)?, TYPESCRIPT),
+            None => return Err(ResourceError::Unknown(uri.to_string())),
+        },
+    };
+    Ok(ReadResourceResult::new(vec![ResourceContents::text(
+        text, uri,
+    )
+    .with_mime_type(mime)]))
+}
+
+/// Tool names starting with `prefix`, for the template's `name`.
+pub fn complete_tool_name(shared: &Shared, prefix: &str) -> CompletionInfo {
+    let mut names: Vec<String> = shared
+        .gateway
+        .catalog()
+        .iter()
+        .filter(|e| e.spec.tier != Tier::Forbidden && e.spec.name.starts_with(prefix))
+        .map(|e| e.spec.name.clone())
+        .collect();
+    names.sort();
+    let total = names.len();
+    names.truncate(CompletionInfo::MAX_VALUES);
+    CompletionInfo::with_pagination(
+        names,
+        Some(total as u32),
+        total > CompletionInfo::MAX_VALUES,
+    )
+    .unwrap_or_default()
+}
+
+fn pretty(v: Value) -> String {
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+fn catalog(shared: &Shared) -> Value {
+    let mut backends: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    let mut areas: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut total = 0;
+    for e in shared.gateway.catalog().iter() {
+        if e.spec.tier == Tier::Forbidden {
+            continue;
+        }
+        total += 1;
+        *backends
+            .entry(e.spec.backend.as_str())
+            .or_default()
+            .entry(e.spec.tier.as_str())
+            .or_default() += 1;
+        let area = e.spec.name.split('_').next().unwrap_or(&e.spec.name);
+        *areas.entry(area).or_default() += 1;
+    }
+    json!({
+        "tools": total,
+        "backends": backends,
+        "areas": areas,
+        "how": "search finds tools by what you want to do; get_schema gives their declarations; execute runs a script that calls them as tools.NAME(args)",
+    })
+}
+
+fn whoami(shared: &Shared, identity: &str) -> Value {
+    let mode = shared.gateway.mode_of(identity);
+    let may_call: Vec<&str> = Tier::ALL
+        .into_iter()
+        .filter(|t| mode.grants(*t))
+        .map(Tier::as_str)
+        .collect();
+    let asks: Vec<&str> = shared
+        .gateway
+        .approval_tiers()
+        .iter()
+        .filter(|t| mode.grants(**t))
+        .map(|t| t.as_str())
+        .collect();
+    json!({
+        "identity": identity,
+        "mode": mode.as_str(),
+        "may_call_tiers": may_call,
+        "approval_needed_for": asks,
+        "modes": {
+            Mode::Ro.as_str(): "read tools only",
+            Mode::Operator.as_str(): "read and operate (power actions)",
+            Mode::Rw.as_str(): "read, operate and admin",
+        },
+    })
+}
+
+fn tool(shared: &Shared, name: &str) -> Result<String, ResourceError> {
+    let catalog = shared.gateway.catalog();
+    let hidden = catalog
+        .get(name)
+        .is_none_or(|e| e.spec.tier == Tier::Forbidden);
+    match catalog.schemas(&[name.to_string()]).pop() {
+        Some(SchemaAnswer::Found {
+            tier,
+            backend,
+            typescript,
+            ..
+        }) if !hidden => Ok(format!(
+            "// tier: {tier}, backend: {backend}\n{}\n",
+            typescript.trim_end()
+        )),
+        _ => Err(ResourceError::UnknownTool {
+            name: name.to_string(),
+            suggestions: catalog.suggest(name),
+        }),
+    }
+}

@@ -1,0 +1,120 @@
+//! A running `airlock serve --demo --http` for the tests that drive it
+//! over HTTP.
+#![allow(dead_code)] // each test binary uses part of it
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+use rmcp::{
+    service::RunningService,
+    transport::{
+        streamable_http_client::StreamableHttpClientTransportConfig, StreamableHttpClientTransport,
+    },
+    RoleClient, ServiceExt,
+};
+
+/// A running `airlock serve --http` and the lines it writes to stderr.
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    lines: mpsc::Receiver<String>,
+    pub enrollment: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts the demo on a free loopback port with `alice` (read-write)
+    /// and `rita` (read-only) enrolled; returns their keys too.
+    pub fn start(extra: &[&str]) -> (Server, String, String) {
+        // reqwest is built without a default TLS provider in this workspace.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let enrollment = dir.path().join("clients.toml");
+        let alice = enroll(&enrollment, "alice");
+        let rita = enroll(&enrollment, "rita");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(["serve", "--demo", "--http", "127.0.0.1:0", "--enrollment"])
+            .arg(&enrollment)
+            .args(extra)
+            .env("AIRLOCK_STATE_DIR", dir.path())
+            .env_remove("AIRLOCK_CONFIG")
+            .env("AIRLOCK_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Server {
+            child,
+            url: String::new(),
+            lines,
+            enrollment,
+            _dir: dir,
+        };
+        let line = server.wait_for("serving MCP at ");
+        server.url = line
+            .split("serving MCP at ")
+            .nth(1)
+            .unwrap()
+            .trim()
+            .to_string();
+        (server, alice, rita)
+    }
+
+    /// Blocks until the server writes a line containing `needle`.
+    pub fn wait_for(&self, needle: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(120)) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => continue,
+                Err(e) => panic!("the server never said `{needle}`: {e}"),
+            }
+        }
+    }
+
+    pub fn base(&self) -> String {
+        self.url.trim_end_matches("/mcp").to_string()
+    }
+
+    pub async fn connect(&self, key: &str) -> RunningService<RoleClient, ()> {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
+            .auth_header(key.to_string());
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .unwrap()
+    }
+}
+
+pub fn enroll(file: &std::path::Path, identity: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["enroll", identity, "--file"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(key.starts_with("alk_") && key.len() == 68, "{key}");
+    key
+}
