@@ -292,7 +292,17 @@ async fn demo_setup(task_delay_ms: u64) -> Result<DemoSetup, ExitCode> {
         .map_err(|e| fail("cannot create a temporary state directory", e.to_string()))?;
     let proxmox = demo::proxmox_section(&sim, &config, &state.path().join("tokens"))
         .map_err(|e| fail("cannot write the demo's token files", e.to_string()))?;
-    let file = demo::config_file(proxmox, state.path());
+    // The same configuration as a file, so that an operator can approve a
+    // request from another shell while the demo runs (the approval hint
+    // names this file and this binary).
+    let config_path = state.path().join("airlock.toml");
+    std::fs::write(&config_path, demo::config_toml(&proxmox, state.path()))
+        .map_err(|e| fail("cannot write the demo's configuration", e.to_string()))?;
+    let mut file = demo::config_file(proxmox, state.path());
+    let program = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "airlock".into());
+    file.approve_command = Some(settings::approve_command(&program, &config_path));
     Ok(DemoSetup {
         sim,
         file,

@@ -81,8 +81,8 @@ pub fn human(view: &View<'_>) -> bool {
                 } => {
                     let _ = write!(err, "{stack}");
                 }
-                ExecError::ApprovalRequired { request_id, .. } => {
-                    let _ = writeln!(err, "to approve: airlock approvals approve {request_id}   (then run the script again)");
+                ExecError::ApprovalRequired { how, .. } => {
+                    let _ = writeln!(err, "to approve: {how}");
                 }
                 _ => {}
             }

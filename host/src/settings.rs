@@ -34,6 +34,10 @@ pub struct ConfigFile {
     /// Proxmox VE clusters; see docs/CONFIGURATION.md.
     pub proxmox: Option<ProxmoxConfig>,
     pub backends: BackendsSection,
+    /// How an operator approves requests for this configuration (not a
+    /// file setting: it names the file the configuration came from).
+    #[serde(skip)]
+    pub approve_command: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -98,10 +102,33 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
         path: path.display().to_string(),
         source,
     })?;
-    toml::from_str(&text).map_err(|e| SettingsError::Parse {
+    let mut file: ConfigFile = toml::from_str(&text).map_err(|e| SettingsError::Parse {
         path: path.display().to_string(),
         message: e.to_string(),
-    })
+    })?;
+    file.approve_command = Some(approve_command("airlock", path));
+    Ok(file)
+}
+
+/// `PROGRAM --config PATH approvals approve`, with PATH absolute and
+/// quoted for a POSIX shell when it needs to be, so the command reaches
+/// the same approval store from any directory.
+pub fn approve_command(program: &str, config: &Path) -> String {
+    let path = std::path::absolute(config).unwrap_or_else(|_| config.to_path_buf());
+    format!(
+        "{} --config {} approvals approve",
+        shell_word(program),
+        shell_word(&path.display().to_string())
+    )
+}
+
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
 }
 
 impl ConfigFile {
@@ -130,6 +157,9 @@ impl ConfigFile {
         };
         config.approval = self.approval.clone();
         config.rate = self.rate.clone();
+        if let Some(c) = &self.approve_command {
+            config.approve_command = c.clone();
+        }
         if let Some(f) = &self.audit.file {
             config.audit_file = f.clone();
         }

@@ -266,10 +266,12 @@ fn approval_round_trip_from_the_command_line() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(first["result"]["error"]["how"]
-        .as_str()
-        .unwrap()
-        .contains(&format!("airlock approvals approve {id}")));
+    // The hint names this configuration, so it reaches the same store.
+    let how = first["result"]["error"]["how"].as_str().unwrap();
+    assert!(
+        how.contains(&format!("airlock --config {config} approvals approve {id}")),
+        "{how}"
+    );
 
     let listed = json_of(&state.run(&["--config", &config, "approvals", "list", "--json"], ""));
     assert_eq!(listed[0]["id"], id.as_str());

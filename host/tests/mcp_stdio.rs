@@ -131,6 +131,14 @@ fn text(r: &CallToolResult) -> String {
 
 const STOP_ALL: &str = include_str!("../../examples/stop-node-vms.js");
 
+/// The same shutdowns as STOP_ALL, settled rather than awaited all-or-
+/// nothing, so that every approval request is filed in one run; returns
+/// the approval hints.
+const FILE_REQUESTS: &str = "const node = 'pve1';\n\
+    const running = (await tools.vm_list({ node })).filter((vm) => vm.status === 'running' && !vm.template);\n\
+    const tries = await Promise.allSettled(running.map((vm) => tools.vm_shutdown({ node, vmid: vm.vmid, timeout: 60, forceStop: true })));\n\
+    tries.map((t) => t.status === 'rejected' && t.reason.code === 'approval_required' ? t.reason.details.how : t.status)";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_tools_search_schema_and_a_fan_out_script() {
     let client = connect(person(), &["--demo"]).await;
@@ -217,14 +225,27 @@ async fn a_declined_approval_denies_and_a_client_that_cannot_ask_gets_the_instru
     assert!(text(&r).contains("declined"));
     client.cancel().await.unwrap();
 
+    // A client that cannot ask gets the command that approves. A script
+    // that settles every call files all its requests in one run; an
+    // operator runs each command in a shell, as written; the next run of
+    // the plain script goes through.
     let client = connect(person(), &["--demo", "--identity", "alice"]).await;
+    let r = call(&client, "execute", json!({"script": FILE_REQUESTS})).await;
+    let hints = structured(&r)["result"].as_array().unwrap().clone();
+    assert_eq!(hints.len(), 3, "{}", text(&r));
+    for hint in &hints {
+        let command = hint.as_str().unwrap().split('`').nth(1).unwrap();
+        assert!(command.contains(" approvals approve ap-"), "{hint}");
+        let out = std::process::Command::new("sh")
+            .args(["-c", command])
+            .env_remove("AIRLOCK_CONFIG")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command}: {out:?}");
+    }
     let r = call(&client, "execute", json!({"script": STOP_ALL})).await;
-    assert_eq!(structured(&r)["error"]["kind"], "ApprovalRequired");
-    assert!(
-        text(&r).contains("airlock approvals approve ap-"),
-        "{}",
-        text(&r)
-    );
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(structured(&r)["result"].as_array().unwrap().len(), 3);
     client.cancel().await.unwrap();
 }
 
@@ -338,7 +359,10 @@ async fn resources_prompts_completion_and_log_messages() {
         .await
         .unwrap();
     assert!(
-        done.completion.values.iter().any(|v| v == "vm_snapshot_list"),
+        done.completion
+            .values
+            .iter()
+            .any(|v| v == "vm_snapshot_list"),
         "{:?}",
         done.completion.values
     );

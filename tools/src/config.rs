@@ -53,7 +53,14 @@ pub struct GatewayConfig {
     pub approvals_db: PathBuf,
     /// The hash-chained JSONL audit log.
     pub audit_file: PathBuf,
+    /// The command an operator runs to approve a request, up to the
+    /// request id; `ApprovalRequired` errors quote it, so it must reach
+    /// this gateway's approval store (e.g. carry the same `--config`).
+    pub approve_command: String,
 }
+
+/// What `approve_command` is when nothing more specific is known.
+pub const DEFAULT_APPROVE_COMMAND: &str = "airlock approvals approve";
 
 impl GatewayConfig {
     /// Everything under one state directory: `approvals.db`, `audit.jsonl`.
@@ -65,6 +72,7 @@ impl GatewayConfig {
             rate: RateConfig::default(),
             approvals_db: dir.join("approvals.db"),
             audit_file: dir.join("audit.jsonl"),
+            approve_command: DEFAULT_APPROVE_COMMAND.to_string(),
         }
     }
 }

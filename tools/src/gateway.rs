@@ -172,6 +172,7 @@ pub struct Gateway {
     policy: Policy,
     approvals: ApprovalStore,
     approval_tiers: Vec<Tier>,
+    approve_command: String,
     audit: AuditLog,
     backends: HashMap<String, (Arc<dyn Backend>, Semaphore)>,
     calls_per_minute: u32,
@@ -235,6 +236,7 @@ impl Gateway {
                 policy,
                 approvals,
                 approval_tiers: config.approval.tiers,
+                approve_command: config.approve_command,
                 audit,
                 backends: by_id,
                 calls_per_minute: config.rate.calls_per_minute,
@@ -256,6 +258,11 @@ impl Gateway {
 
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The command that approves `request_id` from a shell.
+    pub fn approve_instruction(&self, request_id: &str) -> String {
+        format!("{} {request_id}", self.approve_command)
     }
 
     pub fn approvals(&self) -> &ApprovalStore {
@@ -431,8 +438,8 @@ impl Gateway {
                     return Err(CallError::ApprovalRequired {
                         tool: spec.name.clone(),
                         how: format!(
-                            "an operator can run `airlock approvals approve {}` (or deny it); then run the script again within {} minutes",
-                            r.id,
+                            "an operator can run `{}` (or deny it); then run the script again within {} minutes",
+                            self.approve_instruction(&r.id),
                             self.approvals.ttl_ms() / 60_000
                         ),
                         request_id: r.id,

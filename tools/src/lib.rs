@@ -26,7 +26,7 @@ pub mod validate;
 
 pub use backend::{Backend, BackendError, Reply};
 pub use catalog::{Catalog, Clash, SchemaAnswer};
-pub use config::GatewayConfig;
+pub use config::{GatewayConfig, DEFAULT_APPROVE_COMMAND};
 pub use gateway::{CallError, Called, Caller, Gateway, GatewayError};
 pub use policy::Mode;
 pub use spec::{Hints, Tier, ToolSpec};

@@ -116,22 +116,35 @@ impl ToolHost for ClientTools {
                 match self.ask(&self.peer, &tool, &summary).await {
                     Ok(true) => {
                         let by = format!("{} (in the MCP client)", self.caller.identity);
-                        match self.gateway.approvals().approve(&request_id, &by, self.gateway.now_ms()) {
+                        match self.gateway.approvals().approve(
+                            &request_id,
+                            &by,
+                            self.gateway.now_ms(),
+                        ) {
                             Ok(_) => self.gateway.call(&self.caller, &call.name, call.args).await,
                             Err(e) => Err(CallError::ApprovalUnavailable(e.to_string())),
                         }
                     }
                     Ok(false) => {
-                        let _ = self.gateway.approvals().deny(&request_id, "the person in the MCP client", self.gateway.now_ms());
+                        let _ = self.gateway.approvals().deny(
+                            &request_id,
+                            "the person in the MCP client",
+                            self.gateway.now_ms(),
+                        );
                         Err(CallError::PolicyDenied {
                             tool,
-                            reason: format!("the person in the client declined (request {request_id})"),
+                            reason: format!(
+                                "the person in the client declined (request {request_id})"
+                            ),
                         })
                     }
                     // The client could not ask after all: leave the request
                     // for an operator.
                     Err(_) => Err(CallError::ApprovalRequired {
-                        how: format!("an operator can run `airlock approvals approve {request_id}`; then run the script again"),
+                        how: format!(
+                            "an operator can run `{}`; then run the script again",
+                            self.gateway.approve_instruction(&request_id)
+                        ),
                         tool,
                         request_id,
                         summary,

@@ -81,10 +81,14 @@ impl SessionLog {
     /// when the client wants this level, to the client.
     pub async fn send(&self, peer: &Peer<RoleServer>, level: Level, data: Value) {
         let message = data.get("message").and_then(Value::as_str).unwrap_or("");
+        let mut fields = data.clone();
+        if let Some(f) = fields.as_object_mut() {
+            f.remove("message");
+        }
         match level {
-            Level::Debug => tracing::debug!(%data, "{message}"),
-            Level::Info | Level::Notice => tracing::info!(%data, "{message}"),
-            Level::Warning => tracing::warn!(%data, "{message}"),
+            Level::Debug => tracing::debug!(%fields, "{message}"),
+            Level::Info | Level::Notice => tracing::info!(%fields, "{message}"),
+            Level::Warning => tracing::warn!(%fields, "{message}"),
         }
         if self.wants(level) {
             let mut param = LoggingMessageNotificationParam::new(level.mcp(), data);

@@ -49,8 +49,10 @@ pub fn get(
          2. {prefix}get_schema for every tool your script will call; use the exact argument names.\n\
          3. {prefix}execute one JavaScript program that does the whole task: read first, decide in the script, \
             call tools in parallel with Promise.all, and return a short summary object, not raw listings.\n\
-         4. If a call fails with approval_required, tell me what it wants to do and the approval instruction; \
-            if it fails with policy_denied, stop and tell me which permission is missing.\n\
+         4. If a call fails with approval_required, tell me what it wants to do and the approval instruction \
+            (error.details.how); when several calls may need approval, settle them with Promise.allSettled so that \
+            every request is filed in one run. If a call fails with policy_denied, stop and tell me which permission \
+            is missing.\n\
          Finish with what changed (or would change) and anything that failed."
     );
     Ok(

@@ -72,10 +72,13 @@ pub fn outcome(o: &Outcome) -> CallToolResult {
             structured["error"] = json!(e);
             text.push_str(&format!("{}: {e}\n", e.kind()));
             match e {
-                ExecError::RuntimeError { stack: Some(stack), .. } => text.push_str(stack),
-                ExecError::ApprovalRequired { request_id, .. } => text.push_str(&format!(
-                    "Ask an operator to run `airlock approvals approve {request_id}`, then run the same script again.\n"
-                )),
+                ExecError::RuntimeError {
+                    stack: Some(stack), ..
+                } => text.push_str(stack),
+                ExecError::ApprovalRequired { how, .. } => {
+                    text.push_str(how);
+                    text.push('\n');
+                }
                 _ => {}
             }
         }

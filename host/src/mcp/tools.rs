@@ -23,12 +23,12 @@ fn object(v: Value) -> Arc<JsonObject> {
 pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
     let search = Tool::new(
         format!("{prefix}{SEARCH}"),
-        "Find the tools for a task: ranked search by what you want to do (\"stop vm\", \"which containers are stopped\"). \
-         Returns tool names, tiers and TypeScript signatures. Start here.",
+        "Find the tools for a task: ranked search by what you want to do (\"stop vm\", \"stopped containers\"). \
+         Returns names, tiers and TypeScript signatures. Start here.",
         object(json!({
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "What you want to do, in a few words."},
+                "query": {"type": "string", "description": "What you want to do."},
                 "tier": {"type": "array", "items": {"enum": ["read", "operate", "admin"]}},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 50}
             },
@@ -67,8 +67,11 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
             "required": ["script"]
         })),
     )
+    // `result` is any JSON value. It is left out of `properties` rather
+    // than declared as `{}` or a union of types, which clients that map
+    // schemas onto single-type dialects (Gemini's OpenAPI subset) reject.
     .with_raw_output_schema(object(json!({"type": "object", "properties": {
-        "result": {}, "error": {"type": "object"}, "logs": {"type": "array"}, "calls": {"type": "array"}
+        "error": {"type": "object"}, "logs": {"type": "array"}, "calls": {"type": "array"}
     }})))
     .annotate(ToolAnnotations::new().read_only(false).destructive(true).open_world(true));
     vec![search, get_schema, execute]
