@@ -141,6 +141,39 @@ fn demo_runs_with_no_configuration() {
 }
 
 #[test]
+fn the_first_start_says_what_it_compiles_and_the_second_loads_the_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("AIRLOCK_CACHE_DIR", cache.path().to_str().unwrap())];
+    let first = airlock(&["exec", "-"], "1+1", &env);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let said = text(&first.stderr);
+    assert!(
+        said.contains("first start on this machine: compiling the JavaScript sandbox guest"),
+        "{said}"
+    );
+    assert!(said.contains("compiled the sandbox guest"), "{said}");
+    let cached = std::fs::read_dir(cache.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "cwasm")
+        })
+        .count();
+    assert_eq!(cached, 1, "one compiled module in the cache");
+
+    let second = airlock(&["exec", "-"], "1+1", &env);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert!(
+        !text(&second.stderr).contains("compiling"),
+        "{}",
+        text(&second.stderr)
+    );
+}
+
+#[test]
 fn proxy_variables_are_ignored() {
     // A proxy that does not exist: were it used, every request would fail.
     let dead = "http://127.0.0.1:9";

@@ -148,7 +148,7 @@ async fn compile_and_store(
 ) -> Result<Module, SandboxError> {
     tracing::info!(
         cache = %path.display(),
-        "compiling the JavaScript sandbox guest (first start on this machine; takes a while, then cached)"
+        "first start on this machine: compiling the JavaScript sandbox guest to native code (5-10 s on 2 cores); later starts load it from the cache"
     );
     let t0 = Instant::now();
     let wasm = if opts.snapshot {
@@ -173,7 +173,7 @@ async fn compile_and_store(
     }
     tracing::info!(
         ms = t0.elapsed().as_millis() as u64,
-        "compiled the sandbox guest"
+        "compiled the sandbox guest; cached for the next start"
     );
     Ok(module)
 }
