@@ -172,6 +172,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // MCP client configurations (an `.mcpb` bundle's optional settings,
+    // `${VAR}` substitutions) pass unset values as empty strings; an empty
+    // AIRLOCK_* variable means "not set", not "the empty value".
+    for (key, value) in std::env::vars_os() {
+        if value.is_empty() && key.to_string_lossy().starts_with("AIRLOCK_") {
+            std::env::remove_var(key);
+        }
+    }
     let cli = Cli::parse();
     if let Err(e) = airlock::log_output::init(cli.log_format, cli.log_file.as_deref()) {
         eprintln!("error: {e}");

@@ -174,6 +174,15 @@ fn the_first_start_says_what_it_compiles_and_the_second_loads_the_cache() {
 }
 
 #[test]
+fn empty_airlock_variables_count_as_unset() {
+    // As an MCP client passes an optional setting nobody filled in.
+    let env = [("AIRLOCK_CONFIG", ""), ("AIRLOCK_IDENTITY", "")];
+    let out = airlock(&["exec", "-"], "(await tools.list_nodes({})).length", &env);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "3");
+}
+
+#[test]
 fn proxy_variables_are_ignored() {
     // A proxy that does not exist: were it used, every request would fail.
     let dead = "http://127.0.0.1:9";

@@ -90,4 +90,21 @@ mod tests {
         assert!(bytes < 2048, "tools/list is {bytes} bytes");
         assert_eq!(tools[0].name, "proxmox_code_search");
     }
+
+    /// The Claude Desktop bundle's manifest lists the tools and the
+    /// version for display; they must not drift from the server's.
+    #[test]
+    fn the_mcpb_manifest_matches_the_server() {
+        let manifest: Value =
+            serde_json::from_str(include_str!("../../../packaging/mcpb/manifest.json")).unwrap();
+        assert_eq!(manifest["version"], env!("CARGO_PKG_VERSION"));
+        let listed: Vec<&str> = manifest["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, [SEARCH, GET_SCHEMA, EXECUTE]);
+        assert_eq!(manifest["server"]["mcp_config"]["args"], json!(["serve"]));
+    }
 }
