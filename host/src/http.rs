@@ -258,7 +258,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     eprintln!("airlock: serving MCP at http://{addr}/mcp");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
-            let _ = tokio::signal::ctrl_c().await;
+            stop_requested().await;
             cancel.cancel();
         })
         .await
@@ -293,6 +293,23 @@ fn reload_on_hangup(gate: Arc<Gate>, path: PathBuf) {
             }
         }
     });
+}
+
+/// Ctrl-C, or SIGTERM as `systemctl stop` sends it: stop accepting, let
+/// the open requests finish.
+async fn stop_requested() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("stopping: no new requests; open ones finish");
 }
 
 #[cfg(test)]
