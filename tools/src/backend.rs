@@ -52,6 +52,19 @@ pub trait Backend: Send + Sync {
     /// The tools it serves, in the order they should be listed.
     fn tools(&self) -> Vec<ToolSpec>;
 
+    /// Changes whenever `tools()` would answer differently (a backend that
+    /// discovers its tools at run time); the gateway rebuilds its catalog
+    /// when it sees a new value. Fixed backends keep the default.
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    /// The prefix of every tool name this backend may add later, so that
+    /// policy lists may name such tools before they are discovered.
+    fn namespace(&self) -> Option<&str> {
+        None
+    }
+
     /// Runs `tool` with arguments that already passed validation, on
     /// behalf of `caller` (whose credentials the backend may hold).
     async fn call(

@@ -10,7 +10,7 @@ use std::{
     collections::HashMap,
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, Mutex,
+        Arc, Mutex, RwLock,
     },
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
@@ -27,7 +27,7 @@ use crate::{
     digest::{sha256_hex, sha256_json},
     policy::{Mode, Policy, PolicyError},
     redact,
-    spec::Tier,
+    spec::{Tier, ToolSpec},
 };
 
 /// Who is calling, and from which execution.
@@ -168,13 +168,16 @@ pub enum GatewayError {
 type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 pub struct Gateway {
-    catalog: Catalog,
+    /// The current catalog and the backend generations it was built from.
+    catalog: RwLock<(Arc<Catalog>, u64)>,
     policy: Policy,
     approvals: ApprovalStore,
     approval_tiers: Vec<Tier>,
     approve_command: String,
     audit: AuditLog,
     backends: HashMap<String, (Arc<dyn Backend>, Semaphore)>,
+    /// Backend ids in the order given: earlier ones keep a clashing name.
+    order: Vec<String>,
     calls_per_minute: u32,
     buckets: Mutex<HashMap<String, Bucket>>,
     next_call: AtomicU64,
@@ -188,6 +191,12 @@ pub struct Gateway {
 struct Bucket {
     tokens: f64,
     at: Instant,
+}
+
+/// Sums the backends' generations: any change to any of them changes it
+/// (generations only grow).
+fn generation_of<'a>(backends: impl Iterator<Item = &'a Arc<dyn Backend>>) -> u64 {
+    backends.map(|b| b.generation()).fold(0, u64::wrapping_add)
 }
 
 fn now_ms() -> i64 {
@@ -207,11 +216,13 @@ impl Gateway {
     ) -> Result<(Self, Vec<Clash>), GatewayError> {
         let mut by_id = HashMap::new();
         let mut sources = Vec::new();
+        let mut order = Vec::new();
         for b in backends {
             let id = b.id().to_string();
             if by_id.contains_key(&id) {
                 return Err(GatewayError::DuplicateBackend(id));
             }
+            order.push(id.clone());
             sources.push((id.clone(), b.tools()));
             by_id.insert(
                 id,
@@ -222,7 +233,12 @@ impl Gateway {
             );
         }
         let (catalog, clashes) = Catalog::build(sources)?;
-        let policy = Policy::new(config.policy, &catalog)?;
+        let dynamic: Vec<String> = by_id
+            .values()
+            .filter_map(|(b, _)| b.namespace().map(str::to_string))
+            .collect();
+        let policy = Policy::new(config.policy, &catalog, &dynamic)?;
+        let generation = generation_of(by_id.values().map(|(b, _)| b));
         let approvals = ApprovalStore::open(
             &config.approvals_db,
             (config.approval.ttl_secs as i64).saturating_mul(1000),
@@ -232,13 +248,14 @@ impl Gateway {
         let _ = getrandom::fill(&mut instance);
         Ok((
             Self {
-                catalog,
+                catalog: RwLock::new((Arc::new(catalog), generation)),
                 policy,
                 approvals,
                 approval_tiers: config.approval.tiers,
                 approve_command: config.approve_command,
                 audit,
                 backends: by_id,
+                order,
                 calls_per_minute: config.rate.calls_per_minute,
                 buckets: Mutex::new(HashMap::new()),
                 next_call: AtomicU64::new(1),
@@ -256,8 +273,44 @@ impl Gateway {
         self
     }
 
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    /// The catalog as of now: rebuilt first if a backend's tools changed
+    /// since it was last built (a collector that came up, or refreshed).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        let now = generation_of(self.backends.values().map(|(b, _)| b));
+        {
+            let current = self.catalog.read().unwrap_or_else(|p| p.into_inner());
+            if current.1 == now {
+                return current.0.clone();
+            }
+        }
+        let mut current = self.catalog.write().unwrap_or_else(|p| p.into_inner());
+        if current.1 != now {
+            match self.rebuild() {
+                Ok((catalog, clashes)) => {
+                    for c in &clashes {
+                        tracing::warn!("tool name clash after a backend refresh: {c}");
+                    }
+                    tracing::info!(tools = catalog.len(), "tool catalog rebuilt");
+                    *current = (Arc::new(catalog), now);
+                }
+                // Keep serving the last good catalog; a backend's bad list
+                // must not take the others down.
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not rebuild the tool catalog; keeping the previous one");
+                    current.1 = now;
+                }
+            }
+        }
+        current.0.clone()
+    }
+
+    fn rebuild(&self) -> Result<(Catalog, Vec<Clash>), CatalogError> {
+        let sources: Vec<(String, Vec<ToolSpec>)> = self
+            .order
+            .iter()
+            .map(|id| (id.clone(), self.backends[id].0.tools()))
+            .collect();
+        Catalog::build(sources)
     }
 
     /// The command that approves `request_id` from a shell.
@@ -321,7 +374,8 @@ impl Gateway {
         let args_hash = sha256_json(&args);
         line.insert("args_sha256".into(), Value::String(args_hash.clone()));
 
-        let entry = match self.admit(caller, name, &args, &args_hash, &mut line) {
+        let catalog = self.catalog();
+        let entry = match self.admit(&catalog, caller, name, &args, &args_hash, &mut line) {
             Ok(e) => e,
             Err(refusal) => {
                 line.insert("decision".into(), Value::String(refusal.decision().into()));
@@ -387,21 +441,19 @@ impl Gateway {
 
     /// Lookup, validation, policy, approval and rate limits. Adds what it
     /// learns to the audit line.
-    fn admit(
+    fn admit<'c>(
         &self,
+        catalog: &'c Catalog,
         caller: &Caller,
         name: &str,
         args: &Value,
         args_hash: &str,
         line: &mut Map<String, Value>,
-    ) -> Result<&crate::catalog::Entry, CallError> {
-        let entry = self
-            .catalog
-            .get(name)
-            .ok_or_else(|| CallError::UnknownTool {
-                name: name.to_string(),
-                did_you_mean: self.catalog.suggest(name),
-            })?;
+    ) -> Result<&'c crate::catalog::Entry, CallError> {
+        let entry = catalog.get(name).ok_or_else(|| CallError::UnknownTool {
+            name: name.to_string(),
+            did_you_mean: catalog.suggest(name),
+        })?;
         let spec = &entry.spec;
         line.insert("tier".into(), Value::String(spec.tier.as_str().into()));
         let problems = entry.problems(args);

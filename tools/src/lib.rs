@@ -12,6 +12,7 @@ pub mod audit;
 pub mod backend;
 pub mod backends;
 pub mod catalog;
+pub mod collector;
 pub mod config;
 pub mod digest;
 pub mod gateway;

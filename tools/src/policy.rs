@@ -111,10 +111,17 @@ pub struct Policy {
 impl Policy {
     /// Checks every list against the catalog: a misspelt name in a deny
     /// list would silently allow the tool it meant, so it fails startup.
-    pub fn new(config: PolicyConfig, catalog: &Catalog) -> Result<Self, PolicyError> {
+    /// Names under a `dynamic` prefix belong to backends that discover
+    /// their tools later; they cannot be checked yet.
+    pub fn new(
+        config: PolicyConfig,
+        catalog: &Catalog,
+        dynamic: &[String],
+    ) -> Result<Self, PolicyError> {
         let check = |list: String, names: &BTreeSet<String>| -> Result<(), PolicyError> {
             for tool in names {
-                if !catalog.contains(tool) {
+                let later = dynamic.iter().any(|p| tool.starts_with(p.as_str()));
+                if !catalog.contains(tool) && !later {
                     let hint = match catalog.suggest(tool).first() {
                         Some(s) => format!(" (did you mean `{s}`?)"),
                         None => String::new(),
@@ -259,7 +266,7 @@ mod tests {
                 deny: Default::default(),
             },
         );
-        let p = Policy::new(config, &catalog()).unwrap();
+        let p = Policy::new(config, &catalog(), &[]).unwrap();
         assert!(p.decide("alice", "read_a", Tier::Read).is_ok());
         assert!(p
             .decide("alice", "read_b", Tier::Read)
@@ -300,7 +307,7 @@ mod tests {
                 ..Grant::default()
             },
         );
-        let p = Policy::new(config, &catalog()).unwrap();
+        let p = Policy::new(config, &catalog(), &[]).unwrap();
         assert!(p.decide("root", "read_a", Tier::Read).is_ok());
         assert!(p
             .decide("root", "op", Tier::Operate)
@@ -313,12 +320,16 @@ mod tests {
     fn unknown_names_in_lists_fail_startup() {
         let mut config = PolicyConfig::default();
         config.deny.insert("reed_a".into());
-        let err = Policy::new(config, &catalog()).err().unwrap();
+        let err = Policy::new(config, &catalog(), &[]).err().unwrap();
         assert!(
             err.to_string().contains("policy.deny names `reed_a`"),
             "{err}"
         );
         assert!(err.to_string().contains("did you mean `read_a`"), "{err}");
+        // A name a discovering backend may add later is accepted.
+        let mut config = PolicyConfig::default();
+        config.deny.insert("quox_ssh_exec".into());
+        assert!(Policy::new(config, &catalog(), &["quox_".into()]).is_ok());
         let mut config = PolicyConfig::default();
         config.identities.insert(
             "x".into(),
@@ -327,7 +338,7 @@ mod tests {
                 ..Grant::default()
             },
         );
-        assert!(Policy::new(config, &catalog())
+        assert!(Policy::new(config, &catalog(), &[])
             .err()
             .unwrap()
             .to_string()

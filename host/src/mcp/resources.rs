@@ -129,7 +129,8 @@ fn catalog(shared: &Shared) -> Value {
     let mut backends: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
     let mut areas: BTreeMap<&str, usize> = BTreeMap::new();
     let mut total = 0;
-    for e in shared.gateway.catalog().iter() {
+    let catalog = shared.gateway.catalog();
+    for e in catalog.iter() {
         if e.spec.tier == Tier::Forbidden {
             continue;
         }
