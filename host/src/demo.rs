@@ -6,9 +6,11 @@
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use airlock_tools::{
+    collector::{sim::CollectorSim, CollectorConfig, TierRule},
     policy::{Grant, Mode},
     proxmox::backend::{ProxmoxConfig, TargetConfig},
     sim::{Role, SimConfig, Simulator},
+    Tier,
 };
 
 use crate::settings::ConfigFile;
@@ -127,4 +129,42 @@ pub fn config_toml(proxmox: &ProxmoxConfig, state_dir: &Path) -> String {
         }
     }
     out
+}
+
+/// The simulated QuoxCORE collector for `--collector`: started on a free
+/// loopback port with a fresh service key (written to `state_dir`), and
+/// the `[collector]` settings for it. Its fleet and docker tools are
+/// `read`; `ssh_exec` stays `admin` (the default for collector tools).
+pub async fn start_collector(
+    state_dir: &Path,
+) -> Result<(CollectorSim, CollectorConfig, String), String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
+    let key = format!("quox-demo-{}", hex::encode(bytes));
+    let key_file = state_dir.join("quox.key");
+    std::fs::write(&key_file, &key).map_err(|e| e.to_string())?;
+    let sim = CollectorSim::start(0, &key)
+        .await
+        .map_err(|e| e.to_string())?;
+    let config = CollectorConfig {
+        url: sim.url(),
+        service_key_file: Some(key_file.clone()),
+        tiers: vec![
+            TierRule {
+                pattern: "fleet_*".into(),
+                tier: Tier::Read,
+            },
+            TierRule {
+                pattern: "docker.*".into(),
+                tier: Tier::Read,
+            },
+        ],
+        ..CollectorConfig::default()
+    };
+    let toml = format!(
+        "\n[collector]\nurl = {:?}\nservice_key_file = {:?}\n\n[[collector.tiers]]\nmatch = \"fleet_*\"\ntier = \"read\"\n\n[[collector.tiers]]\nmatch = \"docker.*\"\ntier = \"read\"\n",
+        config.url,
+        key_file.display().to_string()
+    );
+    Ok((sim, config, toml))
 }

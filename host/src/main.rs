@@ -72,6 +72,10 @@ enum Command {
         /// How long a simulated task runs.
         #[arg(long, default_value_t = 300)]
         task_delay_ms: u64,
+        /// Also start a simulated QuoxCORE collector; its tools appear as
+        /// quox_fleet_status, quox_docker_status and quox_ssh_exec.
+        #[arg(long)]
+        collector: bool,
         #[command(flatten)]
         sandbox: SandboxFlags,
     },
@@ -101,6 +105,10 @@ enum Command {
         /// instead of the configured backends; identities as in `demo`.
         #[arg(long)]
         demo: bool,
+        /// With --demo: also start a simulated QuoxCORE collector (its
+        /// tools, resources and prompt are served too).
+        #[arg(long, requires = "demo")]
+        collector: bool,
         /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8787)
         /// instead of stdio.
         #[arg(long, value_name = "ADDR")]
@@ -209,8 +217,9 @@ fn main() -> ExitCode {
                 identity,
                 json,
                 task_delay_ms,
+                collector,
                 sandbox,
-            } => demo_command(script, &identity, json, task_delay_ms, &sandbox).await,
+            } => demo_command(script, &identity, json, task_delay_ms, collector, &sandbox).await,
             Command::Sim {
                 port,
                 dir,
@@ -220,6 +229,7 @@ fn main() -> ExitCode {
                 identity,
                 prefix,
                 demo,
+                collector,
                 http,
                 enrollment,
                 no_auth,
@@ -230,7 +240,7 @@ fn main() -> ExitCode {
                 sandbox,
             } => {
                 let setup = if demo {
-                    match demo_setup(300).await {
+                    match demo_setup(300, collector).await {
                         Ok(s) => Some(s),
                         Err(code) => return code,
                     }
@@ -284,11 +294,12 @@ fn main() -> ExitCode {
 /// for it in a temporary state directory (removed when dropped).
 struct DemoSetup {
     sim: airlock_tools::sim::Simulator,
+    collector: Option<airlock_tools::collector::sim::CollectorSim>,
     file: settings::ConfigFile,
     _state: tempfile::TempDir,
 }
 
-async fn demo_setup(task_delay_ms: u64) -> Result<DemoSetup, ExitCode> {
+async fn demo_setup(task_delay_ms: u64, with_collector: bool) -> Result<DemoSetup, ExitCode> {
     let fail = |what: &str, e: String| {
         eprintln!("error: {what}: {e}");
         ExitCode::from(2)
@@ -304,15 +315,27 @@ async fn demo_setup(task_delay_ms: u64) -> Result<DemoSetup, ExitCode> {
     // request from another shell while the demo runs (the approval hint
     // names this file and this binary).
     let config_path = state.path().join("airlock.toml");
-    std::fs::write(&config_path, demo::config_toml(&proxmox, state.path()))
-        .map_err(|e| fail("cannot write the demo's configuration", e.to_string()))?;
+    let mut toml = demo::config_toml(&proxmox, state.path());
     let mut file = demo::config_file(proxmox, state.path());
+    let collector = if with_collector {
+        let (sim, config, section) = demo::start_collector(state.path())
+            .await
+            .map_err(|e| fail("cannot start the simulated collector", e))?;
+        toml.push_str(&section);
+        file.collector = Some(config);
+        Some(sim)
+    } else {
+        None
+    };
+    std::fs::write(&config_path, toml)
+        .map_err(|e| fail("cannot write the demo's configuration", e.to_string()))?;
     let program = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "airlock".into());
     file.approve_command = Some(settings::approve_command(&program, &config_path));
     Ok(DemoSetup {
         sim,
+        collector,
         file,
         _state: state,
     })
@@ -323,9 +346,10 @@ async fn demo_command(
     identity: &str,
     json: bool,
     task_delay_ms: u64,
+    with_collector: bool,
     flags: &SandboxFlags,
 ) -> ExitCode {
-    let setup = match demo_setup(task_delay_ms).await {
+    let setup = match demo_setup(task_delay_ms, with_collector).await {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -333,6 +357,12 @@ async fn demo_command(
         "Simulated Proxmox VE cluster at {} (3 nodes, 15 guests); running as identity {identity}.",
         setup.sim.url()
     );
+    if let Some(c) = &setup.collector {
+        eprintln!(
+            "Simulated QuoxCORE collector at {} (3 tools, 2 resources, 1 prompt).",
+            c.url()
+        );
+    }
     let script = match script {
         Some(path) => run::Script::File(path),
         None => run::Script::Demo,

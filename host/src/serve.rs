@@ -75,7 +75,7 @@ pub async fn shared(
     flags: &SandboxFlags,
 ) -> Result<Arc<Shared>, String> {
     let (config, limits) = flags.resolve(file).map_err(|e| e.to_string())?;
-    let gateway = wiring::gateway(file)
+    let wiring::Wired { gateway, collector } = wiring::wire(file)
         .await
         .map_err(|e| format!("cannot start the tool gateway: {e}"))?;
     let sandbox = Sandbox::new(config)
@@ -86,5 +86,6 @@ pub async fn shared(
         sandbox,
         limits,
         prefix: prefix.to_string(),
+        collector,
     }))
 }

@@ -33,6 +33,8 @@ pub struct ConfigFile {
     pub audit: AuditSection,
     /// Proxmox VE clusters; see docs/CONFIGURATION.md.
     pub proxmox: Option<ProxmoxConfig>,
+    /// A QuoxCORE collector; see docs/CONFIGURATION.md.
+    pub collector: Option<airlock_tools::collector::CollectorConfig>,
     pub backends: BackendsSection,
     /// How an operator approves requests for this configuration (not a
     /// file setting: it names the file the configuration came from).
@@ -140,10 +142,9 @@ impl ConfigFile {
 
     /// Whether the in-memory demo fleet is served.
     pub fn demo_fleet(&self) -> bool {
-        self.backends
-            .demo
-            .enabled
-            .unwrap_or_else(|| self.proxmox.as_ref().is_none_or(|p| p.targets.is_empty()))
+        self.backends.demo.enabled.unwrap_or_else(|| {
+            self.proxmox.as_ref().is_none_or(|p| p.targets.is_empty()) && self.collector.is_none()
+        })
     }
 
     /// The gateway's settings, with `AIRLOCK_READ_ONLY` and

@@ -5,7 +5,10 @@ use std::{sync::Arc, time::Duration};
 
 use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
 use airlock_tools::{
-    backends::demo::DemoFleet, proxmox::backend::ProxmoxBackend, Backend, Caller, Gateway,
+    backends::demo::DemoFleet,
+    collector::{Collector, CollectorConfig},
+    proxmox::backend::ProxmoxBackend,
+    Backend, Caller, Gateway,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -15,6 +18,44 @@ use crate::settings::{ConfigFile, SettingsError};
 /// Builds the gateway over the enabled backends (Proxmox first, so its
 /// names win a clash); reports name clashes.
 pub async fn gateway(file: &ConfigFile) -> Result<Arc<Gateway>, String> {
+    wire(file).await.map(|w| w.gateway)
+}
+
+/// The gateway, and the collector when one is configured (the MCP server
+/// offers its resources and prompts).
+pub struct Wired {
+    pub gateway: Arc<Gateway>,
+    pub collector: Option<Arc<Collector>>,
+}
+
+/// Starts a configured collector: one discovery now (so its tools are
+/// there from the first request when it is up), then in the background.
+/// A collector that is down does not stop Airlock.
+async fn collector(config: &CollectorConfig) -> Result<Arc<Collector>, String> {
+    let collector =
+        Arc::new(Collector::new(config.clone()).map_err(|e| format!("QuoxCORE collector: {e}"))?);
+    let first = Duration::from_secs(config.timeout_secs.clamp(1, 5));
+    match tokio::time::timeout(first, collector.discover()).await {
+        Ok(Ok(())) => tracing::info!(
+            url = %config.url,
+            tools = collector.tool_count(),
+            "QuoxCORE collector discovered"
+        ),
+        Ok(Err(e)) => tracing::warn!(
+            url = %config.url,
+            "QuoxCORE collector: {e}; starting without its tools and retrying in the background"
+        ),
+        Err(_) => tracing::warn!(
+            url = %config.url,
+            "QuoxCORE collector did not answer within {} s; starting without its tools and retrying in the background",
+            first.as_secs()
+        ),
+    }
+    collector.keep_discovering();
+    Ok(collector)
+}
+
+pub async fn wire(file: &ConfigFile) -> Result<Wired, String> {
     let mut backends: Vec<Arc<dyn Backend>> = Vec::new();
     if let Some(p) = file.proxmox.as_ref().filter(|p| !p.targets.is_empty()) {
         let backend = ProxmoxBackend::new(p).await.map_err(|e| e.to_string())?;
@@ -25,12 +66,23 @@ pub async fn gateway(file: &ConfigFile) -> Result<Arc<Gateway>, String> {
             file.backends.demo.latency_ms,
         ))));
     }
+    let quox = match &file.collector {
+        Some(c) => {
+            let c = collector(c).await?;
+            backends.push(c.clone());
+            Some(c)
+        }
+        None => None,
+    };
     let config = file.gateway().map_err(|e: SettingsError| e.to_string())?;
     let (gateway, clashes) = Gateway::new(config, backends).map_err(|e| e.to_string())?;
     for c in clashes {
         tracing::warn!("{c}");
     }
-    Ok(Arc::new(gateway))
+    Ok(Wired {
+        gateway: Arc::new(gateway),
+        collector: quox,
+    })
 }
 
 /// The tool host of one execution: every call goes through the gateway as

@@ -183,6 +183,36 @@ fn empty_airlock_variables_count_as_unset() {
 }
 
 #[test]
+fn a_script_calls_proxmox_and_collector_tools_side_by_side() {
+    let script = "const [fleet, nodes] = await Promise.all([tools.quox_fleet_status({}), tools.node_list({})]);\n\
+        let ssh;\n\
+        try { await tools.quox_ssh_exec({host: 'db-1', command: 'uptime'}); } catch (e) { ssh = e.code; }\n\
+        ({hosts: fleet.hosts.length, nodes: nodes.length, ssh})";
+    let out = airlock(
+        &["demo", "--collector", "--identity", "olga", "--json", "-"],
+        script,
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // olga operates: the collector's ssh_exec is admin by default.
+    assert_eq!(
+        outcome["result"]["ok"],
+        serde_json::json!({"hosts": 3, "nodes": 3, "ssh": "policy_denied"}),
+        "{outcome}"
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("Simulated QuoxCORE collector at http://127.0.0.1:"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("quox-demo-"),
+        "the service key is not logged: {err}"
+    );
+}
+
+#[test]
 fn proxy_variables_are_ignored() {
     // A proxy that does not exist: were it used, every request would fail.
     let dead = "http://127.0.0.1:9";

@@ -415,3 +415,51 @@ async fn resources_prompts_completion_and_log_messages() {
     assert!(!line.contains("pve1"), "arguments are not logged: {line}");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collector_tools_resources_and_prompts_are_served() {
+    use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams, ResourceContents};
+    let client = connect(person(), &["--demo", "--collector"]).await;
+
+    let r = call(&client, "search", json!({"query": "containers on a host"})).await;
+    assert_eq!(structured(&r)["hits"][0]["name"], "quox_docker_status");
+
+    let listed = client.list_resources(None).await.unwrap();
+    let uris: Vec<&str> = listed.resources.iter().map(|r| r.uri.as_str()).collect();
+    assert!(uris.contains(&"quox://fleet/health"), "{uris:?}");
+    let health = client
+        .read_resource(ReadResourceRequestParams::new("quox://fleet/health"))
+        .await
+        .unwrap();
+    let ResourceContents::TextResourceContents { text: now, .. } = &health.contents[0] else {
+        panic!("text")
+    };
+    assert!(now.contains("1 degraded"), "{now}");
+
+    let prompts = client.list_prompts(None).await.unwrap();
+    let names: Vec<&str> = prompts.prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["operate", "incident_triage"]);
+    let Value::Object(args) = json!({"service": "billing", "notes": "{{service}}"}) else {
+        unreachable!()
+    };
+    let got = client
+        .get_prompt(GetPromptRequestParams::new("incident_triage").with_arguments(args))
+        .await
+        .unwrap();
+    let body = serde_json::to_string(&got.messages).unwrap();
+    assert!(
+        body.contains(
+            "Triage an incident on billing (severity medium). Known so far: {{service}}."
+        ),
+        "{body}"
+    );
+
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": "(await tools.quox_fleet_status({})).hosts.filter((h) => h.status !== 'healthy').map((h) => h.host)"}),
+    )
+    .await;
+    assert_eq!(structured(&r)["result"], json!(["db-1"]), "{}", text(&r));
+    client.cancel().await.unwrap();
+}

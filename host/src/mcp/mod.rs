@@ -42,6 +42,8 @@ pub struct Shared {
     pub limits: Limits,
     /// Prepended to the three tool names (e.g. `proxmox_code_`).
     pub prefix: String,
+    /// A QuoxCORE collector, whose resources and prompts are offered too.
+    pub collector: Option<Arc<airlock_tools::collector::Collector>>,
 }
 
 /// Who an HTTP request authenticated as; put into the request's
@@ -262,7 +264,9 @@ impl ServerHandler for AirlockServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(resources::list()))
+        Ok(ListResourcesResult::with_all_items(resources::list(
+            &self.shared,
+        )))
     }
 
     async fn list_resource_templates(
@@ -282,6 +286,7 @@ impl ServerHandler for AirlockServer {
     ) -> Result<ReadResourceResponse, McpError> {
         let identity = self.identity(&context);
         resources::read(&self.shared, &identity, &request.uri)
+            .await
             .map(Into::into)
             .map_err(|e| McpError::resource_not_found(e.to_string(), None))
     }
@@ -291,7 +296,9 @@ impl ServerHandler for AirlockServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(ListPromptsResult::with_all_items(prompts::list()))
+        Ok(ListPromptsResult::with_all_items(prompts::list(
+            self.shared.collector.as_deref(),
+        )))
     }
 
     async fn get_prompt(
@@ -303,6 +310,7 @@ impl ServerHandler for AirlockServer {
             &request.name,
             request.arguments.as_ref(),
             &self.shared.prefix,
+            self.shared.collector.as_deref(),
         )
         .map(Into::into)
         .map_err(|e| McpError::invalid_params(e.to_string(), None))

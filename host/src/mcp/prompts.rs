@@ -1,8 +1,11 @@
 //! Airlock's own MCP prompt: `operate`, which a person picks in the client
 //! (a slash command in most) to hand the agent a task together with the
 //! way to do it here — search, read the declarations, one script — so the
-//! first attempt does not start by guessing tool names.
+//! first attempt does not start by guessing tool names. A configured
+//! QuoxCORE collector's prompts follow, rendered from its templates with
+//! the client's arguments (values are never read as template syntax).
 
+use airlock_tools::collector::Collector;
 use rmcp::model::{GetPromptResult, Prompt, PromptArgument, PromptMessage, Role};
 use serde_json::{Map, Value};
 
@@ -11,30 +14,75 @@ pub const OPERATE: &str = "operate";
 /// Why a prompt could not be given; the message says what is missing.
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
-    #[error("no prompt `{0}`; this server has `{OPERATE}`")]
+    #[error("no prompt `{0}`; prompts/list shows the ones this server has")]
     Unknown(String),
+    #[error("{0}")]
+    Collector(#[from] airlock_tools::collector::PromptError),
     #[error("prompt `{OPERATE}` needs the argument `task` (what to do, e.g. \"stop every running VM on pve2\")")]
     MissingTask,
 }
 
-pub fn list() -> Vec<Prompt> {
-    vec![Prompt::new(
+pub fn list(collector: Option<&Collector>) -> Vec<Prompt> {
+    let mut all = vec![operate()];
+    for p in collector.map(Collector::prompts).unwrap_or_default() {
+        if p.name == OPERATE {
+            continue; // Airlock's own keeps its name.
+        }
+        let args = p
+            .arguments
+            .into_iter()
+            .map(|a| {
+                let mut arg = PromptArgument::new(a.name).with_required(a.required);
+                if let Some(d) = a.description {
+                    arg = arg.with_description(d);
+                }
+                arg
+            })
+            .collect();
+        let mut prompt = Prompt::new(p.name, p.description, Some(args));
+        if let Some(t) = p.title {
+            prompt = prompt.with_title(t);
+        }
+        all.push(prompt);
+    }
+    all
+}
+
+fn operate() -> Prompt {
+    Prompt::new(
         OPERATE,
         Some("Do an infrastructure task with Airlock: find the tools, read their declarations, run one script, report."),
         Some(vec![PromptArgument::new("task")
             .with_description("What to do, e.g. \"stop every running VM on pve2\" or \"which guests have no backup\".")
             .with_required(true)]),
     )
-    .with_title("Operate the infrastructure")]
+    .with_title("Operate the infrastructure")
 }
 
 pub fn get(
     name: &str,
     args: Option<&Map<String, Value>>,
     prefix: &str,
+    collector: Option<&Collector>,
 ) -> Result<GetPromptResult, PromptError> {
     if name != OPERATE {
-        return Err(PromptError::Unknown(name.to_string()));
+        let Some(c) = collector else {
+            return Err(PromptError::Unknown(name.to_string()));
+        };
+        let messages = c.render_prompt(name, args)?;
+        return Ok(GetPromptResult::new(
+            messages
+                .into_iter()
+                .map(|(role, text)| {
+                    let role = if role == "assistant" {
+                        Role::Assistant
+                    } else {
+                        Role::User
+                    };
+                    PromptMessage::new_text(role, text)
+                })
+                .collect(),
+        ));
     }
     let task = args
         .and_then(|a| a.get("task"))

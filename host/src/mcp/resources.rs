@@ -4,7 +4,9 @@
 //! template, `airlock://tools/{name}`, with a tool's declaration, whose
 //! `name` the client can complete.
 //!
-//! Resources are read-only views; nothing here calls a backend.
+//! Resources are read-only views; nothing here calls a backend. A
+//! configured QuoxCORE collector's resources are listed after these and
+//! read through it (live ones at most every 30 s).
 
 use std::collections::BTreeMap;
 
@@ -32,6 +34,8 @@ pub enum ResourceError {
         "no resource {0}; this server has {CATALOG}, {LIMITS}, {IDENTITY} and {TOOL_TEMPLATE}"
     )]
     Unknown(String),
+    #[error("{0}")]
+    Collector(String),
     #[error("no tool `{name}` in the catalog{}", did_you_mean(.suggestions))]
     UnknownTool {
         name: String,
@@ -47,7 +51,24 @@ fn did_you_mean(s: &[String]) -> String {
     }
 }
 
-pub fn list() -> Vec<Resource> {
+pub fn list(shared: &Shared) -> Vec<Resource> {
+    let mut all = own();
+    if let Some(c) = &shared.collector {
+        all.extend(c.resources().into_iter().map(|r| {
+            let mut res = Resource::new(r.uri, r.name).with_mime_type(r.mime_type);
+            if let Some(t) = r.title {
+                res = res.with_title(t);
+            }
+            if let Some(d) = r.description {
+                res = res.with_description(format!("{d} (from the QuoxCORE collector)"));
+            }
+            res
+        }));
+    }
+    all
+}
+
+fn own() -> Vec<Resource> {
     vec![
         Resource::new(CATALOG, "catalog")
             .with_title("Tool catalog summary")
@@ -78,11 +99,21 @@ pub fn templates() -> Vec<ResourceTemplate> {
 }
 
 /// Reads `uri` as `identity`.
-pub fn read(
+pub async fn read(
     shared: &Shared,
     identity: &str,
     uri: &str,
 ) -> Result<ReadResourceResult, ResourceError> {
+    if let (false, Some(c)) = (uri.starts_with("airlock://"), &shared.collector) {
+        let r = c
+            .read_resource(uri)
+            .await
+            .map_err(|e| ResourceError::Collector(e.to_string()))?;
+        return Ok(ReadResourceResult::new(vec![ResourceContents::text(
+            r.content, uri,
+        )
+        .with_mime_type(r.mime_type)]));
+    }
     let (text, mime) = match uri {
         CATALOG => (pretty(catalog(shared)), JSON),
         LIMITS => (
