@@ -172,6 +172,10 @@ enum Command {
         #[command(subcommand)]
         action: admin::ApprovalAction,
     },
+    /// Measure: latency per workload and mode, concurrency, throughput,
+    /// memory per live sandbox, start-up and search (see
+    /// docs/PERFORMANCE.md). Prints a table and writes JSON.
+    Bench(airlock::bench::BenchArgs),
     /// Check the audit log's hash chain.
     Audit {
         #[command(subcommand)]
@@ -286,6 +290,7 @@ fn main() -> ExitCode {
             Command::Schema { names, json } => lookup::schema(&file, &names, json).await,
             Command::Approvals { action } => admin::approvals(&file, action),
             Command::Audit { action } => admin::audit(&file, action),
+            Command::Bench(args) => airlock::bench::run(args).await,
         }
     })
 }

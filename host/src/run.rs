@@ -12,7 +12,7 @@ use crate::{
     wiring::{self, ScriptTools},
 };
 
-const DEMO_SCRIPT: &str = include_str!("../../examples/fleet-report.js");
+pub const DEMO_SCRIPT: &str = include_str!("../../examples/fleet-report.js");
 
 pub enum Script {
     File(PathBuf),

@@ -213,6 +213,66 @@ fn a_script_calls_proxmox_and_collector_tools_side_by_side() {
 }
 
 #[test]
+fn bench_measures_every_workload_and_writes_json() {
+    let state = State::new();
+    let json = state.path().join("bench.json");
+    let out = run_in(
+        state.path(),
+        &[
+            "bench",
+            "--runs",
+            "3",
+            "--alive",
+            "4",
+            "--modes",
+            "fresh",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        "",
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap())
+        .collect();
+    for w in [
+        "one_plus_one",
+        "one_call",
+        "ten_sequential",
+        "ten_parallel",
+        "8_concurrent_one_call",
+        "64_concurrent_one_call",
+        "throughput_c64",
+        "memory_alive",
+        "fleet_report",
+        "start_to_tools_list",
+        "search",
+    ] {
+        assert!(names.contains(&w), "{w} missing from {names:?}");
+    }
+    for r in rows {
+        // RSS may not grow for a handful of sandboxes (pooled memory stays
+        // resident); times and rates always are positive.
+        if r["workload"] == "memory_alive" {
+            assert!(r["rss_during_bytes"].as_u64().unwrap() > 0, "{r}");
+            continue;
+        }
+        let measured = ["p50_us", "per_second"]
+            .iter()
+            .filter_map(|k| r[*k].as_f64())
+            .next()
+            .unwrap_or(0.0);
+        assert!(measured > 0.0, "{r}");
+    }
+    assert!(text(&out.stdout).contains("p50 ms"));
+}
+
+#[test]
 fn proxy_variables_are_ignored() {
     // A proxy that does not exist: were it used, every request would fail.
     let dead = "http://127.0.0.1:9";
