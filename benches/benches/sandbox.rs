@@ -55,6 +55,21 @@ fn bench(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    // JSON across the boundary: 1,000 objects out to the host and back,
+    // and a 1,000-element result out of the guest.
+    let mut group = c.benchmark_group("json_crossing");
+    let big_call = "const rows = Array.from({length: 1000}, (_, i) => ({id: i, name: 'vm-' + i, running: i % 2 === 0})); (await tools.echo({rows})).rows.length";
+    group.bench_function("call_with_1000_rows", |b| {
+        b.to_async(&rt)
+            .iter(|| async { sandbox.execute(big_call, &limits, &EchoHost).await })
+    });
+    let big_result = "Array.from({length: 1000}, (_, i) => ({id: i, name: 'vm-' + i}))";
+    group.bench_function("result_of_1000_rows", |b| {
+        b.to_async(&rt)
+            .iter(|| async { sandbox.execute(big_result, &limits, &EchoHost).await })
+    });
+    group.finish();
 }
 
 criterion_group! {

@@ -1,0 +1,90 @@
+//! The gateway's hot paths, without a network: ranked search over the
+//! curated catalog, argument validation, an audit append, and one whole
+//! call through lookup → validation → policy → rate limit → audit → a
+//! backend that answers at once → redaction → audit.
+//!
+//! `cargo bench -p airlock-benches --bench gateway`
+
+use std::sync::Arc;
+
+use airlock_tools::{
+    audit::AuditLog,
+    proxmox::{curated, tiers::TierRules},
+    search::Query,
+    Backend, BackendError, Caller, Catalog, Gateway, GatewayConfig, Reply, ToolSpec,
+};
+use async_trait::async_trait;
+use criterion::{criterion_group, criterion_main, Criterion};
+use serde_json::{json, Map, Value};
+
+/// Serves the curated catalog's specs and answers every call at once.
+struct Immediate(Vec<ToolSpec>);
+
+#[async_trait]
+impl Backend for Immediate {
+    fn id(&self) -> &str {
+        "pve"
+    }
+    fn tools(&self) -> Vec<ToolSpec> {
+        self.0.clone()
+    }
+    async fn call(&self, _: &Caller, _: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
+        Ok(Reply::new(args))
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let specs: Vec<ToolSpec> = curated::tools(&TierRules::defaults(), &Default::default(), "pve")
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    let (catalog, _) = Catalog::build(vec![("pve".into(), specs.clone())]).unwrap();
+
+    c.bench_function("search/curated/stop_a_vm", |b| {
+        b.iter(|| {
+            catalog.search(&Query {
+                text: "stop a running vm".into(),
+                ..Query::default()
+            })
+        })
+    });
+
+    let entry = catalog.get("vm_list").unwrap();
+    let args = json!({"node": "pve1", "full": true});
+    c.bench_function("validate/vm_list", |b| b.iter(|| entry.problems(&args)));
+
+    let dir = tempfile::tempdir().unwrap();
+    let audit = AuditLog::open(&dir.path().join("audit.jsonl")).unwrap();
+    let mut line = Map::new();
+    line.insert("identity".into(), json!("alice"));
+    line.insert("tool".into(), json!("vm_list"));
+    line.insert("args_sha256".into(), json!("0".repeat(64)));
+    c.bench_function("audit/append", |b| {
+        b.iter(|| audit.append("call", line.clone()).unwrap())
+    });
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut config = GatewayConfig::in_dir(dir.path().join("gw"));
+    config.rate.calls_per_minute = 0;
+    let (gateway, _) =
+        Gateway::new(config, vec![Arc::new(Immediate(specs)) as Arc<dyn Backend>]).unwrap();
+    let caller = Caller::new("local");
+    c.bench_function("gateway/call/vm_list", |b| {
+        b.to_async(&rt).iter(|| async {
+            gateway
+                .call(&caller, "vm_list", args.clone())
+                .await
+                .unwrap()
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(100).measurement_time(std::time::Duration::from_secs(3));
+    targets = bench
+}
+criterion_main!(benches);
