@@ -228,6 +228,8 @@ fn bench_measures_every_workload_and_writes_json() {
             "fresh",
             "--json",
             json.to_str().unwrap(),
+            "--svg",
+            state.path().join("latency.svg").to_str().unwrap(),
         ],
         "",
         &[],
@@ -270,6 +272,8 @@ fn bench_measures_every_workload_and_writes_json() {
         assert!(measured > 0.0, "{r}");
     }
     assert!(text(&out.stdout).contains("p50 ms"));
+    let svg = std::fs::read_to_string(state.path().join("latency.svg")).unwrap();
+    assert!(svg.contains("one_plus_one (fresh, echo)"));
 }
 
 #[test]

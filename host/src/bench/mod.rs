@@ -3,6 +3,7 @@
 //! Overhead numbers use an in-process echo tool host; end-to-end numbers
 //! use the simulated cluster over HTTPS; every row says which.
 
+mod chart;
 mod measure;
 mod workloads;
 
@@ -29,6 +30,9 @@ pub struct BenchArgs {
     /// Where to write the results as JSON.
     #[arg(long, default_value = "target/bench/airlock-bench.json")]
     pub json: PathBuf,
+    /// Where to draw the latency chart (SVG).
+    #[arg(long, default_value = "target/bench/latency.svg")]
+    pub svg: PathBuf,
     /// The real PVE API schema (apidata.js or its JSON), to time search
     /// over the full catalog too.
     #[arg(long, env = "AIRLOCK_PVE_APIDATA")]
@@ -57,22 +61,24 @@ pub async fn run(args: BenchArgs) -> ExitCode {
                 "runs": args.runs,
                 "rows": rows,
             });
-            if let Some(dir) = args.json.parent().filter(|d| !d.as_os_str().is_empty()) {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            match std::fs::write(
-                &args.json,
-                serde_json::to_string_pretty(&report).unwrap_or_default(),
-            ) {
-                Ok(()) => {
-                    eprintln!("wrote {}", args.json.display());
-                    ExitCode::SUCCESS
+            let outputs = [
+                (
+                    &args.json,
+                    serde_json::to_string_pretty(&report).unwrap_or_default(),
+                ),
+                (&args.svg, chart::latency_svg(&rows)),
+            ];
+            for (path, text) in outputs {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    let _ = std::fs::create_dir_all(dir);
                 }
-                Err(e) => {
-                    eprintln!("error: cannot write {}: {e}", args.json.display());
-                    ExitCode::from(2)
+                if let Err(e) = std::fs::write(path, text) {
+                    eprintln!("error: cannot write {}: {e}", path.display());
+                    return ExitCode::from(2);
                 }
+                eprintln!("wrote {}", path.display());
             }
+            ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("error: {e}");
