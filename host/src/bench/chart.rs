@@ -111,8 +111,11 @@ fn short(host: &str) -> &str {
         "echo"
     } else if host.starts_with("simulated") {
         "cluster"
-    } else {
+    } else if host.starts_with("airlock serve") {
         "serve"
+    } else {
+        // "curated catalog (136 tools)" → "curated"
+        host.split_whitespace().next().unwrap_or(host)
     }
 }
 

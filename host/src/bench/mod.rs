@@ -37,6 +37,10 @@ pub struct BenchArgs {
     /// over the full catalog too.
     #[arg(long, env = "AIRLOCK_PVE_APIDATA")]
     pub pve_apidata: Option<PathBuf>,
+    /// Also measure what fuel metering costs against epoch interruption
+    /// (compiles a second, fuel-metered guest the first time).
+    #[arg(long)]
+    pub fuel: bool,
     /// Sandboxes kept alive at once for the memory measurement.
     #[arg(long, default_value_t = 100)]
     pub alive: usize,
@@ -126,6 +130,13 @@ async fn measure_all(args: &BenchArgs) -> Result<Vec<Row>, String> {
         b.finish_and_clear();
     }
 
+    if args.fuel {
+        let n = (runs / 5).max(20);
+        let b = bar(n * 4, "epoch vs fuel");
+        rows.extend(workloads::fuel_cost(n, &b).await?);
+        b.finish_and_clear();
+    }
+
     let b = bar(20, "start to tools/list");
     rows.push(workloads::startup(20, &b).await?);
     b.finish_and_clear();
@@ -175,11 +186,11 @@ fn ms(us: f64) -> String {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<28} {:<6} {:<36} {:>9} {:>9} {:>9} {:>9}",
+        "{:<28} {:<11} {:<36} {:>9} {:>9} {:>9} {:>9}",
         "workload", "mode", "tool host", "p50 ms", "p95 ms", "p99 ms", "max ms"
     );
     for r in rows {
-        let lead = format!("{:<28} {:<6} {:<36}", r.workload, r.mode, r.host);
+        let lead = format!("{:<28} {:<11} {:<36}", r.workload, r.mode, r.host);
         match &r.value {
             Value::Latency(s) => println!(
                 "{lead} {:>9} {:>9} {:>9} {:>9}",

@@ -340,3 +340,39 @@ pub fn search(catalog: &Catalog, label: &str, runs: usize, bar: &ProgressBar) ->
         value: Value::Latency(Summary::of(&samples)),
     }
 }
+
+/// What fuel metering costs against the default epoch interruption: the
+/// same fresh executions (`1+1`, and a 100,000-iteration loop) on an
+/// engine without and with fuel.
+pub async fn fuel_cost(runs: usize, bar: &ProgressBar) -> Result<Vec<Row>, String> {
+    const CPU: &str = "let s = 0; for (let i = 0; i < 100000; i++) { s += i } s";
+    let mut rows = Vec::new();
+    for fuel in [false, true] {
+        let sandbox = Sandbox::new(SandboxConfig {
+            fuel_metering: fuel,
+            ..SandboxConfig::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let limits = Limits {
+            fuel: fuel.then_some(u64::MAX / 4),
+            ..Limits::default()
+        };
+        let label = if fuel { "fresh+fuel" } else { "fresh+epoch" };
+        for (name, script) in [("one_plus_one", "1+1"), ("cpu_loop_100k", CPU)] {
+            timed(&sandbox, script, &EchoHost, &limits).await?;
+            let mut samples = Vec::with_capacity(runs);
+            for _ in 0..runs {
+                samples.push(timed(&sandbox, script, &EchoHost, &limits).await?);
+                bar.inc(1);
+            }
+            rows.push(Row {
+                workload: name.into(),
+                mode: label.into(),
+                host: ECHO.into(),
+                value: Value::Latency(Summary::of(&samples)),
+            });
+        }
+    }
+    Ok(rows)
+}
