@@ -135,7 +135,11 @@ impl Backend for DemoFleet {
         tool: &ToolSpec,
         args: Value,
     ) -> Result<Reply, BackendError> {
-        tokio::time::sleep(self.latency).await;
+        // tokio's timer has 1 ms granularity: even a zero sleep would
+        // wait for the next tick.
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
         self.answer(&tool.name, &args).map(Reply::new)
     }
 }

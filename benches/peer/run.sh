@@ -1,0 +1,28 @@
+#!/bin/sh
+# Airlock and ProxmoxMCP-Plus side by side over stdio (see compare.py).
+# Needs Python 3.11+ and PyPI access; builds Airlock, makes a venv in
+# target/peer-venv with the pinned packages, runs the comparison twice
+# (as the SDK ships, and without its client-side output-schema check) and
+# writes target/peer/*.json.
+#
+#   benches/peer/run.sh [ROUNDS]        # default 100
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+target=${CARGO_TARGET_DIR:-"$root/target"}
+rounds=${1:-100}
+python=${PYTHON:-python3}
+
+"$python" -c 'import sys; assert sys.version_info >= (3, 11), "ProxmoxMCP-Plus needs Python 3.11 or newer"'
+cargo build --release -p airlock --manifest-path "$root/Cargo.toml"
+venv="$target/peer-venv"
+if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
+fi
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+mkdir -p "$target/peer"
+cd "$target/peer"
+"$venv/bin/python" "$here/compare.py" --airlock "$target/release/airlock" --python "$venv/bin/python" \
+    --rounds "$rounds" --json "$target/peer/as-shipped.json"
+"$venv/bin/python" "$here/compare.py" --airlock "$target/release/airlock" --python "$venv/bin/python" \
+    --rounds "$rounds" --skip-output-validation --json "$target/peer/no-output-validation.json"
