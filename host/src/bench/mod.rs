@@ -41,6 +41,9 @@ pub struct BenchArgs {
     /// (compiles a second, fuel-metered guest the first time).
     #[arg(long)]
     pub fuel: bool,
+    /// Executions one instance serves in reuse mode.
+    #[arg(long, default_value_t = airlock_sandbox::SandboxConfig::default().reuse_runs)]
+    pub reuse_runs: u32,
     /// Sandboxes kept alive at once for the memory measurement.
     #[arg(long, default_value_t = 100)]
     pub alive: usize,
@@ -98,7 +101,7 @@ async fn measure_all(args: &BenchArgs) -> Result<Vec<Row>, String> {
     let runs = args.runs;
     let mut rows = Vec::new();
     for &mode in &args.modes {
-        let sandbox = Arc::new(workloads::sandbox(mode, 64).await?);
+        let sandbox = Arc::new(workloads::sandbox(mode, 64, args.reuse_runs.max(1)).await?);
         let b = bar(
             runs * airlock_benches::WORKLOADS.len(),
             &format!("{mode}: latency workloads"),
@@ -121,7 +124,7 @@ async fn measure_all(args: &BenchArgs) -> Result<Vec<Row>, String> {
         }
 
         let b = bar(1, &format!("{mode}: {} sandboxes alive", args.alive));
-        rows.push(workloads::memory(mode, args.alive.max(1)).await?);
+        rows.push(workloads::memory(mode, args.alive.max(1), args.reuse_runs.max(1)).await?);
         b.finish_and_clear();
 
         let e2e = (runs / 5).max(20);

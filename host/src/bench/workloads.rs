@@ -25,9 +25,10 @@ use crate::{demo, run::DEMO_SCRIPT, wiring};
 pub const ECHO: &str = "in-process echo";
 pub const CLUSTER: &str = "simulated cluster (HTTPS, loopback)";
 
-pub async fn sandbox(mode: Mode, in_flight: u32) -> Result<Sandbox, String> {
+pub async fn sandbox(mode: Mode, in_flight: u32, reuse_runs: u32) -> Result<Sandbox, String> {
     Sandbox::new(SandboxConfig {
         mode,
+        reuse_runs,
         capacity: Capacity {
             executions_in_flight: in_flight,
             queue_depth: 4096,
@@ -174,8 +175,8 @@ impl ToolHost for Hold {
 
 /// RSS growth with `n` executions alive at once, each parked in a tool
 /// call.
-pub async fn memory(mode: Mode, n: usize) -> Result<Row, String> {
-    let sandbox = Arc::new(sandbox(mode, n as u32).await?);
+pub async fn memory(mode: Mode, n: usize, reuse_runs: u32) -> Result<Row, String> {
+    let sandbox = Arc::new(sandbox(mode, n as u32, reuse_runs).await?);
     // One round first, so that pools and caches are not counted.
     timed(&sandbox, "1+1", &EchoHost, &Limits::default()).await?;
     let before = rss_bytes().unwrap_or(0);
