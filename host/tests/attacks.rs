@@ -1,0 +1,173 @@
+//! The attack corpus (`tests/attacks/*.js`): hostile scripts run through
+//! the real sandbox and gateway as an operator-mode identity against the
+//! demo fleet behind a counting backend. Each script says in its header
+//! what it must end with and how many requests the backend may see:
+//!
+//! ```text
+//! // expect: LimitExceeded wall_time_ms   (an error kind, optionally the limit; or `ok`)
+//! // backend: 0                           (most backend calls allowed)
+//! // result: "refused"                    (with `ok`: the exact JSON result)
+//! ```
+//!
+//! Every script runs; the test fails listing every one that broke its
+//! header, and the audit log must verify afterwards.
+
+use std::{
+    path::PathBuf,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use airlock_sandbox::{Limits, Sandbox, SandboxConfig};
+use airlock_tools::{
+    audit,
+    backends::demo::DemoFleet,
+    policy::{Grant, PolicyConfig},
+    Backend, BackendError, Caller, Gateway, GatewayConfig, Mode, Reply, ToolSpec,
+};
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// The demo fleet, counting what reaches it.
+struct Counting {
+    inner: DemoFleet,
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl Backend for Counting {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+    fn tools(&self) -> Vec<ToolSpec> {
+        self.inner.tools()
+    }
+    async fn call(&self, c: &Caller, t: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.call(c, t, args).await
+    }
+}
+
+struct Expect {
+    kind: String,
+    limit: Option<String>,
+    backend: usize,
+    result: Option<Value>,
+}
+
+fn header(path: &std::path::Path, text: &str) -> Expect {
+    let field = |name: &str| {
+        text.lines()
+            .take_while(|l| l.starts_with("//"))
+            .find_map(|l| {
+                l.strip_prefix(&format!("// {name}:"))
+                    .map(|v| v.trim().to_string())
+            })
+    };
+    let expect = field("expect").unwrap_or_else(|| panic!("{}: no `// expect:`", path.display()));
+    let mut words = expect.split_whitespace();
+    Expect {
+        kind: words.next().unwrap_or("ok").to_string(),
+        limit: words.next().map(str::to_string),
+        backend: field("backend").map(|b| b.parse().unwrap()).unwrap_or(0),
+        result: field("result").map(|r| serde_json::from_str(&r).unwrap()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attack_corpus() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/attacks");
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "js"))
+        .collect();
+    scripts.sort();
+    assert!(
+        scripts.len() >= 30,
+        "the corpus has {} scripts",
+        scripts.len()
+    );
+
+    let state = tempfile::tempdir().unwrap();
+    let mut config = GatewayConfig::in_dir(state.path());
+    config.policy = PolicyConfig {
+        identities: [(
+            "agent".to_string(),
+            Grant {
+                mode: Mode::Operator,
+                ..Grant::default()
+            },
+        )]
+        .into(),
+        ..PolicyConfig::default()
+    };
+    config.rate.calls_per_minute = 0;
+    let backend = Arc::new(Counting {
+        inner: DemoFleet::new(Duration::ZERO),
+        calls: AtomicUsize::new(0),
+    });
+    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    let gateway = Arc::new(gateway);
+    let sandbox = Sandbox::new(SandboxConfig::default()).await.unwrap();
+    let limits = Limits {
+        wall_time_ms: 2_000,
+        memory_bytes: 64 << 20,
+        tool_calls: 50,
+        ..Limits::default()
+    };
+
+    let mut broken = Vec::new();
+    for path in &scripts {
+        let text = std::fs::read_to_string(path).unwrap();
+        let want = header(path, &text);
+        let before = backend.calls.load(Ordering::SeqCst);
+        let host = airlock::wiring::ScriptTools {
+            gateway: gateway.clone(),
+            caller: Caller::new("agent"),
+        };
+        let outcome = sandbox.execute(&text, &limits, &host).await;
+        let seen = backend.calls.load(Ordering::SeqCst) - before;
+        let name = path.file_name().unwrap().to_string_lossy();
+        let error = outcome.error().map(|e| serde_json::to_value(e).unwrap());
+        let kind = outcome.error().map(|e| e.kind()).unwrap_or("ok");
+        let limit = error
+            .as_ref()
+            .and_then(|e| e.get("limit"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let mut problems = Vec::new();
+        if kind != want.kind {
+            problems.push(format!("ended {kind} {error:?}, expected {}", want.kind));
+        }
+        if want.limit.is_some() && limit != want.limit {
+            problems.push(format!("hit {limit:?}, expected {:?}", want.limit));
+        }
+        if seen > want.backend {
+            problems.push(format!(
+                "the backend saw {seen} calls, at most {} allowed",
+                want.backend
+            ));
+        }
+        if let (Some(r), "ok") = (&want.result, kind) {
+            if outcome.value() != r {
+                problems.push(format!("result {}, expected {r}", outcome.value()));
+            }
+        }
+        if !problems.is_empty() {
+            broken.push(format!("{name}: {}", problems.join("; ")));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "{} of {} attacks broke their header:\n{}",
+        broken.len(),
+        scripts.len(),
+        broken.join("\n")
+    );
+    let v = audit::verify(gateway.audit_path()).unwrap();
+    assert!(v.ok(), "the audit log verifies after the corpus: {v:?}");
+}

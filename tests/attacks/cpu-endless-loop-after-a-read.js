@@ -1,0 +1,4 @@
+// expect: LimitExceeded wall_time_ms
+// backend: 1
+await tools.list_nodes({});
+for (;;) {}
