@@ -146,6 +146,12 @@ async fn the_attack_corpus() {
         if want.limit.is_some() && limit != want.limit {
             problems.push(format!("hit {limit:?}, expected {:?}", want.limit));
         }
+        let said = error.as_ref().map(|e| e.to_string().len()).unwrap_or(0);
+        if said > 8 << 10 {
+            problems.push(format!(
+                "an error of {said} bytes reaches the agent's context"
+            ));
+        }
         if seen > want.backend {
             problems.push(format!(
                 "the backend saw {seen} calls, at most {} allowed",

@@ -279,13 +279,24 @@ fn decode_finish(status: u32, bytes: &[u8]) -> Result<Value, ExecError> {
     Err(guest_error(&value))
 }
 
+/// The most characters of a guest-written message or stack kept: a script
+/// can make an error text as long as it likes (a path 100,000 levels
+/// deep), and it goes straight into the agent's context.
+pub const MESSAGE_CHARS: usize = 2_000;
+
+fn capped(s: &str) -> String {
+    match s.char_indices().nth(MESSAGE_CHARS) {
+        None => s.to_string(),
+        Some((cut, _)) => format!(
+            "{}… ({} more characters)",
+            &s[..cut],
+            s[cut..].chars().count()
+        ),
+    }
+}
+
 fn guest_error(v: &Value) -> ExecError {
-    let text = |k: &str| {
-        v.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
+    let text = |k: &str| capped(v.get(k).and_then(Value::as_str).unwrap_or_default());
     let number = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) as u32;
     match v.get("kind").and_then(Value::as_str) {
         Some(KIND_SYNTAX) => ExecError::SyntaxError {
@@ -295,7 +306,7 @@ fn guest_error(v: &Value) -> ExecError {
         },
         Some(KIND_RUNTIME) | Some(KIND_DEADLOCK) => ExecError::RuntimeError {
             message: text("message"),
-            stack: v.get("stack").and_then(Value::as_str).map(str::to_string),
+            stack: v.get("stack").and_then(Value::as_str).map(capped),
         },
         Some(KIND_RUNTIME_LIMIT) => {
             let limit = v

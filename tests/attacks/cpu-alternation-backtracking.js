@@ -1,0 +1,3 @@
+// expect: LimitExceeded
+// backend: 0
+/^(a|aa)+$/.test('a'.repeat(60) + 'b')

@@ -1,0 +1,3 @@
+// expect: LimitExceeded
+// backend: 0
+while (true) await null;

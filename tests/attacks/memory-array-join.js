@@ -1,0 +1,3 @@
+// expect: LimitExceeded
+// backend: 0
+new Array(1e9).join('x').length

@@ -1,0 +1,3 @@
+// expect: ToolError
+// backend: 0
+await callTool('x'.repeat(100000), {})

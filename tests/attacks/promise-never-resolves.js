@@ -1,0 +1,3 @@
+// expect: RuntimeError
+// backend: 0
+await new Promise(() => {})

@@ -1,0 +1,5 @@
+// expect: RuntimeError
+// backend: 0
+const a = {};
+a.self = a;
+a

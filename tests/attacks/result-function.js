@@ -1,0 +1,3 @@
+// expect: RuntimeError
+// backend: 0
+({ f: () => 1 })

@@ -1,0 +1,3 @@
+// expect: LimitExceeded memory_bytes
+// backend: 0
+'x'.repeat(10 << 20)
