@@ -64,6 +64,27 @@ async fn timed(
     }
 }
 
+/// `warmup` untimed executions (the first ones fill pools and caches),
+/// then `runs` timed ones, one after another.
+async fn sequential(
+    sandbox: &Sandbox,
+    script: &str,
+    host: &dyn ToolHost,
+    limits: &Limits,
+    (warmup, runs): (usize, usize),
+    bar: &ProgressBar,
+) -> Result<Summary, String> {
+    for _ in 0..warmup {
+        timed(sandbox, script, host, limits).await?;
+    }
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        samples.push(timed(sandbox, script, host, limits).await?);
+        bar.inc(1);
+    }
+    Ok(Summary::of(&samples))
+}
+
 /// `1+1`, one call, ten sequential, ten under Promise.all: `runs` each,
 /// one after another.
 pub async fn latencies(
@@ -75,16 +96,16 @@ pub async fn latencies(
     let limits = Limits::default();
     let mut rows = Vec::new();
     for (name, script) in WORKLOADS {
-        // Warm up: the first executions fill the pool.
-        for _ in 0..runs.min(20) {
-            timed(sandbox, script, &EchoHost, &limits).await?;
-        }
-        let mut samples = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            samples.push(timed(sandbox, script, &EchoHost, &limits).await?);
-            bar.inc(1);
-        }
-        rows.push(row(name, mode, ECHO, Value::Latency(Summary::of(&samples))));
+        let s = sequential(
+            sandbox,
+            script,
+            &EchoHost,
+            &limits,
+            (runs.min(20), runs),
+            bar,
+        )
+        .await?;
+        rows.push(row(name, mode, ECHO, Value::Latency(s)));
     }
     Ok(rows)
 }
@@ -239,20 +260,16 @@ pub async fn fleet_report(
         caller: Caller::new("local"),
     };
     let limits = Limits::default();
-    for _ in 0..runs.min(10) {
-        timed(sandbox, DEMO_SCRIPT, &host, &limits).await?;
-    }
-    let mut samples = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        samples.push(timed(sandbox, DEMO_SCRIPT, &host, &limits).await?);
-        bar.inc(1);
-    }
-    Ok(row(
-        "fleet_report",
-        mode,
-        CLUSTER,
-        Value::Latency(Summary::of(&samples)),
-    ))
+    let s = sequential(
+        sandbox,
+        DEMO_SCRIPT,
+        &host,
+        &limits,
+        (runs.min(10), runs),
+        bar,
+    )
+    .await?;
+    Ok(row("fleet_report", mode, CLUSTER, Value::Latency(s)))
 }
 
 /// Spawn `airlock serve` → answered `tools/list`, `runs` times, with the
@@ -361,17 +378,12 @@ pub async fn fuel_cost(runs: usize, bar: &ProgressBar) -> Result<Vec<Row>, Strin
         };
         let label = if fuel { "fresh+fuel" } else { "fresh+epoch" };
         for (name, script) in [("one_plus_one", "1+1"), ("cpu_loop_100k", CPU)] {
-            timed(&sandbox, script, &EchoHost, &limits).await?;
-            let mut samples = Vec::with_capacity(runs);
-            for _ in 0..runs {
-                samples.push(timed(&sandbox, script, &EchoHost, &limits).await?);
-                bar.inc(1);
-            }
+            let s = sequential(&sandbox, script, &EchoHost, &limits, (1, runs), bar).await?;
             rows.push(Row {
                 workload: name.into(),
                 mode: label.into(),
                 host: ECHO.into(),
-                value: Value::Latency(Summary::of(&samples)),
+                value: Value::Latency(s),
             });
         }
     }
