@@ -104,8 +104,9 @@ pub async fn start(task_delay: Duration, port: u16) -> Result<(Simulator, SimCon
 
 /// The TOML `airlock sim` writes, pointing at the running simulator.
 pub fn config_toml(proxmox: &ProxmoxConfig, state_dir: &Path) -> String {
-    let mut out =
-        String::from("# Written by `airlock sim`: a configuration for the simulated cluster.\n");
+    let mut out = String::from(
+        "# Written by `airlock sim` (or the demo): a configuration for the simulated cluster.\n",
+    );
     out.push_str(&format!(
         "state_dir = {:?}\n\n",
         state_dir.display().to_string()
@@ -161,10 +162,24 @@ pub async fn start_collector(
         ],
         ..CollectorConfig::default()
     };
-    let toml = format!(
-        "\n[collector]\nurl = {:?}\nservice_key_file = {:?}\n\n[[collector.tiers]]\nmatch = \"fleet_*\"\ntier = \"read\"\n\n[[collector.tiers]]\nmatch = \"docker.*\"\ntier = \"read\"\n",
-        config.url,
-        key_file.display().to_string()
-    );
-    Ok((sim, config, toml))
+    // The same settings as the file's `[collector]` section.
+    #[derive(serde::Serialize)]
+    struct Section<'a> {
+        collector: &'a CollectorConfig,
+    }
+    let toml = toml::to_string(&Section { collector: &config }).map_err(|e| e.to_string())?;
+    Ok((sim, config, format!("\n{toml}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_written_collector_section_reads_back_as_the_same_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_sim, config, section) = start_collector(dir.path()).await.unwrap();
+        let file: ConfigFile = toml::from_str(&section).unwrap();
+        assert_eq!(file.collector, Some(config));
+    }
 }

@@ -24,7 +24,7 @@ use std::{
 };
 
 use async_trait::async_trait;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 pub use discovery::{PromptArgument, Resource};
@@ -44,7 +44,7 @@ pub const LIVE_CACHE: Duration = Duration::from_secs(30);
 const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
 /// `[collector]` in the configuration.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CollectorConfig {
     pub url: String,
@@ -87,7 +87,7 @@ impl Default for CollectorConfig {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TierRule {
     #[serde(rename = "match")]
