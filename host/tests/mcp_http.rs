@@ -6,12 +6,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{enroll, Server};
-use rmcp::{
-    model::{CallToolRequestParams, CallToolResult},
-    service::RunningService,
-    RoleClient,
-};
+use common::{call, enroll, text, Server};
 use serde_json::{json, Value};
 
 fn initialize() -> Value {
@@ -39,23 +34,6 @@ async fn post(
         req = req.header(*k, *v);
     }
     req.send().await.unwrap()
-}
-
-async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(args) = args else {
-        unreachable!()
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args))
-        .await
-        .unwrap()
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,6 +2,9 @@
 //! tools, search, schemas, a fan-out script against the simulated cluster,
 //! approvals asked in the client, and cancellation.
 
+mod common;
+
+use common::{call, text};
 use std::sync::{
     atomic::{AtomicU32, Ordering},
     Arc,
@@ -104,29 +107,8 @@ fn listening_person() -> (Person, tokio::sync::mpsc::UnboundedReceiver<Value>) {
     (p, rx)
 }
 
-async fn call(
-    client: &RunningService<RoleClient, Person>,
-    tool: &str,
-    args: Value,
-) -> CallToolResult {
-    let Value::Object(args) = args else {
-        unreachable!()
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args))
-        .await
-        .unwrap()
-}
-
 fn structured(r: &CallToolResult) -> &Value {
     r.structured_content.as_ref().expect("structured content")
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect()
 }
 
 const STOP_ALL: &str = include_str!("../../examples/stop-node-vms.js");

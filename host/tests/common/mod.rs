@@ -11,7 +11,8 @@ use std::{
 };
 
 use rmcp::{
-    service::RunningService,
+    model::{CallToolRequestParams, CallToolResult},
+    service::{RunningService, Service},
     transport::{
         streamable_http_client::StreamableHttpClientTransportConfig, StreamableHttpClientTransport,
     },
@@ -117,4 +118,27 @@ pub fn enroll(file: &std::path::Path, identity: &str) -> String {
     let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(key.starts_with("alk_") && key.len() == 68, "{key}");
     key
+}
+
+/// Calls one of Airlock's three tools with a JSON object of arguments.
+pub async fn call<H: Service<RoleClient>>(
+    client: &RunningService<RoleClient, H>,
+    tool: &str,
+    args: serde_json::Value,
+) -> CallToolResult {
+    let serde_json::Value::Object(args) = args else {
+        panic!("tool arguments are an object: {args}")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args))
+        .await
+        .unwrap()
+}
+
+/// The result's text content, joined.
+pub fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
 }
