@@ -313,9 +313,14 @@ impl Gateway {
         Catalog::build(sources)
     }
 
-    /// The command that approves `request_id` from a shell.
+    /// What an `ApprovalRequired` error tells the agent to do: the shell
+    /// command that approves `request_id`, and for how long it holds.
     pub fn approve_instruction(&self, request_id: &str) -> String {
-        format!("{} {request_id}", self.approve_command)
+        format!(
+            "an operator can run `{} {request_id}` (or deny it); then run the script again within {} minutes",
+            self.approve_command,
+            self.approvals.ttl_ms() / 60_000
+        )
     }
 
     pub fn approvals(&self) -> &ApprovalStore {
@@ -489,11 +494,7 @@ impl Gateway {
                     line.insert("approval".into(), Value::String(r.id.clone()));
                     return Err(CallError::ApprovalRequired {
                         tool: spec.name.clone(),
-                        how: format!(
-                            "an operator can run `{}` (or deny it); then run the script again within {} minutes",
-                            self.approve_instruction(&r.id),
-                            self.approvals.ttl_ms() / 60_000
-                        ),
+                        how: self.approve_instruction(&r.id),
                         request_id: r.id,
                         summary: r.summary,
                     });

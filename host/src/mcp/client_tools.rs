@@ -141,10 +141,7 @@ impl ToolHost for ClientTools {
                     // The client could not ask after all: leave the request
                     // for an operator.
                     Err(_) => Err(CallError::ApprovalRequired {
-                        how: format!(
-                            "an operator can run `{}`; then run the script again",
-                            self.gateway.approve_instruction(&request_id)
-                        ),
+                        how: self.gateway.approve_instruction(&request_id),
                         tool,
                         request_id,
                         summary,
