@@ -7,9 +7,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use airlock_guest_sdk::abi::{
-    EXPORT_RESET, EXPORT_RUN, FINISH_OK, KIND_DEADLOCK, KIND_RUNTIME, KIND_RUNTIME_LIMIT,
-    KIND_SYNTAX, KIND_TOOL,
+use airlock_guest_sdk::{
+    abi::{EXPORT_RESET, EXPORT_RUN},
+    wire::{self, Finished, GuestError},
 };
 use serde_json::Value;
 use tokio::sync::mpsc::unbounded_channel;
@@ -270,65 +270,43 @@ fn allocation_failure(output: &str) -> Option<u64> {
 
 /// Turns the guest's `finish` payload into the execution's result.
 fn decode_finish(status: u32, bytes: &[u8]) -> Result<Value, ExecError> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| ExecError::Internal {
-        message: format!("the guest reported an outcome that is not JSON: {e}"),
-    })?;
-    if status == FINISH_OK {
-        return Ok(value);
-    }
-    Err(guest_error(&value))
-}
-
-/// The most characters of a guest-written message or stack kept: a script
-/// can make an error text as long as it likes (a path 100,000 levels
-/// deep), and it goes straight into the agent's context.
-pub const MESSAGE_CHARS: usize = 2_000;
-
-fn capped(s: &str) -> String {
-    match s.char_indices().nth(MESSAGE_CHARS) {
-        None => s.to_string(),
-        Some((cut, _)) => format!(
-            "{}… ({} more characters)",
-            &s[..cut],
-            s[cut..].chars().count()
-        ),
+    match wire::finish(status, bytes) {
+        Ok(Finished::Value(v)) => Ok(v),
+        Ok(Finished::Error(e)) => Err(guest_error(e)),
+        Err(violation) => Err(ExecError::Internal {
+            message: violation.to_string(),
+        }),
     }
 }
 
-fn guest_error(v: &Value) -> ExecError {
-    let text = |k: &str| capped(v.get(k).and_then(Value::as_str).unwrap_or_default());
-    let number = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) as u32;
-    match v.get("kind").and_then(Value::as_str) {
-        Some(KIND_SYNTAX) => ExecError::SyntaxError {
-            line: number("line"),
-            column: number("column"),
-            message: text("message"),
+fn guest_error(e: GuestError) -> ExecError {
+    match e {
+        GuestError::Syntax {
+            line,
+            column,
+            message,
+        } => ExecError::SyntaxError {
+            line,
+            column,
+            message,
         },
-        Some(KIND_RUNTIME) | Some(KIND_DEADLOCK) => ExecError::RuntimeError {
-            message: text("message"),
-            stack: v.get("stack").and_then(Value::as_str).map(capped),
-        },
-        Some(KIND_RUNTIME_LIMIT) => {
-            let limit = v
-                .get("limit")
-                .cloned()
-                .and_then(|l| serde_json::from_value::<Limit>(l).ok());
-            let value = v.get("value").and_then(Value::as_u64).unwrap_or(0);
-            match limit {
-                Some(limit) => ExecError::limit(limit, value, value + 1),
-                None => ExecError::Internal {
-                    message: format!("the guest reported an unknown engine limit: {v}"),
+        GuestError::Runtime { message, stack } => ExecError::RuntimeError { message, stack },
+        GuestError::EngineLimit { limit, value } => {
+            match serde_json::from_value::<Limit>(Value::String(limit.clone())) {
+                Ok(limit) => ExecError::limit(limit, value, value.saturating_add(1)),
+                Err(_) => ExecError::Internal {
+                    message: format!("the guest reported an unknown engine limit `{limit}`"),
                 },
             }
         }
-        Some(KIND_TOOL) => tool_error(
-            text("tool"),
-            text("code"),
-            text("message"),
-            v.get("details").cloned().unwrap_or(Value::Null),
-        ),
-        _ => ExecError::Internal {
-            message: format!("the guest reported an unknown error: {v}"),
+        GuestError::Tool {
+            tool,
+            code,
+            message,
+            details,
+        } => tool_error(tool, code, message, details),
+        GuestError::Unknown(text) => ExecError::Internal {
+            message: format!("the guest reported an unknown error: {text}"),
         },
     }
 }

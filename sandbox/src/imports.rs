@@ -2,9 +2,12 @@
 //! `airlock_guest_sdk::abi` for the contract; every pointer is checked in
 //! [`crate::memory`].
 
-use airlock_guest_sdk::abi::{
-    self, Completion, LogLevel, FINISH_ERROR, FINISH_OK, IMPORT_MODULE, TRAP_LIMIT, WAIT_IDLE,
-    WAIT_READY,
+use airlock_guest_sdk::{
+    abi::{
+        self, Completion, LogLevel, FINISH_ERROR, FINISH_OK, IMPORT_MODULE, TRAP_LIMIT, WAIT_IDLE,
+        WAIT_READY,
+    },
+    wire,
 };
 use wasmtime::{Caller, Linker};
 
@@ -49,10 +52,8 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
          args_ptr: u32,
          args_len: u32| {
             let name = memory::read(&mut c, name_ptr, name_len)?;
-            let name = String::from_utf8(name).map_err(|_| violation("tool name is not UTF-8"))?;
             let args = memory::read(&mut c, args_ptr, args_len)?;
-            let args = serde_json::from_slice(&args)
-                .map_err(|_| violation("tool arguments are not JSON"))?;
+            let (name, args) = wire::call(name, &args).map_err(|v| violation(&v.to_string()))?;
             let run = run_state(&mut c)?;
             if run.calls_started >= run.limits.tool_calls {
                 let value = run.limits.tool_calls as u64;
