@@ -35,8 +35,24 @@ impl std::str::FromStr for Upid {
         if parts.len() != 9 || parts[0] != "UPID" || !parts[8].is_empty() {
             return Err(err());
         }
-        let hex32 = |p: &str| u32::from_str_radix(p, 16).map_err(|_| err());
-        let hex64 = |p: &str| u64::from_str_radix(p, 16).map_err(|_| err());
+        // PVE writes these `%08X`: exactly 8 hex digits for the pid, at
+        // least 8 for the others. Anything shorter names no real task, and
+        // accepting it would let a printed id differ from the one parsed.
+        let digits = |p: &str, max: usize| {
+            (8..=max).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_hexdigit())
+        };
+        let hex32 = |p: &str| {
+            digits(p, 8)
+                .then(|| u32::from_str_radix(p, 16).ok())
+                .flatten()
+                .ok_or_else(err)
+        };
+        let hex64 = |p: &str| {
+            digits(p, 16)
+                .then(|| u64::from_str_radix(p, 16).ok())
+                .flatten()
+                .ok_or_else(err)
+        };
         let node = parts[1];
         let valid_node = !node.is_empty()
             && node.len() <= 63
@@ -88,6 +104,10 @@ mod tests {
     fn rejects_what_is_not_a_upid() {
         for bad in [
             "",
+            // Found by the `upid` fuzz target: short numbers printed back
+            // longer than they came (fuzz/regressions/upid).
+            "UPID:pve1:1:0F3E4D5A:6751A0B2:qmstart:101:root@pam:",
+            "UPID:pve1:000A1B2C:0F3E4D5A:+751A0B2:qmstart:101:root@pam:",
             "UPID:pve1:1:2:3:qmstart:101:root@pam",
             "UPID:pve1:zz:2:3:qmstart:101:root@pam:",
             "UPID:../etc:1:2:3:qmstart:101:root@pam:",
