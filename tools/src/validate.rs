@@ -51,8 +51,9 @@ impl ArgsValidator {
                     .unwrap_or("schema")
                     .to_string();
                 format!(
-                    "{}: {e} (rule: {rule})",
-                    js_path(e.instance_path().as_str())
+                    "{}: {} (rule: {rule})",
+                    js_path(e.instance_path().as_str()),
+                    at_most(without_long_values(&e.to_string(), e.instance()))
                 )
             })
             .collect();
@@ -63,7 +64,46 @@ impl ArgsValidator {
                 }
             }
         }
+        if out.len() > MAX_PROBLEMS {
+            let more = out.len() - MAX_PROBLEMS;
+            out.truncate(MAX_PROBLEMS);
+            out.push(format!("args: {more} more problems not listed"));
+        }
         out
+    }
+}
+
+/// The most problems listed; an object with ten thousand unexpected keys
+/// is as wrong with twenty of them named.
+pub const MAX_PROBLEMS: usize = 20;
+
+/// The most characters of an argument's value a problem quotes.
+pub const QUOTED_CHARS: usize = 60;
+
+/// The validator's message quotes the offending value whole; a megabyte
+/// string (or object) would then travel back into the agent's context in
+/// every error. A long value is quoted by its start and its length only.
+fn without_long_values(message: &str, instance: &Value) -> String {
+    let whole = instance.to_string();
+    let n = whole.chars().count();
+    if n <= QUOTED_CHARS {
+        return message.to_string();
+    }
+    let start: String = whole.chars().take(QUOTED_CHARS).collect();
+    message.replacen(&whole, &format!("{start}… ({n} characters)"), 1)
+}
+
+/// The most characters of one problem's message: some messages list what
+/// they found (every unexpected property name), which has no bound either.
+pub const MESSAGE_CHARS: usize = 400;
+
+fn at_most(message: String) -> String {
+    match message.char_indices().nth(MESSAGE_CHARS) {
+        None => message,
+        Some((cut, _)) => {
+            let more = message[cut..].chars().count();
+            format!("{}… ({more} more characters)", &message[..cut])
+        }
     }
 }
 
@@ -146,6 +186,61 @@ mod tests {
             backend: "test".into(),
             path_params: path_params.iter().map(|s| s.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn a_long_value_is_quoted_by_its_start_and_length() {
+        // Found by the `arguments` fuzz target (fuzz/regressions/arguments):
+        // the problem quoted the whole value back.
+        let v = ArgsValidator::new(&spec(
+            json!({"type": "object", "properties": {"node": {"type": "string", "pattern": "^[a-z0-9-]+$"}, "vmid": {"type": "integer"}}}),
+            &[],
+        ))
+        .unwrap();
+        let long = "x".repeat(1 << 20) + "!";
+        let p = v.problems(&json!({"node": long, "vmid": {"deep": [long]}}));
+        assert_eq!(p.len(), 2, "{p:?}");
+        for m in &p {
+            assert!(m.chars().count() < 300, "{}", &m[..300]);
+        }
+        assert!(
+            p[0].starts_with("args.node: \"xxx") && p[0].contains("… (1048579 characters)"),
+            "{}",
+            p[0]
+        );
+        assert!(
+            p[1].starts_with("args.vmid: {\"deep\"") && p[1].contains("(rule: type)"),
+            "{}",
+            p[1]
+        );
+        let many: serde_json::Map<String, Value> = (0..10_000)
+            .map(|i| (format!("unexpected_{i}"), json!(1)))
+            .collect();
+        let strict = ArgsValidator::new(&spec(
+            json!({"type": "object", "properties": {"a": {}}, "additionalProperties": false}),
+            &[],
+        ))
+        .unwrap();
+        let p = strict.problems(&Value::Object(many.clone()));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].chars().count() < 500 && p[0].contains("more characters)"),
+            "{}",
+            p[0]
+        );
+        let each = ArgsValidator::new(&spec(
+            json!({"type": "object", "patternProperties": {"^unexpected": {"type": "string"}}}),
+            &[],
+        ))
+        .unwrap();
+        let p = each.problems(&Value::Object(many));
+        assert_eq!(p.len(), MAX_PROBLEMS + 1);
+        assert_eq!(p[MAX_PROBLEMS], "args: 9980 more problems not listed");
+        let short = v.problems(&json!({"vmid": "7"}));
+        assert_eq!(
+            short,
+            ["args.vmid: \"7\" is not of type \"integer\" (rule: type)"]
+        );
     }
 
     #[test]
