@@ -403,6 +403,11 @@ impl Gateway {
             .get(&spec.backend)
             .expect("every catalog entry has its backend");
         let started = Instant::now();
+        let mut pending = Pending {
+            audit: &self.audit,
+            call_id: Some(call_id.clone()),
+            started,
+        };
         let result = {
             let _slot = slots
                 .acquire()
@@ -410,6 +415,7 @@ impl Gateway {
                 .expect("the semaphore is never closed");
             backend.call(caller, &spec, args).await
         };
+        pending.call_id = None;
         let duration_ms = started.elapsed().as_millis() as u64;
         let mut done = Map::new();
         done.insert("call".into(), Value::String(call_id));
@@ -578,5 +584,34 @@ impl Gateway {
         line.insert("tool_calls".into(), Value::from(tool_calls));
         line.insert("wall_ms".into(), Value::from(wall.as_millis() as u64));
         self.audit.append("execution_end", line).map(|_| ())
+    }
+}
+
+/// An allowed call on its way to the backend. If the future running it is
+/// dropped first (the client went away, the execution was cancelled or
+/// hit its time limit), the audit still gets the call's result line, with
+/// status `cancelled`, so no allowed call is left without an ending.
+struct Pending<'a> {
+    audit: &'a AuditLog,
+    /// `None` once the call has ended normally.
+    call_id: Option<String>,
+    started: Instant,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        let Some(call_id) = self.call_id.take() else {
+            return;
+        };
+        let mut done = Map::new();
+        done.insert("call".into(), Value::String(call_id));
+        done.insert(
+            "duration_ms".into(),
+            Value::from(self.started.elapsed().as_millis() as u64),
+        );
+        done.insert("status".into(), Value::String("cancelled".into()));
+        if let Err(e) = self.audit.append("call_result", done) {
+            tracing::error!(error = %e, "could not record a cancelled call in the audit log");
+        }
     }
 }

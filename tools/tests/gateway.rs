@@ -26,6 +26,8 @@ use serde_json::{json, Value};
 #[derive(Default)]
 struct Counting {
     calls: Mutex<Vec<(String, Value)>>,
+    /// Told when a call for node `hang` arrives; that call never answers.
+    hung: tokio::sync::Notify,
 }
 
 impl Counting {
@@ -82,6 +84,10 @@ impl Backend for Counting {
             .lock()
             .unwrap()
             .push((tool.name.clone(), args.clone()));
+        if args["node"] == "hang" {
+            self.hung.notify_one();
+            std::future::pending::<()>().await;
+        }
         if args["node"] == "broken" {
             return Err(BackendError::new(
                 "backend_error",
@@ -438,6 +444,118 @@ async fn an_unwritable_audit_log_refuses_calls() {
     assert_eq!(s.backend.count(), 1, "the refused call never ran");
     std::fs::remove_dir(s.audit()).unwrap();
     std::fs::write(s.audit(), saved).unwrap();
+}
+
+#[tokio::test]
+async fn a_call_dropped_on_its_way_is_recorded_as_cancelled() {
+    let s = setup_with(policy(&[]), vec![]);
+    let caller = Caller::new("x");
+    let call = s
+        .gateway
+        .call(&caller, "read_status", json!({"node": "hang"}));
+    tokio::select! {
+        _ = call => panic!("the hung call answered"),
+        _ = s.backend.hung.notified() => {}
+    }
+    // The call's future is gone, as when the client disconnects or the
+    // execution is cancelled while the backend works.
+    let text = std::fs::read_to_string(s.audit()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let [.., allowed, ended] = &lines[..] else {
+        panic!("two lines expected: {text}")
+    };
+    assert_eq!(allowed["event"], "call", "{text}");
+    assert_eq!(allowed["decision"], "allowed", "{text}");
+    assert_eq!(ended["event"], "call_result", "{text}");
+    assert_eq!(ended["status"], "cancelled", "{text}");
+    assert_eq!(ended["call"], allowed["call"]);
+    assert_eq!(s.backend.count(), 1);
+}
+
+/// A tmpfs of a few KiB mounted for as long as it lives: a disk that
+/// really fills up. Mounting needs root; `None` where it is not allowed.
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount(kib: u32) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(SmallDisk(dir))
+    }
+
+    /// Writes a file until the disk refuses; returns its path.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.0.path().join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = [0u8; 4096];
+        while f.write_all(&chunk).and_then(|_| f.sync_all()).is_ok() {}
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn a_full_disk_under_the_approval_store_refuses_calls_and_loses_nothing() {
+    let Some(disk) = SmallDisk::mount(256) else {
+        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = GatewayConfig::in_dir(dir.path());
+    config.policy = policy(&[("alice", Mode::Rw)]);
+    config.approval.tiers = vec![Tier::Operate, Tier::Admin];
+    config.approvals_db = disk.0.path().join("approvals.db");
+    let backend = Arc::new(Counting::default());
+    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    let s = Setup {
+        gateway,
+        backend,
+        clock: Arc::new(AtomicI64::new(0)),
+        dir,
+    };
+    let alice = Caller::new("alice");
+    let first = request_id(&s.gateway.call(&alice, "op_stop", args()).await.unwrap_err());
+
+    let filler = disk.fill();
+    let e = s
+        .gateway
+        .call(&alice, "op_start", args())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "approval_unavailable", "{e}");
+    assert!(e.to_string().contains("full"), "the error says why: {e}");
+    assert_eq!(s.backend.count(), 0, "nothing ran without its approval");
+
+    // Space again: the request filed before the disk filled is intact and
+    // works; nothing was lost or half-written.
+    std::fs::remove_file(filler).unwrap();
+    s.gateway
+        .approvals()
+        .approve(&first, "operator", s.gateway.now_ms())
+        .unwrap();
+    s.gateway.call(&alice, "op_stop", args()).await.unwrap();
+    assert_eq!(s.backend.count(), 1);
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    assert!(
+        log.contains("approval_unavailable"),
+        "the refusal is audited"
+    );
 }
 
 #[tokio::test]
