@@ -1,8 +1,9 @@
-//! A running `airlock serve --demo --http` for the tests that drive it
-//! over HTTP.
+//! A running `airlock serve --http` (the demo, or a configuration a test
+//! writes) for the tests that drive it over HTTP.
 #![allow(dead_code)] // each test binary uses part of it
 
 use std::{
+    ffi::OsString,
     io::{BufRead, BufReader},
     path::PathBuf,
     process::{Child, Command, Stdio},
@@ -18,6 +19,9 @@ use rmcp::{
     },
     RoleClient, ServiceExt,
 };
+
+/// The enrollment file's name in a server's state directory.
+pub const ENROLLMENT: &str = "clients.toml";
 
 /// A running `airlock serve --http` and the lines it writes to stderr.
 pub struct Server {
@@ -39,16 +43,27 @@ impl Server {
     /// Starts the demo on a free loopback port with `alice` (read-write)
     /// and `rita` (read-only) enrolled; returns their keys too.
     pub fn start(extra: &[&str]) -> (Server, String, String) {
-        // reqwest is built without a default TLS provider in this workspace.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
-        let enrollment = dir.path().join("clients.toml");
+        let enrollment = dir.path().join(ENROLLMENT);
         let alice = enroll(&enrollment, "alice");
         let rita = enroll(&enrollment, "rita");
+        let mut args: Vec<OsString> = ["serve", "--demo", "--http", "127.0.0.1:0", "--enrollment"]
+            .map(OsString::from)
+            .into();
+        args.push(enrollment.into());
+        args.extend(extra.iter().map(OsString::from));
+        (Server::spawn(dir, &args), alice, rita)
+    }
+
+    /// Runs `airlock ARGS`, which must serve MCP over HTTP, with `dir` as
+    /// its state directory (kept until the server is dropped) and
+    /// `dir/clients.toml` as the enrollment file tests add keys to; waits
+    /// until it says where it serves.
+    pub fn spawn(dir: tempfile::TempDir, args: &[OsString]) -> Server {
+        // reqwest is built without a default TLS provider in this workspace.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
-            .args(["serve", "--demo", "--http", "127.0.0.1:0", "--enrollment"])
-            .arg(&enrollment)
-            .args(extra)
+            .args(args)
             .env("AIRLOCK_STATE_DIR", dir.path())
             .env_remove("AIRLOCK_CONFIG")
             .env("AIRLOCK_LOG", "info")
@@ -71,7 +86,7 @@ impl Server {
             child,
             url: String::new(),
             lines,
-            enrollment,
+            enrollment: dir.path().join(ENROLLMENT),
             _dir: dir,
         };
         let line = server.wait_for("serving MCP at ");
@@ -81,7 +96,7 @@ impl Server {
             .unwrap()
             .trim()
             .to_string();
-        (server, alice, rita)
+        server
     }
 
     /// Blocks until the server writes a line containing `needle`.
@@ -93,6 +108,11 @@ impl Server {
                 Err(e) => panic!("the server never said `{needle}`: {e}"),
             }
         }
+    }
+
+    /// Whether the server process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     pub fn base(&self) -> String {
