@@ -50,10 +50,15 @@ impl ArgsValidator {
                     .next()
                     .unwrap_or("schema")
                     .to_string();
-                format!(
-                    "{}: {e} (rule: {rule})",
-                    js_path(e.instance_path().as_str())
-                )
+                let path = e.instance_path().as_str();
+                // A value under a secret-named field, or one holding such a
+                // field, is never echoed: the rule and the path suffice.
+                let message = if holds_secret(path, e.instance()) {
+                    e.masked_with("the value").to_string()
+                } else {
+                    e.to_string()
+                };
+                format!("{}: {message} (rule: {rule})", js_path(path))
             })
             .collect();
         for param in &self.path_params {
@@ -65,6 +70,16 @@ impl ArgsValidator {
         }
         out
     }
+}
+
+/// Whether the value at `pointer` is a secret: a field on its path has a
+/// secret-looking name, or the value itself holds such a field.
+fn holds_secret(pointer: &str, value: &Value) -> bool {
+    pointer
+        .split('/')
+        .skip(1)
+        .any(|seg| crate::redact::is_secret(&seg.replace("~1", "/").replace("~0", "~")))
+        || crate::redact::redact(&mut value.clone()) > 0
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -205,6 +220,44 @@ mod tests {
             assert!(p[0].starts_with("args.node:"), "{p:?}");
         }
         assert_eq!(v.problems(&json!({"node": "x".repeat(300)})).len(), 1);
+    }
+
+    #[test]
+    fn secret_values_are_never_echoed() {
+        let v = ArgsValidator::new(&spec(
+            json!({
+                "type": "object",
+                "properties": {
+                    "password": {"type": "string", "minLength": 5, "maxLength": 8},
+                    "cloudinit": {"type": "object", "properties": {"user": {"type": "string"}}, "maxProperties": 1},
+                    "vmid": {"type": "integer", "minimum": 100}
+                }
+            }),
+            &[],
+        ))
+        .unwrap();
+        for (args, rule) in [
+            (json!({"password": "hunter2-too-long"}), "maxLength"),
+            (json!({"password": ["hunter2"]}), "type"),
+            (
+                json!({"cloudinit": {"user": "root", "password": "hunter2"}}),
+                "maxProperties",
+            ),
+        ] {
+            let p = v.problems(&args);
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert!(!p[0].contains("hunter2"), "{p:?}");
+            assert!(p[0].contains(&format!("(rule: {rule})")), "{p:?}");
+            assert!(p[0].contains("the value"), "{p:?}");
+        }
+        let p = v.problems(&json!({"password": "hunter2-too-long"}));
+        assert_eq!(
+            p[0],
+            "args.password: the value is longer than 8 characters (rule: maxLength)"
+        );
+        // Other values are still shown: they help the script's author.
+        let p = v.problems(&json!({"vmid": 5}));
+        assert!(p[0].contains("5 is less than the minimum of 100"), "{p:?}");
     }
 
     #[test]
