@@ -16,11 +16,24 @@ pub enum LogFormat {
     Json,
 }
 
+/// The filter for an `AIRLOCK_LOG` value (`info` when unset or invalid).
+/// rmcp stays at `warn` unless the value names it: at `debug` rmcp logs
+/// every request whole — scripts and the secrets they carry — so a plain
+/// `AIRLOCK_LOG=debug` must not switch that on.
+fn filter(spec: Option<&str>) -> EnvFilter {
+    let spec = spec.map(str::trim).filter(|s| !s.is_empty());
+    let parsed = spec.and_then(|s| EnvFilter::try_new(s).ok());
+    match (spec, parsed) {
+        (Some(s), Some(f)) if s.contains("rmcp") => f,
+        (Some(_), Some(f)) => f.add_directive("rmcp=warn".parse().expect("static directive")),
+        _ => EnvFilter::new("info,rmcp=warn"),
+    }
+}
+
 /// Installs the global subscriber. A log file is appended to, never
 /// truncated, so a restart keeps the history.
 pub fn init(format: LogFormat, file: Option<&Path>) -> Result<(), String> {
-    let filter =
-        EnvFilter::try_from_env("AIRLOCK_LOG").unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+    let filter = filter(std::env::var("AIRLOCK_LOG").ok().as_deref());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false);
@@ -45,4 +58,26 @@ pub fn init(format: LogFormat, file: Option<&Path>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::filter;
+
+    #[test]
+    fn rmcp_stays_quiet_unless_named() {
+        for spec in [
+            None,
+            Some(""),
+            Some("debug"),
+            Some("trace"),
+            Some("warn,airlock=info"),
+        ] {
+            let f = filter(spec).to_string();
+            assert!(f.contains("rmcp=warn"), "{spec:?}: {f}");
+        }
+        assert!(filter(Some("trace")).to_string().contains("trace"));
+        let f = filter(Some("debug,rmcp=debug")).to_string();
+        assert!(f.contains("rmcp=debug") && !f.contains("rmcp=warn"), "{f}");
+    }
 }

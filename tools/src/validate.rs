@@ -39,24 +39,15 @@ impl ArgsValidator {
                 kind_of(args)
             )];
         }
-        let mut out: Vec<String> = self
-            .schema
-            .iter_errors(args)
-            .map(|e| {
-                let rule = e
-                    .schema_path()
-                    .as_str()
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or("schema")
-                    .to_string();
-                format!(
-                    "{}: {} (rule: {rule})",
-                    js_path(e.instance_path().as_str()),
-                    at_most(without_long_values(&e.to_string(), e.instance()))
-                )
-            })
+        // Only the problems listed are described (describing one may copy
+        // the value); the rest are counted.
+        let mut errors = self.schema.iter_errors(args);
+        let mut out: Vec<String> = errors
+            .by_ref()
+            .take(MAX_PROBLEMS)
+            .map(|e| describe(&e))
             .collect();
+        let mut more = errors.count();
         for param in &self.path_params {
             if let Some(v) = args.get(param) {
                 if let Err(why) = check_segment(v) {
@@ -65,12 +56,36 @@ impl ArgsValidator {
             }
         }
         if out.len() > MAX_PROBLEMS {
-            let more = out.len() - MAX_PROBLEMS;
+            more += out.len() - MAX_PROBLEMS;
             out.truncate(MAX_PROBLEMS);
+        }
+        if more > 0 {
             out.push(format!("args: {more} more problems not listed"));
         }
         out
     }
+}
+
+/// One problem: where, what, which rule. A value under a secret-named
+/// field, or one holding such a field, is never echoed (the rule and the
+/// path suffice); a long one is quoted by its start and length only.
+fn describe(e: &jsonschema::ValidationError<'_>) -> String {
+    let rule = e
+        .schema_path()
+        .as_str()
+        .rsplit('/')
+        .next()
+        .unwrap_or("schema")
+        .to_string();
+    let path = e.instance_path().as_str();
+    let message = if holds_secret(path, e.instance()) {
+        e.masked_with("the value").to_string()
+    } else if let Some(label) = long_value_label(e.instance()) {
+        e.masked_with(label).to_string()
+    } else {
+        e.to_string()
+    };
+    format!("{}: {} (rule: {rule})", js_path(path), at_most(message))
 }
 
 /// The most problems listed; an object with ten thousand unexpected keys
@@ -82,15 +97,15 @@ pub const QUOTED_CHARS: usize = 60;
 
 /// The validator's message quotes the offending value whole; a megabyte
 /// string (or object) would then travel back into the agent's context in
-/// every error. A long value is quoted by its start and its length only.
-fn without_long_values(message: &str, instance: &Value) -> String {
+/// every error. What to quote instead of a long value: its start and its
+/// length.
+fn long_value_label(instance: &Value) -> Option<String> {
     let whole = instance.to_string();
     let n = whole.chars().count();
-    if n <= QUOTED_CHARS {
-        return message.to_string();
-    }
-    let start: String = whole.chars().take(QUOTED_CHARS).collect();
-    message.replacen(&whole, &format!("{start}… ({n} characters)"), 1)
+    (n > QUOTED_CHARS).then(|| {
+        let start: String = whole.chars().take(QUOTED_CHARS).collect();
+        format!("{start}… ({n} characters)")
+    })
 }
 
 /// The most characters of one problem's message: some messages list what
@@ -105,6 +120,16 @@ fn at_most(message: String) -> String {
             format!("{}… ({more} more characters)", &message[..cut])
         }
     }
+}
+
+/// Whether the value at `pointer` is a secret: a field on its path has a
+/// secret-looking name, or the value itself holds such a field.
+fn holds_secret(pointer: &str, value: &Value) -> bool {
+    pointer
+        .split('/')
+        .skip(1)
+        .any(|seg| crate::redact::is_secret(&seg.replace("~1", "/").replace("~0", "~")))
+        || crate::redact::redact(&mut value.clone()) > 0
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -300,6 +325,44 @@ mod tests {
             assert!(p[0].starts_with("args.node:"), "{p:?}");
         }
         assert_eq!(v.problems(&json!({"node": "x".repeat(300)})).len(), 1);
+    }
+
+    #[test]
+    fn secret_values_are_never_echoed() {
+        let v = ArgsValidator::new(&spec(
+            json!({
+                "type": "object",
+                "properties": {
+                    "password": {"type": "string", "minLength": 5, "maxLength": 8},
+                    "cloudinit": {"type": "object", "properties": {"user": {"type": "string"}}, "maxProperties": 1},
+                    "vmid": {"type": "integer", "minimum": 100}
+                }
+            }),
+            &[],
+        ))
+        .unwrap();
+        for (args, rule) in [
+            (json!({"password": "hunter2-too-long"}), "maxLength"),
+            (json!({"password": ["hunter2"]}), "type"),
+            (
+                json!({"cloudinit": {"user": "root", "password": "hunter2"}}),
+                "maxProperties",
+            ),
+        ] {
+            let p = v.problems(&args);
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert!(!p[0].contains("hunter2"), "{p:?}");
+            assert!(p[0].contains(&format!("(rule: {rule})")), "{p:?}");
+            assert!(p[0].contains("the value"), "{p:?}");
+        }
+        let p = v.problems(&json!({"password": "hunter2-too-long"}));
+        assert_eq!(
+            p[0],
+            "args.password: the value is longer than 8 characters (rule: maxLength)"
+        );
+        // Other values are still shown: they help the script's author.
+        let p = v.problems(&json!({"vmid": 5}));
+        assert!(p[0].contains("5 is less than the minimum of 100"), "{p:?}");
     }
 
     #[test]
