@@ -1,0 +1,133 @@
+//! Faults around a running execution, on a real `airlock serve --http`: a
+//! client that goes away in the middle, and SIGTERM while an execution
+//! runs. Either way the execution ends within its bound, its slot is free
+//! again, and the audit log records how it ended and still verifies.
+
+mod common;
+
+use std::{ffi::OsString, path::PathBuf, process::Command, sync::mpsc, time::Duration};
+
+use airlock::demo;
+use airlock_tools::{audit, sim::Simulator};
+use common::{call, enroll, text, Server};
+use serde_json::{json, Value};
+
+/// `airlock serve --http` against a simulated cluster in this process (so
+/// its state directory, audit log included, outlives the server), with
+/// `alice` enrolled.
+async fn serve(extra: &[&str]) -> (Simulator, Server, String, PathBuf) {
+    let (sim, sim_config) = demo::start(Duration::from_millis(20), 0).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proxmox = demo::proxmox_section(&sim, &sim_config, &dir.path().join("tokens")).unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(&config, demo::config_toml(&proxmox, dir.path())).unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let enrollment = dir.path().join(common::ENROLLMENT);
+    let alice = enroll(&enrollment, "alice");
+    let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
+    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
+    args.push(enrollment.into());
+    args.extend(extra.iter().map(OsString::from));
+    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
+        .await
+        .unwrap();
+    (sim, server, alice, audit)
+}
+
+/// Makes one tool call the server logs at `info` (a node that does not
+/// exist), then waits a minute on a timer: long enough that only a fault
+/// can end it.
+const LONG: &str = "try { await tools.node_status({node: 'nowhere'}) } catch (e) {} \
+                    await new Promise((r) => setTimeout(r, 60000)); 'finished'";
+
+fn audit_lines(path: &std::path::Path) -> Vec<Value> {
+    let v = audit::verify(path).unwrap();
+    assert!(v.ok(), "the audit log does not verify: {v:?}");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Every execution that started has ended, and every allowed call has a
+/// result line.
+fn everything_ended(lines: &[Value]) -> Vec<String> {
+    let ids = |event: &str, key: &str| -> Vec<String> {
+        let mut v: Vec<String> = lines
+            .iter()
+            .filter(|l| l["event"] == event && (event != "call" || l["decision"] == "allowed"))
+            .map(|l| l[key].as_str().unwrap_or_default().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        ids("execution_start", "execution"),
+        ids("execution_end", "execution"),
+        "an execution without an end"
+    );
+    assert_eq!(
+        ids("call", "call"),
+        ids("call_result", "call"),
+        "a call without a result"
+    );
+    lines
+        .iter()
+        .filter(|l| l["event"] == "execution_end")
+        .map(|l| l["outcome"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_mid_execution_frees_its_slot() {
+    // One execution at a time, and a newcomer waits at most 200 ms for it:
+    // if the abandoned execution kept its slot, the second one would fail.
+    let (_sim, server, alice, audit_file) =
+        serve(&["--executions-in-flight", "1", "--queue-wait-ms", "200"]).await;
+    let client = server.connect(&alice).await;
+    let long = tokio::spawn(async move { call(&client, "execute", json!({"script": LONG})).await });
+    server.wait_for("tools.node_status →");
+    long.abort(); // the client, its session and its HTTP connection go away
+    let _ = long.await;
+    let ended = server.wait_for(": Cancelled,");
+    eprintln!("server: {ended}");
+
+    let again = server.connect(&alice).await;
+    let r = call(&again, "execute", json!({"script": "'next'"})).await;
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["result"],
+        "next",
+        "{}",
+        text(&r)
+    );
+    let outcomes = everything_ended(&audit_lines(&audit_file));
+    assert_eq!(outcomes, ["Cancelled", "ok"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {
+    let (_sim, mut server, alice, audit_file) = serve(&[]).await;
+    let client = server.connect(&alice).await;
+    let long = tokio::spawn(async move { call(&client, "execute", json!({"script": LONG})).await });
+    server.wait_for("tools.node_status →");
+
+    let pid = server.child.id().to_string();
+    let kill = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(kill.success());
+    // The bound: the execution's own time limit is 30 s by default; a
+    // server that drains must be gone well before then, not after 60 s.
+    let (tx, rx) = mpsc::channel();
+    let mut child = std::mem::replace(&mut server.child, Command::new("true").spawn().unwrap());
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the server did not stop within 20 s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    long.abort();
+    let outcomes = everything_ended(&audit_lines(&audit_file));
+    assert_eq!(outcomes, ["Cancelled"]);
+}
