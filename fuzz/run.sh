@@ -42,7 +42,7 @@ for t in "${targets[@]}"; do
       -artifact_prefix="$artifacts/" -timeout=10 -rss_limit_mb=2048 >&2
   fi
   echo "fuzz: $t: ${seconds}s" >&2
-  log="$artifacts/last-run.log"
+  log="$artifacts/run-$$.log" # one per run: two runs may share the artifacts
   if ! "$cargo_fuzz" run "${build[@]}" "$t" "$corpus" "$root/fuzz/seeds/$t" -- \
       -max_total_time="$seconds" -dict="$root/fuzz/dicts/json.dict" \
       -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
@@ -52,5 +52,6 @@ for t in "${targets[@]}"; do
     exit 1
   fi
   grep -E "^Done|stat::number_of_executed_units|stat::peak_rss_mb" "$log" | sed "s/^/fuzz: $t: /" >&2
+  rm -f "$log"
 done
 echo "fuzz: all ${#targets[@]} target(s) ran ${seconds}s each without a finding" >&2
