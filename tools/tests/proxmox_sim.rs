@@ -211,6 +211,48 @@ async fn a_server_that_never_answers_times_out_and_only_reads_are_retried() {
 }
 
 #[tokio::test]
+async fn a_server_that_resets_connections_is_an_error_and_writes_are_not_repeated() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // Accepts each connection and resets it at once (RST, no TLS hello).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let _ = s.set_linger(Some(Duration::ZERO));
+            drop(s);
+        }
+    });
+    let timeouts = Timeouts {
+        connect: Duration::from_millis(500),
+        request: Duration::from_secs(5),
+        get_retries: 1,
+    };
+    let client =
+        PveClient::new(&format!("https://{addr}"), &Trust::Pin([0; 32]), timeouts).unwrap();
+    let token = ApiToken::parse("a@pve!b=c").unwrap();
+    let read = client.call(&token, &get("/nodes")).await.unwrap_err();
+    assert_eq!(read.code(), "unreachable", "{read:?}");
+    assert!(!read.to_string().contains("b=c"), "{read}");
+    let reads = accepted.load(Ordering::SeqCst);
+    assert_eq!(reads, 2, "a read is tried again once: {read:?}");
+    let stop = Request {
+        method: Method::Post,
+        path: "/nodes/pve1/qemu/100/status/stop".into(),
+        params: vec![],
+    };
+    let write = client.call(&token, &stop).await.unwrap_err();
+    assert_eq!(write.code(), read.code(), "{write:?}");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        3,
+        "a write is never repeated"
+    );
+}
+
+#[tokio::test]
 async fn an_unreachable_node_is_reported_as_such() {
     let (sim, config) = sim().await;
     sim.with_cluster(|c| c.nodes[2].online = false).await;
