@@ -221,7 +221,7 @@ async fn a_server_that_resets_connections_is_an_error_and_writes_are_not_repeate
     tokio::spawn(async move {
         while let Ok((s, _)) = listener.accept().await {
             counter.fetch_add(1, Ordering::SeqCst);
-            let _ = s.set_linger(Some(Duration::ZERO));
+            let _ = s.set_zero_linger();
             drop(s);
         }
     });
