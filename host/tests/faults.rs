@@ -1,7 +1,9 @@
-//! Faults around a running execution, on a real `airlock serve --http`: a
-//! client that goes away in the middle, and SIGTERM while an execution
-//! runs. Either way the execution ends within its bound, its slot is free
-//! again, and the audit log records how it ended and still verifies.
+//! Faults around a running execution, on a real `airlock serve`: a client
+//! that goes away in the middle (HTTP and stdio), and SIGTERM while an
+//! execution runs. Each time the execution is cancelled within a bound,
+//! its slot is free again, and the audit log records how it ended and
+//! still verifies. (A client's disconnect is noticed when the transport
+//! gives up on it: about 5 s on both transports.)
 
 mod common;
 
@@ -12,15 +14,22 @@ use airlock_tools::{audit, sim::Simulator};
 use common::{call, enroll, text, Server};
 use serde_json::{json, Value};
 
-/// `airlock serve --http` against a simulated cluster in this process (so
-/// its state directory, audit log included, outlives the server), with
-/// `alice` enrolled.
-async fn serve(extra: &[&str]) -> (Simulator, Server, String, PathBuf) {
+/// A simulated cluster in this process and a configuration for it in a
+/// state directory of its own.
+async fn configured() -> (Simulator, tempfile::TempDir, PathBuf) {
     let (sim, sim_config) = demo::start(Duration::from_millis(20), 0).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let proxmox = demo::proxmox_section(&sim, &sim_config, &dir.path().join("tokens")).unwrap();
     let config = dir.path().join("airlock.toml");
     std::fs::write(&config, demo::config_toml(&proxmox, dir.path())).unwrap();
+    (sim, dir, config)
+}
+
+/// `airlock serve --http` against a simulated cluster in this process (so
+/// its state directory, audit log included, outlives the server), with
+/// `alice` enrolled.
+async fn serve(extra: &[&str]) -> (Simulator, Server, String, PathBuf) {
+    let (sim, dir, config) = configured().await;
     let audit = dir.path().join("audit.jsonl");
     let enrollment = dir.path().join(common::ENROLLMENT);
     let alice = enroll(&enrollment, "alice");
@@ -115,6 +124,8 @@ async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {
     let pid = server.child.id().to_string();
     let kill = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(kill.success());
+    let ended = server.wait_for(": Cancelled,");
+    eprintln!("server: {ended}");
     // The bound: the execution's own time limit is 30 s by default; a
     // server that drains must be gone well before then, not after 60 s.
     let (tx, rx) = mpsc::channel();
@@ -129,5 +140,70 @@ async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {
     assert!(status.success(), "{status:?}");
     long.abort();
     let outcomes = everything_ended(&audit_lines(&audit_file));
+    assert_eq!(outcomes, ["Cancelled"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_client_that_goes_away_mid_execution_leaves_a_complete_audit() {
+    use std::io::{BufRead, BufReader, Write};
+    let (_sim, dir, config) = configured().await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .arg("--config")
+        .arg(&config)
+        .arg("serve")
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "info")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let send = |stdin: &mut std::process::ChildStdin, v: Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    let mut lines = stdout.lines();
+    let answer = lines.next().unwrap().unwrap();
+    assert!(answer.contains("\"id\":1"), "{answer}");
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "execute", "arguments": {"script": LONG}}}),
+    );
+    let mut err_lines = stderr.lines();
+    loop {
+        let line = err_lines
+            .next()
+            .expect("the server said nothing about the call")
+            .unwrap();
+        if line.contains("tools.node_status →") {
+            break;
+        }
+    }
+    drop(stdin); // the client goes away with the execution still running
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the server did not stop within 20 s of losing its client")
+        .unwrap();
+    let rest: Vec<String> = err_lines.map_while(Result::ok).collect();
+    eprintln!("server after the client left: {rest:?} ({status:?})");
+    let outcomes = everything_ended(&audit_lines(&dir.path().join("audit.jsonl")));
     assert_eq!(outcomes, ["Cancelled"]);
 }

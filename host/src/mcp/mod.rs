@@ -160,20 +160,12 @@ impl AirlockServer {
             done: AtomicU32::new(0),
         };
         let t0 = Instant::now();
-        let mut unended = Unended {
-            gateway,
-            execution: &execution,
-            started: t0,
-            calls: &tools.done,
-            armed: true,
-        };
         // A `notifications/cancelled` drops the execution: the script
         // stops, its tool calls are cancelled, its slot is freed.
         let outcome = tokio::select! {
             o = self.shared.sandbox.execute(script, &self.shared.limits, &tools) => Some(o),
             _ = context.ct.cancelled() => None,
         };
-        unended.armed = false;
         let (kind, calls) = match &outcome {
             Some(o) => (
                 o.error().map(|e| e.kind()).unwrap_or("ok"),
@@ -346,40 +338,5 @@ impl ServerHandler for AirlockServer {
     ) -> Result<(), McpError> {
         self.log.set(request.level);
         Ok(())
-    }
-}
-
-/// An execution whose handler may be dropped before it returns: the
-/// client's connection or session went away, or the server is stopping.
-/// The script and its tool calls are dropped with it; this records the
-/// end in the audit log, so every `execution_start` has its
-/// `execution_end`.
-struct Unended<'a> {
-    gateway: &'a Gateway,
-    execution: &'a str,
-    started: Instant,
-    calls: &'a AtomicU32,
-    armed: bool,
-}
-
-impl Drop for Unended<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let calls = self.calls.load(std::sync::atomic::Ordering::SeqCst);
-        let took = self.started.elapsed();
-        match self
-            .gateway
-            .execution_finished(self.execution, "Cancelled", calls, took)
-        {
-            Ok(()) => tracing::warn!(
-                execution = self.execution,
-                "execution {}: Cancelled, its client went away after {calls} tool calls, {} ms",
-                self.execution,
-                took.as_millis()
-            ),
-            Err(e) => tracing::warn!(error = %e, "could not record the end of an execution"),
-        }
     }
 }
