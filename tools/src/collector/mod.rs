@@ -164,6 +164,8 @@ pub struct PromptInfo {
 /// What the last successful discovery found.
 #[derive(Default)]
 struct Found {
+    /// The collector's tool list as it last answered it.
+    tools_list: Option<Value>,
     tools: Vec<discovery::Tool>,
     resources: Vec<Resource>,
     prompts: Vec<Arc<discovery::Prompt>>,
@@ -295,18 +297,32 @@ impl Collector {
             self.client.get("/api/v1/resources/list", &[]),
             self.client.get("/api/v1/prompts/list", &[]),
         );
-        let tools = match tools {
-            Ok(list) => discovery::tools(&list, &self.config.tiers, self.config.default_tier),
+        let list = match tools {
+            Ok(list) => list,
             Err(e) => {
                 self.up.store(false, Ordering::SeqCst);
                 return Err(e);
             }
         };
+        // The list rarely changes between refreshes; compiling every
+        // tool's schema again for an identical list is wasted work.
+        let unchanged = self
+            .found
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .tools_list
+            .as_ref()
+            == Some(&list);
+        let tools = (!unchanged)
+            .then(|| discovery::tools(&list, &self.config.tiers, self.config.default_tier));
         let mut found = self.found.write().unwrap_or_else(|p| p.into_inner());
-        if found.tools != tools {
-            found.tools = tools;
-            let g = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-            self.changed.send_replace(g);
+        if let Some(tools) = tools {
+            found.tools_list = Some(list);
+            if found.tools != tools {
+                found.tools = tools;
+                let g = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+                self.changed.send_replace(g);
+            }
         }
         match resources {
             Ok(list) => found.resources = discovery::resources(&list),
