@@ -559,6 +559,64 @@ async fn a_full_disk_under_the_approval_store_refuses_calls_and_loses_nothing() 
 }
 
 #[tokio::test]
+async fn a_full_disk_under_the_audit_log_refuses_calls_and_leaves_no_half_line() {
+    let Some(disk) = SmallDisk::mount(64) else {
+        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = GatewayConfig::in_dir(dir.path());
+    config.audit_file = disk.0.path().join("audit.jsonl");
+    let backend = Arc::new(Counting::default());
+    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    let s = Setup {
+        gateway,
+        backend,
+        clock: Arc::new(AtomicI64::new(0)),
+        dir,
+    };
+    let x = Caller::new("x");
+    // tmpfs hands out whole pages: a full disk still takes bytes into the
+    // log's last page. Grow the log until that page has less room than a
+    // line needs, so the next line is written in part before the disk says
+    // no — the case that could leave half a line.
+    let page = 4096;
+    let mut tries = 0;
+    loop {
+        s.gateway.call(&x, "read_status", args()).await.unwrap();
+        let len = std::fs::metadata(s.audit()).unwrap().len();
+        let room = page - len % page;
+        if (1..=200).contains(&room) {
+            break;
+        }
+        tries += 1;
+        assert!(
+            tries < 500,
+            "the log's length never came close to a page end"
+        );
+    }
+    let before = std::fs::read(s.audit()).unwrap();
+    let calls = s.backend.count();
+
+    let filler = disk.fill();
+    let e = s.gateway.call(&x, "read_status", args()).await.unwrap_err();
+    assert_eq!(e.code(), "audit_unavailable", "{e}");
+    assert!(e.to_string().contains("No space left"), "{e}");
+    assert_eq!(s.backend.count(), calls, "the unrecorded call never ran");
+    let after = std::fs::read(s.audit()).unwrap();
+    assert!(
+        after == before,
+        "the log changed by {} bytes: a half line was left behind",
+        after.len() as i64 - before.len() as i64
+    );
+
+    std::fs::remove_file(filler).unwrap();
+    s.gateway.call(&x, "read_status", args()).await.unwrap();
+    assert_eq!(s.backend.count(), calls + 1);
+    // Setup's drop verifies the chain.
+}
+
+#[tokio::test]
 async fn the_rate_limit_is_per_identity() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = GatewayConfig::in_dir(dir.path());
