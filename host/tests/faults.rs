@@ -59,6 +59,22 @@ fn audit_lines(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// Waits for `child` to exit, failing the test if it takes longer than
+/// `bound` after `cause`.
+fn exit_within(
+    mut child: std::process::Child,
+    bound: Duration,
+    cause: &str,
+) -> std::process::ExitStatus {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    rx.recv_timeout(bound)
+        .unwrap_or_else(|_| panic!("the server did not stop within {bound:?} of {cause}"))
+        .unwrap()
+}
+
 /// Every execution that started has ended, and every allowed call has a
 /// result line.
 fn everything_ended(lines: &[Value]) -> Vec<String> {
@@ -128,15 +144,9 @@ async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {
     eprintln!("server: {ended}");
     // The bound: the execution's own time limit is 30 s by default; a
     // server that drains must be gone well before then, not after 60 s.
-    let (tx, rx) = mpsc::channel();
-    let mut child = std::mem::replace(&mut server.child, Command::new("true").spawn().unwrap());
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    let status = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the server did not stop within 20 s of SIGTERM")
-        .unwrap();
+    // (The harness kills its child when dropped; hand it a stand-in.)
+    let child = std::mem::replace(&mut server.child, Command::new("true").spawn().unwrap());
+    let status = exit_within(child, Duration::from_secs(20), "SIGTERM");
     assert!(status.success(), "{status:?}");
     long.abort();
     let outcomes = everything_ended(&audit_lines(&audit_file));
@@ -194,14 +204,7 @@ async fn a_stdio_client_that_goes_away_mid_execution_leaves_a_complete_audit() {
         }
     }
     drop(stdin); // the client goes away with the execution still running
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    let status = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the server did not stop within 20 s of losing its client")
-        .unwrap();
+    let status = exit_within(child, Duration::from_secs(20), "losing its client");
     let rest: Vec<String> = err_lines.map_while(Result::ok).collect();
     eprintln!("server after the client left: {rest:?} ({status:?})");
     let outcomes = everything_ended(&audit_lines(&dir.path().join("audit.jsonl")));

@@ -126,10 +126,18 @@ impl Drop for Setup {
 }
 
 fn setup_with(policy: PolicyConfig, approval_tiers: Vec<Tier>) -> Setup {
+    setup_adjusted(|config| {
+        config.policy = policy;
+        config.approval.tiers = approval_tiers;
+    })
+}
+
+/// A gateway over the counting backend, with its state in a temporary
+/// directory and `adjust` applied to the configuration.
+fn setup_adjusted(adjust: impl FnOnce(&mut GatewayConfig)) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let mut config = GatewayConfig::in_dir(dir.path());
-    config.policy = policy;
-    config.approval.tiers = approval_tiers;
+    adjust(&mut config);
     let backend = Arc::new(Counting::default());
     let clock = Arc::new(AtomicI64::new(1_000_000));
     let c = clock.clone();
@@ -516,19 +524,11 @@ async fn a_full_disk_under_the_approval_store_refuses_calls_and_loses_nothing() 
         eprintln!("SKIPPED: mounting a small tmpfs needs root");
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = GatewayConfig::in_dir(dir.path());
-    config.policy = policy(&[("alice", Mode::Rw)]);
-    config.approval.tiers = vec![Tier::Operate, Tier::Admin];
-    config.approvals_db = disk.0.path().join("approvals.db");
-    let backend = Arc::new(Counting::default());
-    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
-    let s = Setup {
-        gateway,
-        backend,
-        clock: Arc::new(AtomicI64::new(0)),
-        dir,
-    };
+    let s = setup_adjusted(|config| {
+        config.policy = policy(&[("alice", Mode::Rw)]);
+        config.approval.tiers = vec![Tier::Operate, Tier::Admin];
+        config.approvals_db = disk.0.path().join("approvals.db");
+    });
     let alice = Caller::new("alice");
     let first = request_id(&s.gateway.call(&alice, "op_stop", args()).await.unwrap_err());
 
@@ -564,17 +564,7 @@ async fn a_full_disk_under_the_audit_log_refuses_calls_and_leaves_no_half_line()
         eprintln!("SKIPPED: mounting a small tmpfs needs root");
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = GatewayConfig::in_dir(dir.path());
-    config.audit_file = disk.0.path().join("audit.jsonl");
-    let backend = Arc::new(Counting::default());
-    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
-    let s = Setup {
-        gateway,
-        backend,
-        clock: Arc::new(AtomicI64::new(0)),
-        dir,
-    };
+    let s = setup_adjusted(|config| config.audit_file = disk.0.path().join("audit.jsonl"));
     let x = Caller::new("x");
     // tmpfs hands out whole pages: a full disk still takes bytes into the
     // log's last page. Grow the log until that page has less room than a
