@@ -10,7 +10,7 @@ use std::{
 
 use airlock_sandbox::{Limits, Mode, SandboxConfig};
 use airlock_tools::{
-    config::{default_state_dir, ApprovalConfig, RateConfig},
+    config::{default_state_dir, ApprovalConfig, NoStateDir, RateConfig},
     policy::{Grant, PolicyConfig},
     proxmox::backend::ProxmoxConfig,
     GatewayConfig,
@@ -94,6 +94,8 @@ pub enum SettingsError {
     Env { name: &'static str, message: String },
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    NoStateDir(#[from] NoStateDir),
 }
 
 pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
@@ -135,9 +137,13 @@ fn shell_word(s: &str) -> String {
 
 impl ConfigFile {
     /// The state directory: the file's `state_dir`, else `AIRLOCK_STATE_DIR`
-    /// / XDG state home.
-    pub fn state_dir(&self) -> PathBuf {
-        self.state_dir.clone().unwrap_or_else(default_state_dir)
+    /// / XDG state home / `~/.local/state/airlock`; an error when none is
+    /// set (never a shared fallback such as `/tmp`).
+    pub fn state_dir(&self) -> Result<PathBuf, SettingsError> {
+        match &self.state_dir {
+            Some(d) => Ok(d.clone()),
+            None => default_state_dir().map_err(SettingsError::NoStateDir),
+        }
     }
 
     /// Whether the in-memory demo fleet is served.
@@ -150,7 +156,7 @@ impl ConfigFile {
     /// The gateway's settings, with `AIRLOCK_READ_ONLY` and
     /// `AIRLOCK_AUDIT_FILE` applied.
     pub fn gateway(&self) -> Result<GatewayConfig, SettingsError> {
-        let mut config = GatewayConfig::in_dir(self.state_dir());
+        let mut config = GatewayConfig::in_dir(self.state_dir()?);
         config.policy = PolicyConfig {
             read_only: self.policy.read_only,
             deny: self.policy.deny.clone(),
@@ -367,7 +373,8 @@ mod tests {
         let (dir, path) = write(&format!(
             "state_dir = \"{}\"\n[policy]\nread_only = true\ndeny = [\"delete_guest\"]\n\
              [identities.alice]\nmode = \"rw\"\ndeny = [\"stop_guest\"]\n\
-             [approval]\ntiers = [\"admin\"]\nttl_secs = 60\n[rate]\ncalls_per_minute = 5\n\
+             [approval]\ntiers = [\"admin\"]\nttl_secs = 60\nmax_open_per_identity = 4\nin_client = [\"operate\"]\n\
+             [identities.otto]\nmode = \"operator\"\napprove_in_client = false\n[rate]\ncalls_per_minute = 5\n\
              [audit]\nfile = \"/tmp/x/audit.jsonl\"\n[backends.demo]\nlatency_ms = 0\n",
             "/srv/airlock"
         ));
@@ -378,6 +385,10 @@ mod tests {
         assert_eq!(g.policy.identities["alice"].mode, Access::Rw);
         assert_eq!(g.approval.tiers, [Tier::Admin]);
         assert_eq!(g.approval.ttl_secs, 60);
+        assert_eq!(g.approval.max_open_per_identity, 4);
+        assert_eq!(g.approval.in_client, [Tier::Operate]);
+        assert!(!g.policy.identities["otto"].approve_in_client);
+        assert!(g.policy.identities["alice"].approve_in_client, "default");
         assert_eq!(g.rate.calls_per_minute, 5);
         assert_eq!(g.approvals_db, PathBuf::from("/srv/airlock/approvals.db"));
         assert_eq!(g.audit_file, PathBuf::from("/tmp/x/audit.jsonl"));

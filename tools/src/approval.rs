@@ -4,14 +4,33 @@
 //! An approval is bound to identity + tool + the SHA-256 of the exact
 //! arguments, expires, and is used up by the one call it allowed: a
 //! tampered argument, another identity or a second call needs a new one.
+//!
+//! The store stays small whatever a script does: an identity has at most
+//! `max_open` requests waiting at once (more are refused, not filed), and
+//! rows are deleted one TTL after they expired — at open and, during
+//! [`ApprovalStore::check`], at most once a minute.
 
-use std::{path::Path, sync::Mutex};
+use std::{
+    path::Path,
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Mutex,
+    },
+};
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
+use crate::private_files::{parent_of, private_dir, private_file, StateDirError};
+
 /// Default lifetime of a request, and of an approval once granted.
 pub const DEFAULT_TTL_MS: i64 = 10 * 60 * 1000;
+
+/// Default cap on one identity's requests waiting for a decision.
+pub const DEFAULT_MAX_OPEN: u32 = 20;
+
+/// Expired rows are looked for at most this often during `check`.
+const PURGE_EVERY_MS: i64 = 60_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -71,6 +90,8 @@ pub enum Check {
     Required(Request),
     /// An operator refused exactly this call.
     Denied(Request),
+    /// No request was filed: the identity already has `limit` waiting.
+    TooManyOpen { limit: u32 },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -83,6 +104,8 @@ pub enum ApprovalError {
     Expired(String),
     #[error("the approval store is unavailable: {0}")]
     Storage(String),
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
 }
 
 impl From<rusqlite::Error> for ApprovalError {
@@ -94,6 +117,9 @@ impl From<rusqlite::Error> for ApprovalError {
 pub struct ApprovalStore {
     conn: Mutex<Connection>,
     ttl_ms: i64,
+    max_open: u32,
+    /// When expired rows were last deleted (the `now` of that call).
+    purged_ms: AtomicI64,
 }
 
 const SCHEMA: &str = "
@@ -131,14 +157,23 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Request> {
 }
 
 impl ApprovalStore {
-    /// Opens (creating if needed) the store at `path`.
+    /// Opens (creating if needed) the store at `path` and deletes rows
+    /// long expired. Its directory is created 0700 or must be this user's
+    /// alone; the file is created 0600 before SQLite opens it (SQLite gives
+    /// its `-wal` and `-shm` files the database's mode).
     pub fn open(path: &Path, ttl_ms: i64) -> Result<Self, ApprovalError> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| ApprovalError::Storage(format!("{}: {e}", dir.display())))?;
-        }
+        private_dir(parent_of(path))?;
+        private_file(path)?;
         let conn = Connection::open(path)?;
-        Self::init(conn, ttl_ms)
+        let store = Self::init(conn, ttl_ms)?;
+        store.purge(wall_clock_ms())?;
+        Ok(store)
+    }
+
+    /// Caps the requests one identity may have waiting at once.
+    pub fn with_max_open(mut self, max_open: u32) -> Self {
+        self.max_open = max_open;
+        self
     }
 
     pub fn in_memory(ttl_ms: i64) -> Result<Self, ApprovalError> {
@@ -153,7 +188,29 @@ impl ApprovalStore {
         Ok(Self {
             conn: Mutex::new(conn),
             ttl_ms,
+            max_open: DEFAULT_MAX_OPEN,
+            purged_ms: AtomicI64::new(i64::MIN),
         })
+    }
+
+    /// Deletes every row whose expiry passed more than one TTL before
+    /// `now_ms`, whatever its status: nothing can use or decide it any
+    /// more, and a denial has stopped counting. Returns how many went.
+    pub fn purge(&self, now_ms: i64) -> Result<usize, ApprovalError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let n = conn.execute(
+            "DELETE FROM approvals WHERE expires_ms < ?1",
+            [now_ms.saturating_sub(self.ttl_ms)],
+        )?;
+        self.purged_ms.store(now_ms, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// How many rows the store holds, in any state.
+    pub fn rows(&self) -> Result<u64, ApprovalError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let n: i64 = conn.query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))?;
+        Ok(n.max(0) as u64)
     }
 
     pub fn ttl_ms(&self) -> i64 {
@@ -170,6 +227,10 @@ impl ApprovalStore {
         summary: &str,
         now_ms: i64,
     ) -> Result<Check, ApprovalError> {
+        // A clock that moved either way by a minute: time to look again.
+        if self.purged_ms.load(Ordering::Relaxed).abs_diff(now_ms) >= PURGE_EVERY_MS as u64 {
+            self.purge(now_ms)?;
+        }
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let binding = params![identity, tool, args_hash, now_ms];
@@ -205,6 +266,16 @@ impl ApprovalStore {
         }
         if let Some(pending) = open("pending")? {
             return Ok(Check::Required(pending));
+        }
+        let waiting: u32 = tx.query_row(
+            "SELECT COUNT(*) FROM approvals WHERE identity = ?1 AND status = 'pending' AND expires_ms > ?2",
+            params![identity, now_ms],
+            |r| r.get(0),
+        )?;
+        if waiting >= self.max_open {
+            return Ok(Check::TooManyOpen {
+                limit: self.max_open,
+            });
         }
         let request = Request {
             id: new_id()?,
@@ -295,6 +366,13 @@ impl ApprovalStore {
         }
         self.get(id)
     }
+}
+
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 fn new_id() -> Result<String, ApprovalError> {
@@ -419,19 +497,94 @@ mod tests {
 
     #[test]
     fn survives_a_restart() {
+        // Opening purges by the real clock: this store lives in it.
+        let now = wall_clock_ms();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state/approvals.db");
         let id = {
             let s = ApprovalStore::open(&path, DEFAULT_TTL_MS).unwrap();
-            required(s.check("alice", "t", "h", "", T0).unwrap()).id
+            // One from long ago, which the next open deletes.
+            required(s.check("alice", "old", "h", "", T0).unwrap());
+            required(s.check("alice", "t", "h", "", now).unwrap()).id
         };
         let s = ApprovalStore::open(&path, DEFAULT_TTL_MS).unwrap();
-        assert_eq!(s.list(T0, false).unwrap()[0].id, id);
-        s.approve(&id, "op", T0).unwrap();
+        assert_eq!(s.rows().unwrap(), 1, "the old request was purged at open");
+        assert_eq!(s.list(now, false).unwrap()[0].id, id);
+        s.approve(&id, "op", now).unwrap();
         let s2 = ApprovalStore::open(&path, DEFAULT_TTL_MS).unwrap();
         assert!(matches!(
-            s2.check("alice", "t", "h", "", T0).unwrap(),
+            s2.check("alice", "t", "h", "", now).unwrap(),
             Check::Proceed { .. }
         ));
+    }
+
+    #[test]
+    fn the_store_is_private() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/approvals.db");
+        let s = ApprovalStore::open(&path, DEFAULT_TTL_MS).unwrap();
+        required(s.check("alice", "t", "h", "", wall_clock_ms()).unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        for f in ["approvals.db", "approvals.db-wal", "approvals.db-shm"] {
+            assert_eq!(mode(&path.with_file_name(f)), 0o600, "{f}");
+        }
+    }
+
+    #[test]
+    fn an_identity_has_at_most_max_open_requests_waiting() {
+        let s = store().with_max_open(3);
+        let ids: Vec<String> = (0..3)
+            .map(|i| required(s.check("alice", "t", &format!("h{i}"), "", T0).unwrap()).id)
+            .collect();
+        assert_eq!(
+            s.check("alice", "t", "h3", "", T0).unwrap(),
+            Check::TooManyOpen { limit: 3 }
+        );
+        // Asking again about a waiting request files nothing new.
+        assert_eq!(
+            required(s.check("alice", "t", "h0", "", T0).unwrap()).id,
+            ids[0]
+        );
+        // Another identity has its own allowance.
+        required(s.check("bob", "t", "h3", "", T0).unwrap());
+        // A decision makes room, and so does expiry.
+        s.deny(&ids[0], "op", T0).unwrap();
+        required(s.check("alice", "t", "h3", "", T0).unwrap());
+        assert!(matches!(
+            s.check("alice", "t", "h4", "", T0).unwrap(),
+            Check::TooManyOpen { .. }
+        ));
+        required(
+            s.check("alice", "t", "h4", "", T0 + DEFAULT_TTL_MS)
+                .unwrap(),
+        );
+        assert_eq!(s.rows().unwrap(), 6);
+    }
+
+    #[test]
+    fn expired_rows_are_purged_so_the_table_stays_small() {
+        let s = store();
+        let step = DEFAULT_TTL_MS / 4;
+        let mut most = 0;
+        for i in 0..1000 {
+            let now = T0 + i * step;
+            let r = required(s.check("alice", "t", &format!("h{i}"), "", now).unwrap());
+            match i % 3 {
+                0 => {
+                    s.approve(&r.id, "op", now).unwrap();
+                    assert!(matches!(
+                        s.check("alice", "t", &format!("h{i}"), "", now).unwrap(),
+                        Check::Proceed { .. }
+                    ));
+                }
+                1 => drop(s.deny(&r.id, "op", now).unwrap()),
+                _ => {} // left to expire
+            }
+            most = most.max(s.rows().unwrap());
+        }
+        // Alive: what expired less than a TTL ago, 2 TTLs of requests.
+        assert!(most <= 9, "the table grew to {most} rows");
     }
 }

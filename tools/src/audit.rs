@@ -8,22 +8,41 @@
 //! argument keys and a hash.
 //!
 //! Several processes may append to one file: each append takes an
-//! exclusive file lock and continues from the file's real last line.
+//! exclusive file lock and continues from the file's real last line. The
+//! wait for that lock is bounded ([`LOCK_WAIT`]): anyone who can read the
+//! file can also lock it, and must not be able to hang every call.
+//!
+//! A line is valid only if its bytes are exactly what the writer makes of
+//! its record (`serde_json` with keys in insertion order, no spaces, the
+//! shortest escapes): a duplicated key, an escaped letter or a space is
+//! an edit, even where the parsed JSON would hash the same. Every line is
+//! at most [`MAX_LINE_BYTES`]; callers bound what they put in one.
 
 use std::{
-    fs::{File, OpenOptions},
+    fs::{File, OpenOptions, TryLockError},
     io::{BufRead, BufReader, Read, Seek, SeekFrom, Write},
     path::{Path, PathBuf},
     sync::Mutex,
-    time::SystemTime,
+    time::{Duration, Instant, SystemTime},
 };
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::digest::{canonical_json, sha256_hex};
+use crate::{
+    digest::{canonical_json, sha256_hex},
+    private_files::{parent_of, private_dir, private_file, StateDirError},
+};
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The longest line the writer writes, newline included. A line that
+/// would be longer is refused (and with it the call it records): a bug or
+/// an unbounded field must not let one call fill the disk.
+pub const MAX_LINE_BYTES: usize = 4096;
+
+/// The longest an append waits for another process's lock on the file.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -31,6 +50,12 @@ pub enum AuditError {
     Write { path: String, message: String },
     #[error("cannot read the audit log {path}: {message}")]
     Read { path: String, message: String },
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
+    #[error("the audit log {path} is locked by another process for more than {} s; find the process holding it (fuser {path}) and stop it", .waited.as_secs_f64())]
+    Locked { path: String, waited: Duration },
+    #[error("an audit line of {bytes} bytes is longer than the {limit} bytes a line may take; nothing was written")]
+    LineTooLong { bytes: usize, limit: usize },
 }
 
 /// Where the chain stands: the last line's number and hash.
@@ -45,28 +70,29 @@ pub struct AuditLog {
     /// Head and file length after our last append; when the file has the
     /// same length, no other process has written since.
     cached: Mutex<Option<(Head, u64)>>,
+    lock_wait: Duration,
 }
 
 impl AuditLog {
     /// Opens (creating if needed) the log at `path` and checks it can be
-    /// written, so a misconfiguration fails at startup.
+    /// written, so a misconfiguration fails at startup. Its directory is
+    /// created 0700 or must be this user's alone (`private_files`); the
+    /// file is created 0600.
     pub fn open(path: &Path) -> Result<Self, AuditError> {
-        let write_err = |e: std::io::Error| AuditError::Write {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(write_err)?;
-        }
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(write_err)?;
+        private_dir(parent_of(path))?;
+        private_file(path)?;
         Ok(Self {
             path: path.to_path_buf(),
             cached: Mutex::new(None),
+            lock_wait: LOCK_WAIT,
         })
+    }
+
+    /// Waits at most `wait` for another process's lock (tests use less
+    /// than [`LOCK_WAIT`]).
+    pub fn with_lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -86,7 +112,13 @@ impl AuditLog {
             .append(true)
             .open(&self.path)
             .map_err(err)?;
-        file.lock().map_err(err)?;
+        lock_within(&file, self.lock_wait).map_err(|e| match e {
+            Some(e) => err(e),
+            None => AuditError::Locked {
+                path: self.path.display().to_string(),
+                waited: self.lock_wait,
+            },
+        })?;
         let len = file.metadata().map_err(err)?.len();
         let head = match cached.as_ref() {
             Some((head, at)) if *at == len => head.clone(),
@@ -109,6 +141,13 @@ impl AuditLog {
         record.insert("hash".into(), Value::String(hash.clone()));
         let mut line = serde_json::to_vec(&Value::Object(record)).expect("JSON serializes");
         line.push(b'\n');
+        if line.len() > MAX_LINE_BYTES {
+            let _ = file.unlock();
+            return Err(AuditError::LineTooLong {
+                bytes: line.len(),
+                limit: MAX_LINE_BYTES,
+            });
+        }
         let written = file.write_all(&line).and_then(|_| file.flush());
         if let Err(e) = written {
             // Leave no half line behind for the next writer to chain onto.
@@ -124,6 +163,26 @@ impl AuditLog {
         };
         *cached = Some((new_head.clone(), len + line.len() as u64));
         Ok(new_head)
+    }
+}
+
+/// Takes the exclusive lock on `file`, trying again with a growing pause
+/// for at most `wait`. `Err(None)`: still held by someone else.
+fn lock_within(file: &File, wait: Duration) -> Result<(), Option<std::io::Error>> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::Error(e)) => return Err(Some(e)),
+            Err(TryLockError::WouldBlock) => {}
+        }
+        let left = wait.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(None);
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 
@@ -188,7 +247,7 @@ impl Verdict {
     }
 }
 
-/// Checks every line's hash and link. Stops at the first problem.
+/// Checks every line's bytes, hash and link. Stops at the first problem.
 pub fn verify(path: &Path) -> Result<Verdict, AuditError> {
     let read_err = |e: std::io::Error| AuditError::Read {
         path: path.display().to_string(),
@@ -224,11 +283,18 @@ pub fn verify_lines(mut reader: impl BufRead) -> std::io::Result<Verdict> {
                 "the line is incomplete (the file was cut short or a write failed)".into(),
             ));
         }
-        let Ok(Value::Object(mut record)) = serde_json::from_slice::<Value>(&buf) else {
+        let bytes = &buf[..buf.len() - 1];
+        let Ok(Value::Object(mut record)) = serde_json::from_slice::<Value>(bytes) else {
             return Ok(fail(
                 "the line is not a JSON object (edited or corrupted)".into(),
             ));
         };
+        // The hash covers the record's meaning; this covers its bytes.
+        if serde_json::to_vec(&record).ok().as_deref() != Some(bytes) {
+            return Ok(fail(
+                "the line is not byte for byte as Airlock writes it (a duplicated key, an escaped character, a space or another number form was edited in)".into(),
+            ));
+        }
         let Some(Value::String(hash)) = record.remove("hash") else {
             return Ok(fail("the line has no hash".into()));
         };
@@ -367,6 +433,122 @@ mod tests {
         let v = verify(&path).unwrap();
         assert!(v.ok(), "{v:?}");
         assert_eq!(v.good_lines, 10);
+    }
+
+    #[test]
+    fn lines_not_byte_for_byte_as_written_are_caught_at_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        write_three(&path);
+        let original = lines(&path);
+        // Re-serialising a written line gives it back exactly.
+        for l in &original {
+            let v: Map<String, Value> = serde_json::from_str(l).unwrap();
+            assert_eq!(serde_json::to_string(&v).unwrap(), *l);
+        }
+        let variants = [
+            // A second `status` before the real one: a reader sees
+            // "denied" first, the parser keeps the last value.
+            original[1].replacen(
+                "\"status\":\"ok\"",
+                "\"status\":\"denied\",\"status\":\"ok\"",
+                1,
+            ),
+            original[1].replacen("\"status\"", "\"st\\u0061tus\"", 1),
+            original[1].replacen("{\"seq\"", "{ \"seq\"", 1),
+        ];
+        for edited in variants {
+            assert_ne!(edited, original[1]);
+            let mut ls = original.clone();
+            ls[1] = edited.clone();
+            std::fs::write(
+                &path,
+                ls.iter().map(|l| format!("{l}\n")).collect::<String>(),
+            )
+            .unwrap();
+            let v = verify(&path).unwrap();
+            let (line, why) = v.problem.expect("caught");
+            assert_eq!(line, 2, "{edited}: {why}");
+            assert!(why.contains("byte for byte"), "{why}");
+            assert_eq!(v.good_lines, 1);
+        }
+    }
+
+    #[test]
+    fn files_and_directories_are_created_private() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("logs/deeper/audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        log.append("call", Map::new()).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert_eq!(mode(&dir.path().join("logs")), 0o700);
+    }
+
+    #[test]
+    fn a_shared_or_linked_directory_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let e = AuditLog::open(&shared.join("audit.jsonl")).err().unwrap();
+        assert!(
+            matches!(e, AuditError::StateDir(StateDirError::Writable { .. })),
+            "{e}"
+        );
+        assert!(e.to_string().contains("chmod 700"), "{e}");
+        assert!(
+            !shared.join("audit.jsonl").exists(),
+            "nothing created there"
+        );
+
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = AuditLog::open(&link.join("audit.jsonl")).err().unwrap();
+        assert!(
+            matches!(e, AuditError::StateDir(StateDirError::Symlink { .. })),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_fails_the_append_within_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path)
+            .unwrap()
+            .with_lock_wait(Duration::from_millis(200));
+        log.append("call", Map::new()).unwrap();
+        // Another open file description, as another process would have.
+        let holder = File::open(&path).unwrap();
+        holder.lock().unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let e = log.append("call", Map::new()).unwrap_err();
+        assert!(matches!(e, AuditError::Locked { .. }), "{e}");
+        assert!(e.to_string().contains("locked by another process"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        holder.unlock().unwrap();
+        log.append("call", Map::new()).unwrap();
+        assert!(verify(&path).unwrap().ok());
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_refused_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let e = log
+            .append("call", fields(json!({"tool": "x".repeat(MAX_LINE_BYTES)})))
+            .unwrap_err();
+        assert!(matches!(e, AuditError::LineTooLong { .. }), "{e}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        log.append("call", fields(json!({"tool": "x"}))).unwrap();
+        assert!(verify(&path).unwrap().ok());
     }
 
     #[test]

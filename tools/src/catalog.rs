@@ -17,7 +17,32 @@ use crate::{
     spec::{is_js_identifier, Hints, Tier, ToolSpec},
     typescript,
     validate::ArgsValidator,
+    visible,
 };
+
+/// The longest tool name looked up, in bytes. A longer one is refused
+/// before any lookup or suggestion: fuzzy matching costs time in the
+/// name's length for every tool, and a script or client chooses the name.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// How much of an unknown name a message quotes, in characters.
+pub const QUOTED_NAME_CHARS: usize = 64;
+
+/// Why `name` cannot name a tool, when it is longer than [`MAX_NAME_BYTES`].
+pub fn name_too_long(name: &str) -> Option<String> {
+    (name.len() > MAX_NAME_BYTES).then(|| {
+        format!(
+            "a tool name is at most {MAX_NAME_BYTES} bytes; this one is {}",
+            name.len()
+        )
+    })
+}
+
+/// An unknown name as messages quote it: its first
+/// [`QUOTED_NAME_CHARS`] characters, made visible, and its length if cut.
+pub fn quote_name(name: &str) -> String {
+    visible::quote(name, QUOTED_NAME_CHARS)
+}
 
 pub struct Entry {
     pub spec: ToolSpec,
@@ -205,31 +230,49 @@ impl Catalog {
     }
 
     /// One answer per requested name: the schema and its TypeScript, or an
-    /// error with suggestions. Never all-or-nothing.
+    /// error with suggestions. Never all-or-nothing. A name longer than
+    /// [`MAX_NAME_BYTES`] is answered by that rule, without a lookup or
+    /// suggestions; an unknown name is quoted by [`quote_name`].
     pub fn schemas(&self, names: &[String]) -> Vec<SchemaAnswer> {
         names
             .iter()
-            .map(|name| match self.get(name) {
-                Some(e) => SchemaAnswer::Found {
-                    name: name.clone(),
-                    tier: e.spec.tier,
-                    hints: e.spec.hints,
-                    backend: e.spec.backend.clone(),
-                    json_schema: e.spec.input_schema.clone(),
-                    typescript: typescript::declarations([&e.spec]),
+            .map(|name| match name_too_long(name) {
+                Some(error) => SchemaAnswer::Unknown {
+                    name: quote_name(name),
+                    error,
+                    did_you_mean: Vec::new(),
                 },
-                None => SchemaAnswer::Unknown {
-                    name: name.clone(),
-                    error: format!("no tool named `{name}`"),
-                    did_you_mean: self.suggest(name),
-                },
+                None => self.schema(name),
             })
             .collect()
     }
 
+    fn schema(&self, name: &str) -> SchemaAnswer {
+        match self.get(name) {
+            Some(e) => SchemaAnswer::Found {
+                name: name.to_string(),
+                tier: e.spec.tier,
+                hints: e.spec.hints,
+                backend: e.spec.backend.clone(),
+                json_schema: e.spec.input_schema.clone(),
+                typescript: typescript::declarations([&e.spec]),
+            },
+            None => SchemaAnswer::Unknown {
+                name: quote_name(name),
+                error: format!("no tool named `{}`", quote_name(name)),
+                did_you_mean: self.suggest(name),
+            },
+        }
+    }
+
     /// Up to three names close to `name`: similar spelling first, then what
-    /// a search for its words finds.
+    /// a search for its words finds. None for a name longer than
+    /// [`MAX_NAME_BYTES`]: it names no tool, and matching it would cost
+    /// time in its length.
     pub fn suggest(&self, name: &str) -> Vec<String> {
+        if name_too_long(name).is_some() {
+            return Vec::new();
+        }
         let lower = name.to_lowercase();
         let mut close: Vec<(f64, &str)> = self
             .entries
@@ -351,6 +394,52 @@ mod tests {
         );
         match &answers[1] {
             SchemaAnswer::Unknown { did_you_mean, .. } => assert_eq!(did_you_mean[0], "start_vm"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn long_names_are_refused_without_lookup_or_suggestions() {
+        let (cat, _) = Catalog::build(vec![(
+            "pve".into(),
+            vec![tool("start_vm", Tier::Operate, "Start a VM")],
+        )])
+        .unwrap();
+        // Long, but close enough to a tool that matching would suggest it.
+        let near = format!("start_vm{}", " start vm".repeat(300_000));
+        assert!(cat.suggest(&near[..200]).contains(&"start_vm".to_string()));
+        assert!(cat.suggest(&near).is_empty());
+        let answers = cat.schemas(&[near.clone(), format!("x\u{1b}[2K{}", "x".repeat(100))]);
+        match &answers[0] {
+            SchemaAnswer::Unknown {
+                name,
+                error,
+                did_you_mean,
+            } => {
+                assert_eq!(
+                    error,
+                    &format!(
+                        "a tool name is at most 256 bytes; this one is {}",
+                        near.len()
+                    )
+                );
+                assert!(did_you_mean.is_empty(), "no suggestions for a long name");
+                assert!(name.len() < 100 && name.ends_with(&format!("({} bytes)", near.len())));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(serde_json::to_string(&answers).unwrap().len() < 1024);
+        match &answers[1] {
+            SchemaAnswer::Unknown { name, error, .. } => {
+                assert!(
+                    !name.contains('\u{1b}') && !error.contains('\u{1b}'),
+                    "{error}"
+                );
+                assert!(
+                    error.contains("x\\u{1b}[2K") && error.contains("(105 bytes)"),
+                    "{error}"
+                );
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -5,7 +5,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{approval::DEFAULT_TTL_MS, policy::PolicyConfig, spec::Tier};
+use crate::{
+    approval::{DEFAULT_MAX_OPEN, DEFAULT_TTL_MS},
+    policy::PolicyConfig,
+    spec::Tier,
+};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -15,6 +19,15 @@ pub struct ApprovalConfig {
     /// How long a request waits for a decision, and how long a granted
     /// approval stays usable.
     pub ttl_secs: u64,
+    /// Requests one identity may have waiting for a decision at once; a
+    /// script cannot file hundreds of them (and a person cannot be asked
+    /// hundreds of times in a row).
+    pub max_open_per_identity: u32,
+    /// Tiers whose approval may be asked of the person in the MCP client
+    /// (elicitation). For the others an operator approves out of band
+    /// (`airlock approvals approve`): a client that can ask can also
+    /// answer itself.
+    pub in_client: Vec<Tier>,
 }
 
 impl Default for ApprovalConfig {
@@ -22,6 +35,8 @@ impl Default for ApprovalConfig {
         Self {
             tiers: vec![Tier::Operate, Tier::Admin],
             ttl_secs: (DEFAULT_TTL_MS / 1000) as u64,
+            max_open_per_identity: DEFAULT_MAX_OPEN,
+            in_client: vec![Tier::Operate, Tier::Admin],
         }
     }
 }
@@ -77,17 +92,65 @@ impl GatewayConfig {
     }
 }
 
+/// No state directory can be chosen.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no state directory for approvals and the audit log: set AIRLOCK_STATE_DIR or HOME (or state_dir in the configuration file); Airlock does not fall back to a shared directory such as /tmp, where another user could prepare it")]
+pub struct NoStateDir;
+
 /// `$AIRLOCK_STATE_DIR`, else `$XDG_STATE_HOME/airlock`, else
-/// `~/.local/state/airlock`.
-pub fn default_state_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("AIRLOCK_STATE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
+/// `~/.local/state/airlock`; with none of them set, an error rather than
+/// a directory in `/tmp` that another user could create first.
+pub fn default_state_dir() -> Result<PathBuf, NoStateDir> {
+    state_dir_from(|name| std::env::var_os(name))
+}
+
+/// [`default_state_dir`] over any environment (tests).
+pub fn state_dir_from(
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<PathBuf, NoStateDir> {
+    let set = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = set("AIRLOCK_STATE_DIR") {
+        return Ok(d);
     }
-    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d).join("airlock");
+    if let Some(d) = set("XDG_STATE_HOME") {
+        return Ok(d.join("airlock"));
     }
-    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        return PathBuf::from(h).join(".local/state/airlock");
+    if let Some(h) = set("HOME") {
+        return Ok(h.join(".local/state/airlock"));
     }
-    std::env::temp_dir().join("airlock-state")
+    Err(NoStateDir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_directory_never_falls_back_to_tmp() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        assert_eq!(
+            state_dir_from(env(&[("HOME", "/home/a"), ("AIRLOCK_STATE_DIR", "/s")])),
+            Ok(PathBuf::from("/s"))
+        );
+        assert_eq!(
+            state_dir_from(env(&[("HOME", "/home/a"), ("XDG_STATE_HOME", "/x")])),
+            Ok(PathBuf::from("/x/airlock"))
+        );
+        assert_eq!(
+            state_dir_from(env(&[("HOME", "/home/a"), ("XDG_STATE_HOME", "")])),
+            Ok(PathBuf::from("/home/a/.local/state/airlock"))
+        );
+        let e = state_dir_from(env(&[("HOME", ""), ("TMPDIR", "/tmp")])).unwrap_err();
+        assert!(
+            e.to_string().contains("set AIRLOCK_STATE_DIR or HOME"),
+            "{e}"
+        );
+    }
 }

@@ -1,10 +1,15 @@
 //! The one path every tool call takes:
-//! lookup → validation → policy → approval → rate limits → audit →
+//! rate limit → lookup → validation → policy → approval → audit →
 //! backend → redaction → audit.
 //!
 //! A call refused at any step never reaches a backend, and every call,
 //! refused or not, leaves an audit line with the decision. If the audit
 //! line cannot be written the call is refused: nothing runs unrecorded.
+//!
+//! The rate limit comes first: a refusal costs the host work too (a
+//! lookup, an audit line, an approval request filed), so a loop of refused
+//! calls is throttled like any other. Everything a script chooses that
+//! reaches a line is cut to a fixed size (`audit_fields`).
 
 use std::{
     collections::HashMap,
@@ -21,13 +26,15 @@ use tokio::sync::Semaphore;
 use crate::{
     approval::{ApprovalError, ApprovalStore, Check},
     audit::{AuditError, AuditLog},
+    audit_fields,
     backend::Backend,
-    catalog::{Catalog, CatalogError, Clash},
+    catalog::{self, quote_name, Catalog, CatalogError, Clash},
     config::GatewayConfig,
     digest::{sha256_hex, sha256_json},
     policy::{Mode, Policy, PolicyError},
     redact,
     spec::{Tier, ToolSpec},
+    summary,
 };
 
 /// Who is calling, and from which execution.
@@ -59,11 +66,18 @@ pub struct Called {
 /// that scripts see as `e.code`.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CallError {
+    /// `name` is quoted as `catalog::quote_name` does: cut and visible.
     #[error("no tool named `{name}`{}", did_you_mean_text(.did_you_mean))]
     UnknownTool {
         name: String,
         did_you_mean: Vec<String>,
     },
+    /// Refused before any lookup; `name` is quoted, `bytes` its length.
+    #[error(
+        "no tool named `{name}`: a tool name is at most {} bytes; this one is {bytes}",
+        catalog::MAX_NAME_BYTES
+    )]
+    NameTooLong { name: String, bytes: usize },
     #[error("invalid arguments for {tool}: {}", .problems.join("; "))]
     InvalidArguments { tool: String, problems: Vec<String> },
     #[error("{reason}")]
@@ -74,6 +88,15 @@ pub enum CallError {
         request_id: String,
         summary: String,
         how: String,
+    },
+    #[error("{tool} needs approval, but {reason}")]
+    ApprovalTooLarge { tool: String, reason: String },
+    #[error("{tool} needs approval, but identity {identity} already has {limit} approval requests waiting (approval.max_open_per_identity = {limit}), so no more are filed; decide or let expire the open requests first: `{list_command}`")]
+    ApprovalLimit {
+        tool: String,
+        identity: String,
+        limit: u32,
+        list_command: String,
     },
     #[error("identity {identity} made more than {limit} calls in the last minute; wait and retry, or ask the operator to raise rate.calls_per_minute")]
     RateLimited { identity: String, limit: u32 },
@@ -108,10 +131,12 @@ impl CallError {
     /// The code a script sees as `e.code`.
     pub fn code(&self) -> &str {
         match self {
-            CallError::UnknownTool { .. } => "not_found",
+            CallError::UnknownTool { .. } | CallError::NameTooLong { .. } => "not_found",
             CallError::InvalidArguments { .. } => "invalid_arguments",
             CallError::PolicyDenied { .. } => "policy_denied",
             CallError::ApprovalRequired { .. } => "approval_required",
+            CallError::ApprovalTooLarge { .. } => "approval_too_large",
+            CallError::ApprovalLimit { .. } => "approval_limit",
             CallError::RateLimited { .. } => "rate_limited",
             CallError::Backend { code, .. } => code,
             CallError::AuditUnavailable(_) => "audit_unavailable",
@@ -123,6 +148,13 @@ impl CallError {
     pub fn details(&self) -> Value {
         match self {
             CallError::UnknownTool { did_you_mean, .. } => json!({"did_you_mean": did_you_mean}),
+            CallError::NameTooLong { bytes, .. } => {
+                json!({"did_you_mean": [], "name_bytes": bytes, "max_name_bytes": catalog::MAX_NAME_BYTES})
+            }
+            CallError::ApprovalTooLarge { .. } => {
+                json!({"max_summary_chars": summary::MAX_SUMMARY_CHARS})
+            }
+            CallError::ApprovalLimit { limit, .. } => json!({"max_open_per_identity": limit}),
             CallError::InvalidArguments { problems, .. } => json!({"problems": problems}),
             CallError::ApprovalRequired {
                 request_id,
@@ -140,10 +172,12 @@ impl CallError {
     /// The word the audit line records as the decision.
     fn decision(&self) -> &'static str {
         match self {
-            CallError::UnknownTool { .. } => "unknown_tool",
+            CallError::UnknownTool { .. } | CallError::NameTooLong { .. } => "unknown_tool",
             CallError::InvalidArguments { .. } => "invalid",
             CallError::PolicyDenied { .. } => "denied",
             CallError::ApprovalRequired { .. } => "approval_required",
+            CallError::ApprovalTooLarge { .. } => "approval_too_large",
+            CallError::ApprovalLimit { .. } => "approval_limit",
             CallError::RateLimited { .. } => "rate_limited",
             CallError::AuditUnavailable(_) | CallError::ApprovalUnavailable(_) => "refused",
             CallError::Backend { .. } => "allowed",
@@ -173,6 +207,8 @@ pub struct Gateway {
     policy: Policy,
     approvals: ApprovalStore,
     approval_tiers: Vec<Tier>,
+    /// Tiers whose approval may be asked in the MCP client.
+    in_client_tiers: Vec<Tier>,
     approve_command: String,
     audit: AuditLog,
     backends: HashMap<String, (Arc<dyn Backend>, Semaphore)>,
@@ -187,10 +223,10 @@ pub struct Gateway {
 }
 
 /// A token bucket per identity: `calls_per_minute` tokens, refilled
-/// continuously.
+/// continuously by the gateway's clock (so tests can move it).
 struct Bucket {
     tokens: f64,
-    at: Instant,
+    at_ms: i64,
 }
 
 /// Sums the backends' generations: any change to any of them changes it
@@ -242,7 +278,8 @@ impl Gateway {
         let approvals = ApprovalStore::open(
             &config.approvals_db,
             (config.approval.ttl_secs as i64).saturating_mul(1000),
-        )?;
+        )?
+        .with_max_open(config.approval.max_open_per_identity);
         let audit = AuditLog::open(&config.audit_file)?;
         let mut instance = [0u8; 4];
         let _ = getrandom::fill(&mut instance);
@@ -252,6 +289,7 @@ impl Gateway {
                 policy,
                 approvals,
                 approval_tiers: config.approval.tiers,
+                in_client_tiers: config.approval.in_client,
                 approve_command: config.approve_command,
                 audit,
                 backends: by_id,
@@ -323,6 +361,30 @@ impl Gateway {
         )
     }
 
+    /// The command that lists open requests, next to the approve command
+    /// (so it carries the same `--config`).
+    fn list_command(&self) -> String {
+        match self.approve_command.strip_suffix(" approve") {
+            Some(base) => format!("{base} list"),
+            None => "airlock approvals list".into(),
+        }
+    }
+
+    /// Whether the person in `identity`'s MCP client may be asked to
+    /// approve a call of `tool`: its tier is in `approval.in_client` and
+    /// the identity's `approve_in_client` is not off. When not, the call
+    /// waits for an operator (`airlock approvals approve`), so a client
+    /// cannot approve its own calls. Unknown tools: no.
+    pub fn may_approve_in_client(&self, identity: &str, tool: &str) -> bool {
+        if catalog::name_too_long(tool).is_some() {
+            return false;
+        }
+        let catalog = self.catalog();
+        catalog.get(tool).is_some_and(|e| {
+            self.in_client_tiers.contains(&e.spec.tier) && self.policy.approve_in_client(identity)
+        })
+    }
+
     pub fn approvals(&self) -> &ApprovalStore {
         &self.approvals
     }
@@ -363,19 +425,8 @@ impl Gateway {
         if let Some(e) = &caller.execution {
             line.insert("execution".into(), Value::String(e.clone()));
         }
-        line.insert(
-            "tool".into(),
-            Value::String(name.chars().take(128).collect()),
-        );
-        let keys: Vec<Value> = args
-            .as_object()
-            .map(|m| {
-                m.keys()
-                    .map(|k| Value::String(k.chars().take(64).collect()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        line.insert("arg_keys".into(), Value::Array(keys));
+        line.insert("tool".into(), audit_fields::tool(name));
+        audit_fields::add_arg_keys(&args, &mut line);
         let args_hash = sha256_json(&args);
         line.insert("args_sha256".into(), Value::String(args_hash.clone()));
 
@@ -384,7 +435,7 @@ impl Gateway {
             Ok(e) => e,
             Err(refusal) => {
                 line.insert("decision".into(), Value::String(refusal.decision().into()));
-                line.insert("reason".into(), Value::String(refusal.code().into()));
+                line.insert("reason".into(), audit_fields::code(refusal.code()));
                 self.audit
                     .append("call", line)
                     .map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
@@ -424,7 +475,7 @@ impl Gateway {
             Ok(reply) => {
                 done.insert("status".into(), Value::String("ok".into()));
                 if let Some(r) = &reply.request_id {
-                    done.insert("backend_request_id".into(), Value::String(r.clone()));
+                    done.insert("backend_request_id".into(), audit_fields::request_id(r));
                 }
                 let mut value = reply.value;
                 let redacted = redact::redact(&mut value);
@@ -434,7 +485,7 @@ impl Gateway {
                 Ok(Called { value, redacted })
             }
             Err(e) => {
-                done.insert("status".into(), Value::String(e.code.clone()));
+                done.insert("status".into(), audit_fields::code(&e.code));
                 Err(CallError::Backend {
                     tool: spec.name.clone(),
                     code: e.code,
@@ -450,7 +501,7 @@ impl Gateway {
         outcome
     }
 
-    /// Lookup, validation, policy, approval and rate limits. Adds what it
+    /// Rate limit, lookup, validation, policy and approval. Adds what it
     /// learns to the audit line.
     fn admit<'c>(
         &self,
@@ -461,8 +512,16 @@ impl Gateway {
         args_hash: &str,
         line: &mut Map<String, Value>,
     ) -> Result<&'c crate::catalog::Entry, CallError> {
+        // Charged before anything else, whatever the call turns out to be.
+        self.take_token(&caller.identity)?;
+        if catalog::name_too_long(name).is_some() {
+            return Err(CallError::NameTooLong {
+                name: quote_name(name),
+                bytes: name.len(),
+            });
+        }
         let entry = catalog.get(name).ok_or_else(|| CallError::UnknownTool {
-            name: name.to_string(),
+            name: quote_name(name),
             did_you_mean: catalog.suggest(name),
         })?;
         let spec = &entry.spec;
@@ -481,7 +540,10 @@ impl Gateway {
                 reason: d.0,
             })?;
         if self.approval_tiers.contains(&spec.tier) {
-            let summary = redact::summarize(args);
+            let summary = summary::summarize(args).map_err(|e| CallError::ApprovalTooLarge {
+                tool: spec.name.clone(),
+                reason: e.to_string(),
+            })?;
             let check = self
                 .approvals
                 .check(
@@ -505,6 +567,14 @@ impl Gateway {
                         summary: r.summary,
                     });
                 }
+                Check::TooManyOpen { limit } => {
+                    return Err(CallError::ApprovalLimit {
+                        tool: spec.name.clone(),
+                        identity: caller.identity.clone(),
+                        limit,
+                        list_command: self.list_command(),
+                    });
+                }
                 Check::Denied(r) => {
                     line.insert("approval".into(), Value::String(r.id.clone()));
                     return Err(CallError::PolicyDenied {
@@ -518,7 +588,6 @@ impl Gateway {
                 }
             }
         }
-        self.take_token(&caller.identity)?;
         Ok(entry)
     }
 
@@ -527,15 +596,17 @@ impl Gateway {
         if per_minute == 0 {
             return Ok(());
         }
+        let now = self.now_ms();
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
         let b = buckets.entry(identity.to_string()).or_insert(Bucket {
             tokens: per_minute as f64,
-            at: now,
+            at_ms: now,
         });
-        let refill = now.duration_since(b.at).as_secs_f64() * per_minute as f64 / 60.0;
+        // A clock set back refills nothing.
+        let elapsed_ms = now.saturating_sub(b.at_ms).max(0);
+        let refill = elapsed_ms as f64 / 60_000.0 * per_minute as f64;
         b.tokens = (b.tokens + refill).min(per_minute as f64);
-        b.at = now;
+        b.at_ms = b.at_ms.max(now);
         if b.tokens < 1.0 {
             return Err(CallError::RateLimited {
                 identity: identity.to_string(),
@@ -580,7 +651,7 @@ impl Gateway {
     ) -> Result<(), AuditError> {
         let mut line = Map::new();
         line.insert("execution".into(), Value::String(execution.into()));
-        line.insert("outcome".into(), Value::String(outcome.into()));
+        line.insert("outcome".into(), audit_fields::code(outcome));
         line.insert("tool_calls".into(), Value::from(tool_calls));
         line.insert("wall_ms".into(), Value::from(wall.as_millis() as u64));
         self.audit.append("execution_end", line).map(|_| ())

@@ -9,6 +9,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod audit_fields;
 pub mod backend;
 pub mod backends;
 pub mod catalog;
@@ -17,13 +18,16 @@ pub mod config;
 pub mod digest;
 pub mod gateway;
 pub mod policy;
+pub mod private_files;
 pub mod proxmox;
 pub mod redact;
 pub mod search;
 pub mod sim;
 pub mod spec;
+pub mod summary;
 pub mod typescript;
 pub mod validate;
+pub mod visible;
 
 pub use backend::{Backend, BackendError, Reply};
 pub use catalog::{Catalog, Clash, SchemaAnswer};

@@ -69,13 +69,29 @@ impl std::str::FromStr for Mode {
 }
 
 /// One identity's grant.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Grant {
     pub mode: Mode,
     /// When set, only these tools (still within the mode).
     pub allow: Option<BTreeSet<String>>,
     pub deny: BTreeSet<String>,
+    /// Whether this identity's calls may be approved by the person in its
+    /// MCP client. `false`: every approval comes from an operator out of
+    /// band (`airlock approvals approve`), so the client (or an agent
+    /// driving it) cannot approve its own calls.
+    pub approve_in_client: bool,
+}
+
+impl Default for Grant {
+    fn default() -> Self {
+        Self {
+            mode: Mode::default(),
+            allow: None,
+            deny: BTreeSet::new(),
+            approve_in_client: true,
+        }
+    }
 }
 
 /// The whole policy, as configured.
@@ -151,6 +167,15 @@ impl Policy {
             .get(identity)
             .map(|g| g.mode)
             .unwrap_or_default()
+    }
+
+    /// Whether `identity`'s approvals may be asked in its MCP client
+    /// (identities not listed: yes, as the tiers allow).
+    pub fn approve_in_client(&self, identity: &str) -> bool {
+        self.config
+            .identities
+            .get(identity)
+            .is_none_or(|g| g.approve_in_client)
     }
 
     pub fn read_only(&self) -> bool {
@@ -256,6 +281,7 @@ mod tests {
                 mode: Mode::Rw,
                 allow: Some(["read_a".to_string(), "adm".to_string()].into()),
                 deny: ["adm".to_string()].into(),
+                ..Grant::default()
             },
         );
         config.identities.insert(
@@ -263,7 +289,7 @@ mod tests {
             Grant {
                 mode: Mode::Ro,
                 allow: Some(["op".to_string()].into()),
-                deny: Default::default(),
+                ..Grant::default()
             },
         );
         let p = Policy::new(config, &catalog(), &[]).unwrap();

@@ -1,6 +1,7 @@
 //! Keeping secrets out of a script's reach and out of summaries: fields
 //! whose names look like credentials are replaced before the script sees a
-//! result, and argument summaries shown to approvers mask them too.
+//! result, and argument summaries shown to approvers (`summary.rs`) mask
+//! them too.
 
 use serde_json::Value;
 
@@ -109,39 +110,6 @@ pub fn redact(v: &mut Value) -> usize {
     }
 }
 
-/// A short, secret-free rendering of arguments for an approver:
-/// `node=pve1, vmid=101, password=[redacted]`.
-pub fn summarize(args: &Value) -> String {
-    const VALUE_MAX: usize = 40;
-    const TOTAL_MAX: usize = 240;
-    let Some(map) = args.as_object() else {
-        return String::new();
-    };
-    let mut out = String::new();
-    for (k, v) in map {
-        let shown = if is_secret(k) {
-            REDACTED.to_string()
-        } else {
-            let s = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            if s.chars().count() > VALUE_MAX {
-                format!("{}…", s.chars().take(VALUE_MAX).collect::<String>())
-            } else {
-                s
-            }
-        };
-        let part = format!("{}{k}={shown}", if out.is_empty() { "" } else { ", " });
-        if out.len() + part.len() > TOTAL_MAX {
-            out.push_str(", …");
-            break;
-        }
-        out.push_str(&part);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,18 +154,5 @@ mod tests {
         assert_eq!(v["vms"][0]["cloudinit"]["user"], "root");
         assert_eq!(v["ticket"], REDACTED);
         assert!(!v.to_string().contains("hunter2"));
-    }
-
-    #[test]
-    fn summaries_mask_and_shorten() {
-        let s = summarize(
-            &json!({"node": "pve1", "vmid": 101, "password": "hunter2", "note": "x".repeat(100)}),
-        );
-        assert!(
-            s.starts_with("node=pve1, vmid=101, password=[redacted], note=xxxx"),
-            "{s}"
-        );
-        assert!(!s.contains("hunter2"));
-        assert!(s.len() < 120);
     }
 }

@@ -1,7 +1,7 @@
 //! The gateway's pipeline end to end with a counting backend: what is
 //! refused never reaches the backend, every decision follows the tier and
 //! the mode, approvals are single-use and bound, and every test's audit
-//! log verifies.
+//! log verifies, with every line under `audit::MAX_LINE_BYTES`.
 
 use std::{
     path::Path,
@@ -37,6 +37,9 @@ impl Counting {
 }
 
 fn tool(name: &str, tier: Tier) -> ToolSpec {
+    // `op_configure` takes any further arguments, as configuration
+    // tools do: what an approver is shown of them is under test.
+    let more = name != "op_configure";
     ToolSpec {
         name: name.into(),
         summary: format!("{name} summary"),
@@ -45,7 +48,7 @@ fn tool(name: &str, tier: Tier) -> ToolSpec {
             "type": "object",
             "properties": {"node": {"type": "string"}, "vmid": {"type": "integer", "minimum": 100}},
             "required": ["node"],
-            "additionalProperties": false
+            "additionalProperties": !more
         }),
         output_schema: None,
         tier,
@@ -60,6 +63,7 @@ const TOOLS: &[(&str, Tier)] = &[
     ("read_list", Tier::Read),
     ("op_start", Tier::Operate),
     ("op_stop", Tier::Operate),
+    ("op_configure", Tier::Operate),
     ("admin_delete", Tier::Admin),
     ("forbidden_console", Tier::Forbidden),
 ];
@@ -116,13 +120,30 @@ impl Setup {
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        // Every test leaves an audit log that verifies.
+        // Every test leaves an audit log that verifies, of small lines.
         if !std::thread::panicking() {
-            let v = audit::verify(self.gateway.audit_path()).unwrap();
-            assert!(v.ok(), "audit log does not verify: {v:?}");
+            audit_is_sound(self.gateway.audit_path());
         }
         let _ = &self.dir;
     }
+}
+
+/// The log verifies and no line is longer than the bound; returns the
+/// longest line's length.
+fn audit_is_sound(path: &Path) -> usize {
+    let v = audit::verify(path).unwrap();
+    assert!(v.ok(), "audit log does not verify: {v:?}");
+    let text = std::fs::read(path).unwrap();
+    let longest = text
+        .split_inclusive(|b| *b == b'\n')
+        .map(<[u8]>::len)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        longest <= audit::MAX_LINE_BYTES,
+        "an audit line of {longest} bytes"
+    );
+    longest
 }
 
 fn setup_with(policy: PolicyConfig, approval_tiers: Vec<Tier>) -> Setup {
@@ -491,7 +512,15 @@ impl SmallDisk {
     fn mount(kib: u32) -> Option<Self> {
         let dir = tempfile::tempdir().unwrap();
         let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            // mode: a tmpfs root is 1777 by default, which the gateway
+            // (rightly) refuses as a state directory.
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={kib}k,mode=0700"),
+                "tmpfs",
+            ])
             .arg(dir.path())
             .stderr(std::process::Stdio::null())
             .status()
@@ -629,7 +658,7 @@ async fn the_rate_limit_is_per_identity() {
         .await
         .unwrap();
     assert_eq!(backend.count(), 4);
-    assert!(audit::verify(gateway.audit_path()).unwrap().ok());
+    audit_is_sound(gateway.audit_path());
 }
 
 #[tokio::test]
@@ -672,4 +701,392 @@ async fn executions_are_audited() {
     assert!(log.contains("\"event\":\"execution_start\"") && log.contains("\"script_sha256\""));
     assert!(log.contains("\"event\":\"execution_end\"") && log.contains("\"outcome\":\"ok\""));
     assert_eq!(log.matches(&format!("\"execution\":\"{id}\"")).count(), 3);
+}
+
+/// Arguments with 100,000 keys and one key of a megabyte.
+fn huge_args() -> Value {
+    let mut m = serde_json::Map::new();
+    for i in 0..100_000 {
+        m.insert(format!("k{i}"), json!(1));
+    }
+    m.insert("\u{1}".repeat(1 << 20), json!(1));
+    m.insert("node".into(), json!("pve1"));
+    Value::Object(m)
+}
+
+#[tokio::test]
+async fn audit_lines_stay_small_whatever_the_arguments() {
+    let s = setup_with(policy(&[("rw", Mode::Rw)]), vec![]);
+    let rw = Caller::new("rw");
+    // Refused (unknown keys), unknown tool, and allowed with all of them.
+    let e = s
+        .gateway
+        .call(&rw, "read_status", huge_args())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "invalid_arguments");
+    let e = s
+        .gateway
+        .call(&rw, "no_such_tool", huge_args())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "not_found");
+    s.gateway
+        .call(&rw, "op_configure", huge_args())
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(s.audit()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for line in lines.iter().filter(|l| l["event"] == "call") {
+        assert_eq!(line["arg_keys_total"], 100_002, "{line}");
+        let keys = line["arg_keys"].as_array().unwrap();
+        assert!(!keys.is_empty() && keys.len() <= 32, "{}", keys.len());
+        assert!(keys
+            .iter()
+            .all(|k| k.as_str().unwrap().chars().count() <= 64));
+    }
+    let longest = audit_is_sound(s.audit());
+    eprintln!("longest audit line for 100,002 keys: {longest} bytes");
+    assert!(longest < 4096);
+}
+
+/// A backend whose request ids are as long as it likes.
+struct Chatty;
+
+#[async_trait]
+impl Backend for Chatty {
+    fn id(&self) -> &str {
+        "chatty"
+    }
+
+    fn tools(&self) -> Vec<ToolSpec> {
+        let mut t = tool("read_chatty", Tier::Read);
+        t.backend = "chatty".into();
+        vec![t]
+    }
+
+    async fn call(&self, _: &Caller, _: &ToolSpec, _: Value) -> Result<Reply, BackendError> {
+        Ok(Reply {
+            value: json!({}),
+            request_id: Some(format!("UPID:{}", "\u{7}".repeat(1 << 20))),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_backend_request_id_is_cut_in_the_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gateway, _) = Gateway::new(
+        GatewayConfig::in_dir(dir.path()),
+        vec![Arc::new(Chatty) as Arc<dyn Backend>],
+    )
+    .unwrap();
+    gateway
+        .call(&Caller::new("x"), "read_chatty", json!({"node": "pve1"}))
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(gateway.audit_path()).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let id = last["backend_request_id"].as_str().unwrap();
+    assert!(id.starts_with("UPID:") && id.len() <= 512, "{}", id.len());
+    audit_is_sound(gateway.audit_path());
+}
+
+#[tokio::test]
+async fn refused_calls_are_rate_limited_before_any_host_work() {
+    let s = setup_adjusted(|config| {
+        config.policy = policy(&[("alice", Mode::Rw)]);
+        config.approval.tiers = vec![Tier::Operate, Tier::Admin];
+        config.rate.calls_per_minute = 5;
+    });
+    let mallory = Caller::new("mallory");
+    let mut codes = Vec::new();
+    for _ in 0..20 {
+        let e = s
+            .gateway
+            .call(&mallory, "no_such_tool", args())
+            .await
+            .unwrap_err();
+        codes.push(e.code().to_string());
+    }
+    assert_eq!(codes[..5], ["not_found"; 5]);
+    assert_eq!(codes[5..], ["rate_limited"; 15]);
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    assert_eq!(
+        log.matches("\"event\":\"call\"").count(),
+        20,
+        "every call has its line"
+    );
+    assert_eq!(log.matches("\"decision\":\"rate_limited\"").count(), 15);
+
+    // Calls needing approval: requests are filed only for calls that got
+    // a token.
+    let alice = Caller::new("alice");
+    let mut filed = 0;
+    for vmid in 100..110 {
+        let e = s
+            .gateway
+            .call(&alice, "op_stop", json!({"node": "pve1", "vmid": vmid}))
+            .await
+            .unwrap_err();
+        match e.code() {
+            "approval_required" => filed += 1,
+            "rate_limited" => {}
+            other => panic!("{other}: {e}"),
+        }
+    }
+    assert_eq!(filed, 5);
+    assert_eq!(s.gateway.approvals().rows().unwrap(), 5);
+    // A minute later the bucket is full again.
+    s.clock.fetch_add(60_000, Ordering::SeqCst);
+    let e = s
+        .gateway
+        .call(&alice, "op_stop", json!({"node": "pve1", "vmid": 200}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "approval_required");
+    assert_eq!(s.backend.count(), 0);
+}
+
+#[tokio::test]
+async fn a_huge_tool_name_is_refused_by_its_length_without_suggestions() {
+    let s = setup_with(policy(&[]), vec![]);
+    let x = Caller::new("x");
+    // Close to a tool: a suggestion would be found if one were looked for.
+    let huge = format!("read_status{}", " read status".repeat(180_000));
+    assert!(huge.len() > 2_000_000);
+    let e = s.gateway.call(&x, &huge, json!({})).await.unwrap_err();
+    assert_eq!(e.code(), "not_found");
+    let text = e.to_string();
+    assert!(text.len() < 1024, "{} bytes", text.len());
+    assert!(
+        text.contains(&format!(
+            "a tool name is at most 256 bytes; this one is {}",
+            huge.len()
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        e.details()["did_you_mean"],
+        json!([]),
+        "suggest was not consulted"
+    );
+    assert!(e.details().to_string().len() < 1024);
+
+    // The same name through get_schema.
+    let answers = s.gateway.catalog().schemas(std::slice::from_ref(&huge));
+    let answer = serde_json::to_string(&answers).unwrap();
+    assert!(answer.len() < 1024, "{answer}");
+    assert!(answer.contains("at most 256 bytes") && answer.contains("\"did_you_mean\":[]"));
+
+    // At the bound a name is looked up and matched as usual; one byte
+    // over it is not.
+    let at = format!("read_statu{}", "s".repeat(246));
+    assert_eq!(at.len(), 256);
+    let e = s.gateway.call(&x, &at, json!({})).await.unwrap_err();
+    assert!(matches!(e, CallError::UnknownTool { .. }), "{e}");
+    assert!(
+        e.to_string().contains("(256 bytes)"),
+        "quoted, not echoed: {e}"
+    );
+    let over = format!("{at}s");
+    assert!(matches!(
+        s.gateway.call(&x, &over, json!({})).await.unwrap_err(),
+        CallError::NameTooLong { bytes: 257, .. }
+    ));
+    assert_eq!(s.backend.count(), 0);
+}
+
+#[tokio::test]
+async fn open_requests_per_identity_are_capped() {
+    let s = setup_adjusted(|config| {
+        config.policy = policy(&[("alice", Mode::Rw), ("bob", Mode::Rw)]);
+        config.approval.tiers = vec![Tier::Operate];
+        config.approval.max_open_per_identity = 3;
+    });
+    let alice = Caller::new("alice");
+    let stop = |vmid: u32| json!({"node": "pve1", "vmid": vmid});
+    let mut filed = Vec::new();
+    for vmid in 101..104 {
+        let e = s
+            .gateway
+            .call(&alice, "op_stop", stop(vmid))
+            .await
+            .unwrap_err();
+        filed.push(request_id(&e));
+    }
+    let e = s
+        .gateway
+        .call(&alice, "op_stop", stop(104))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "approval_limit");
+    let text = e.to_string();
+    assert!(
+        text.contains("approval.max_open_per_identity = 3")
+            && text.contains("`airlock approvals list`"),
+        "{text}"
+    );
+    assert_eq!(e.details()["max_open_per_identity"], 3);
+    assert_eq!(
+        s.gateway.approvals().rows().unwrap(),
+        3,
+        "nothing more filed"
+    );
+    // Asking about a request already waiting still works; bob has his own.
+    assert_eq!(
+        s.gateway
+            .call(&alice, "op_stop", stop(101))
+            .await
+            .unwrap_err()
+            .code(),
+        "approval_required"
+    );
+    request_id(
+        &s.gateway
+            .call(&Caller::new("bob"), "op_stop", stop(104))
+            .await
+            .unwrap_err(),
+    );
+    // Deciding one makes room for the next.
+    s.gateway
+        .approvals()
+        .deny(&filed[0], "op", s.gateway.now_ms())
+        .unwrap();
+    request_id(
+        &s.gateway
+            .call(&alice, "op_stop", stop(104))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(s.backend.count(), 0);
+}
+
+#[tokio::test]
+async fn expired_requests_do_not_pile_up() {
+    let s = setup_with(policy(&[("alice", Mode::Rw)]), vec![Tier::Operate]);
+    let alice = Caller::new("alice");
+    let mut most = 0;
+    for vmid in 100..400 {
+        request_id(
+            &s.gateway
+                .call(&alice, "op_stop", json!({"node": "pve1", "vmid": vmid}))
+                .await
+                .unwrap_err(),
+        );
+        // Five minutes on: each request expires after two of these.
+        s.clock.fetch_add(5 * 60 * 1000, Ordering::SeqCst);
+        most = most.max(s.gateway.approvals().rows().unwrap());
+    }
+    assert!(most <= 5, "the approval table grew to {most} rows");
+}
+
+#[tokio::test]
+async fn the_approver_sees_everything_escaped_and_masked_or_is_not_asked() {
+    let s = setup_with(policy(&[("alice", Mode::Rw)]), vec![Tier::Operate]);
+    let alice = Caller::new("alice");
+    let mut a = json!({
+        "node": "pve1",
+        "description": "fine\u{1b}[2K\rDELETE ALL",
+        "name": "web\u{202e}txt.exe",
+        "config": {"password": "hunter2", "user": "root"},
+    });
+    for i in 0..100 {
+        a[format!("k{i:03}")] = json!(i);
+    }
+    let e = s
+        .gateway
+        .call(&alice, "op_configure", a.clone())
+        .await
+        .unwrap_err();
+    let summary = e.details()["summary"].as_str().unwrap().to_string();
+    assert!(
+        summary.starts_with(r#"config={password=[redacted], user="root"}, description="fine\u{1b}[2K\u{d}DELETE ALL", k000=0, k001=1, "#),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(r#"name="web\u{202e}txt.exe", node=pve1"#),
+        "{summary}"
+    );
+    assert_eq!(
+        summary.matches(", k0").count(),
+        100,
+        "all 100 keys: {summary}"
+    );
+    assert!(!summary.contains("hunter2"));
+    assert!(!summary.chars().any(|c| c.is_control() || c == '\u{202e}'));
+    // What `airlock approvals list` prints is the same text.
+    let listed = s
+        .gateway
+        .approvals()
+        .list(s.gateway.now_ms(), false)
+        .unwrap();
+    assert_eq!(listed[0].summary, summary);
+
+    // Too much to show in full: not asked at all.
+    a["description"] = json!("x".repeat(3000));
+    let e = s.gateway.call(&alice, "op_configure", a).await.unwrap_err();
+    assert_eq!(e.code(), "approval_too_large");
+    assert!(e.to_string().contains("2000 characters"), "{e}");
+    assert_eq!(s.gateway.approvals().rows().unwrap(), 1);
+    assert_eq!(s.backend.count(), 0);
+}
+
+#[tokio::test]
+async fn approval_in_the_client_follows_tier_and_identity_settings() {
+    let s = setup_adjusted(|config| {
+        config.policy = policy(&[("alice", Mode::Rw), ("otto", Mode::Rw)]);
+        config
+            .policy
+            .identities
+            .get_mut("otto")
+            .unwrap()
+            .approve_in_client = false;
+        config.approval.in_client = vec![Tier::Operate];
+    });
+    let g = &s.gateway;
+    assert!(g.may_approve_in_client("alice", "op_stop"));
+    assert!(
+        !g.may_approve_in_client("alice", "admin_delete"),
+        "admin is not in in_client"
+    );
+    assert!(
+        !g.may_approve_in_client("otto", "op_stop"),
+        "otto needs an operator"
+    );
+    assert!(
+        g.may_approve_in_client("stranger", "op_stop"),
+        "unlisted: as the tiers say"
+    );
+    assert!(!g.may_approve_in_client("alice", "no_such_tool"));
+    assert!(!g.may_approve_in_client("alice", &"op_stop".repeat(100_000)));
+
+    // The defaults: both tiers, every identity.
+    let d = setup_with(
+        policy(&[("alice", Mode::Rw)]),
+        vec![Tier::Operate, Tier::Admin],
+    );
+    assert!(d.gateway.may_approve_in_client("alice", "admin_delete"));
+}
+
+#[tokio::test]
+async fn a_state_directory_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = Gateway::new(
+        GatewayConfig::in_dir(dir.path()),
+        vec![Arc::new(Counting::default()) as Arc<dyn Backend>],
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains(&dir.path().display().to_string()) && err.contains("chmod 700"),
+        "{err}"
+    );
+    assert!(!dir.path().join("approvals.db").exists());
 }

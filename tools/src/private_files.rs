@@ -1,0 +1,201 @@
+//! Airlock's state — the approval store and the audit log — belongs to the
+//! user running Airlock and no one else: whoever can write an approval row
+//! approves calls, and whoever can rewrite the audit log rewrites history.
+//!
+//! So directories are created 0700 and files 0600, and a directory that
+//! already exists is used only if it is a real directory (a symbolic link
+//! as the last component is refused, not followed: another user could
+//! point it elsewhere), owned by this process's effective user, and not
+//! writable by group or others. Each refusal names the path, what is wrong
+//! and the command that fixes it.
+
+use std::{
+    fs::{DirBuilder, OpenOptions},
+    io,
+    os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt},
+    path::Path,
+};
+
+/// Mode of directories Airlock creates.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of files Airlock creates.
+pub const FILE_MODE: u32 = 0o600;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StateDirError {
+    #[error("cannot create the state directory {path}: {message}")]
+    Create { path: String, message: String },
+    #[error("cannot inspect the state directory {path}: {message}")]
+    Inspect { path: String, message: String },
+    #[error("the state directory {path} is a symbolic link, which Airlock does not follow (whoever can change the link chooses where approvals and the audit log go); configure the real directory's path, or replace the link with a directory of your own: rm {path} && mkdir -m 700 {path}")]
+    Symlink { path: String },
+    #[error("the state directory {path} is not a directory; move it away or configure another state directory")]
+    NotDirectory { path: String },
+    #[error("the state directory {path} belongs to uid {owner}, not to this user (uid {me}), who could then not keep its approvals and audit log to itself; use a directory of your own, or: chown {me} {path} && chmod 700 {path}")]
+    NotOwned { path: String, owner: u32, me: u32 },
+    #[error("the state directory {path} is writable by {who} (mode {mode:03o}), who could then approve calls or rewrite the audit log; fix: chmod 700 {path}")]
+    Writable {
+        path: String,
+        who: &'static str,
+        mode: u32,
+    },
+    #[error("cannot create {path} with mode 600: {message}")]
+    File { path: String, message: String },
+}
+
+/// The effective user id of this process: what the kernel checks a file's
+/// owner against.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes no arguments, cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+/// The directory a state file at `file` lives in (`.` for a bare name).
+pub fn parent_of(file: &Path) -> &Path {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Creates `dir` (and missing parents) 0700 if it does not exist, then
+/// checks that it is this user's own directory that only this user can
+/// write.
+pub fn private_dir(dir: &Path) -> Result<(), StateDirError> {
+    let path = || dir.display().to_string();
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => DirBuilder::new()
+            .recursive(true)
+            .mode(DIR_MODE)
+            .create(dir)
+            .map_err(|e| StateDirError::Create {
+                path: path(),
+                message: e.to_string(),
+            })?,
+        Err(e) => {
+            return Err(StateDirError::Inspect {
+                path: path(),
+                message: e.to_string(),
+            })
+        }
+        Ok(_) => {}
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| StateDirError::Inspect {
+        path: path(),
+        message: e.to_string(),
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(StateDirError::Symlink { path: path() });
+    }
+    if !meta.is_dir() {
+        return Err(StateDirError::NotDirectory { path: path() });
+    }
+    let me = effective_uid();
+    if meta.uid() != me {
+        return Err(StateDirError::NotOwned {
+            path: path(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    let mode = meta.mode() & 0o7777;
+    let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+        (false, false) => return Ok(()),
+        (true, false) => "its group",
+        (false, true) => "every user",
+        (true, true) => "its group and every user",
+    };
+    Err(StateDirError::Writable {
+        path: path(),
+        who,
+        mode,
+    })
+}
+
+/// Creates `file` 0600 if it does not exist; an existing file is left as
+/// it is. Called before a library (SQLite) opens it, so that it never
+/// exists with a wider mode, even for a moment.
+pub fn private_file(file: &Path) -> Result<(), StateDirError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(FILE_MODE)
+        .open(file)
+        .map(drop)
+        .map_err(|e| StateDirError::File {
+            path: file.display().to_string(),
+            message: e.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().mode() & 0o777
+    }
+
+    #[test]
+    fn creates_private_directories_and_files() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("a/b");
+        private_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&root.path().join("a")), 0o700, "parents too");
+        let file = dir.join("f");
+        private_file(&file).unwrap();
+        assert_eq!(mode(&file), 0o600);
+        private_dir(&dir).unwrap();
+    }
+
+    #[test]
+    fn refuses_shared_directories_and_links() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("shared");
+        std::fs::create_dir(&dir).unwrap();
+        for (m, who) in [
+            (0o770, "its group"),
+            (0o757, "every user"),
+            (0o1777, "its group and every user"),
+        ] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m)).unwrap();
+            let e = private_dir(&dir).unwrap_err();
+            assert!(
+                matches!(&e, StateDirError::Writable { who: w, .. } if *w == who),
+                "{e}"
+            );
+            let text = e.to_string();
+            assert!(
+                text.contains(&dir.display().to_string()) && text.contains("chmod 700"),
+                "{text}"
+            );
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&dir).unwrap();
+
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let e = private_dir(&link).unwrap_err();
+        assert!(matches!(e, StateDirError::Symlink { .. }), "{e}");
+
+        // Another user's directory (only root can make one to test with).
+        let theirs = root.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        if std::os::unix::fs::chown(&theirs, Some(65534), None).is_ok() {
+            let e = private_dir(&theirs).unwrap_err();
+            assert!(
+                matches!(e, StateDirError::NotOwned { owner: 65534, .. }),
+                "{e}"
+            );
+        }
+
+        let file = root.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        assert!(matches!(
+            private_dir(&file),
+            Err(StateDirError::NotDirectory { .. })
+        ));
+    }
+}
