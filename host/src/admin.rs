@@ -7,6 +7,7 @@ use std::{path::PathBuf, process::ExitCode};
 use airlock_tools::{
     approval::{ApprovalStore, Request},
     audit,
+    visible::visible,
 };
 use clap::Subcommand;
 
@@ -62,15 +63,18 @@ fn store(file: &ConfigFile) -> Result<ApprovalStore, String> {
     .map_err(|e| e.to_string())
 }
 
+/// One request as a line for a terminal. Summaries are filed escaped;
+/// escaping every field again here (a no-op on escaped text) keeps a row
+/// from an older version, or written by hand, from acting on the terminal.
 fn describe(r: &Request, now: i64) -> String {
     let left = (r.expires_ms - now).max(0) / 1000;
     format!(
         "{}  {:<9} {} wants {}({})  expires in {}m{:02}s",
-        r.id,
+        visible(&r.id),
         format!("{:?}", r.status).to_lowercase(),
-        r.identity,
-        r.tool,
-        r.summary,
+        visible(&r.identity),
+        visible(&r.tool),
+        visible(&r.summary),
         left / 60,
         left % 60
     )

@@ -232,6 +232,47 @@ async fn a_declined_approval_denies_and_a_client_that_cannot_ask_gets_the_instru
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_that_needs_an_operator_is_never_asked_in_the_client() {
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        "[identities.alice]\nmode = \"rw\"\napprove_in_client = false\n[backends.demo]\nlatency_ms = 0\n",
+    )
+    .unwrap();
+    let alice = Person {
+        can_ask: true,
+        approve: true,
+        ..person()
+    };
+    let asked = alice.asked.clone();
+    let config = config.display().to_string();
+    let client = connect(alice, &["--config", &config, "--identity", "alice"]).await;
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": "await tools.stop_guest({node: 'pve1', vmid: 101})"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    let error = &structured(&r)["error"];
+    assert_eq!(error["kind"], "ApprovalRequired", "{}", text(&r));
+    assert!(
+        error["how"]
+            .as_str()
+            .unwrap()
+            .contains(" approvals approve ap-"),
+        "{error}"
+    );
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        0,
+        "the client was never asked"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_execution_frees_its_slot_at_once() {
     use rmcp::{
         model::{CallToolRequest, ClientRequest},

@@ -1,8 +1,11 @@
 //! The tool host of one `execute` from an MCP client: every call goes
 //! through the gateway as the session's identity; a call that needs
-//! approval is put to the person in the client (when the client can ask)
-//! and, on accept, approved and run in the same execution; each finished
-//! call is reported as progress and to the session log.
+//! approval is put to the person in the client (when the client can ask,
+//! and the configuration lets this identity and tier be approved there:
+//! `Gateway::may_approve_in_client`) and, on accept, approved and run in
+//! the same execution; otherwise the agent gets the operator's command.
+//! Each finished call is reported as progress and to the session log,
+//! naming the tool as the gateway quotes names (cut, visible).
 
 use std::sync::{
     atomic::{AtomicU32, Ordering},
@@ -10,7 +13,7 @@ use std::sync::{
 };
 
 use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
-use airlock_tools::{CallError, Caller, Gateway};
+use airlock_tools::{catalog::quote_name, visible::visible, CallError, Caller, Gateway};
 use async_trait::async_trait;
 use rmcp::{
     model::{ProgressNotificationParam, ProgressToken},
@@ -56,9 +59,12 @@ impl ClientTools {
         tool: &str,
         summary: &str,
     ) -> Result<bool, String> {
+        // The summary is escaped already; a request filed by an older
+        // version may not be, and escaping again changes nothing.
         let message = format!(
-            "Airlock: identity {} wants to run {tool}({summary}). Approve this one call?",
-            self.caller.identity
+            "Airlock: identity {} wants to run {tool}({}). Approve this one call?",
+            visible(&self.caller.identity),
+            visible(summary)
         );
         match peer.elicit::<Approval>(message).await {
             Ok(Some(a)) => Ok(a.approve),
@@ -69,7 +75,8 @@ impl ClientTools {
         }
     }
 
-    async fn report(&self, tool: &str, outcome: Result<(), &CallError>) {
+    async fn report(&self, name: &str, outcome: Result<(), &CallError>) {
+        let tool = &quote_name(name);
         let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some(token) = &self.progress {
             let mut p = ProgressNotificationParam::new(token.clone(), n as f64);
@@ -110,7 +117,11 @@ impl ToolHost for ClientTools {
                 request_id,
                 summary,
                 ..
-            }) if self.can_ask => {
+            }) if self.can_ask
+                && self
+                    .gateway
+                    .may_approve_in_client(&self.caller.identity, &tool) =>
+            {
                 let asked = json!({"message": format!("asking the person in the client to approve {tool} ({request_id})"), "request_id": request_id, "tool": tool});
                 self.log.send(&self.peer, Level::Notice, asked).await;
                 match self.ask(&self.peer, &tool, &summary).await {

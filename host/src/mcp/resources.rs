@@ -10,7 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use airlock_tools::{Mode, SchemaAnswer, Tier};
+use airlock_tools::{
+    catalog::{name_too_long, quote_name},
+    visible, Catalog, Mode, SchemaAnswer, Tier,
+};
 use rmcp::model::{
     CompletionInfo, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
 };
@@ -27,7 +30,11 @@ pub const TOOL_TEMPLATE: &str = "airlock://tools/{name}";
 const JSON: &str = "application/json";
 const TYPESCRIPT: &str = "text/x-typescript";
 
-/// Why a resource could not be read; the message says what exists.
+/// How much of a client's URI an error quotes, in characters.
+const QUOTED_URI_CHARS: usize = 128;
+
+/// Why a resource could not be read; the message says what exists. What
+/// the client sent is quoted cut and made visible, never whole.
 #[derive(Debug, thiserror::Error)]
 pub enum ResourceError {
     #[error(
@@ -41,6 +48,8 @@ pub enum ResourceError {
         name: String,
         suggestions: Vec<String>,
     },
+    #[error("no tool `{name}` in the catalog: {rule}")]
+    NameTooLong { name: String, rule: String },
 }
 
 fn did_you_mean(s: &[String]) -> String {
@@ -123,7 +132,12 @@ pub async fn read(
         IDENTITY => (pretty(whoami(shared, identity)), JSON),
         _ => match uri.strip_prefix(TOOL_PREFIX) {
             Some(name) => (tool(shared, name)?, TYPESCRIPT),
-            None => return Err(ResourceError::Unknown(uri.to_string())),
+            None => {
+                return Err(ResourceError::Unknown(visible::quote(
+                    uri,
+                    QUOTED_URI_CHARS,
+                )))
+            }
         },
     };
     Ok(ReadResourceResult::new(vec![ResourceContents::text(
@@ -134,9 +148,16 @@ pub async fn read(
 
 /// Tool names starting with `prefix`, for the template's `name`.
 pub fn complete_tool_name(shared: &Shared, prefix: &str) -> CompletionInfo {
-    let mut names: Vec<String> = shared
-        .gateway
-        .catalog()
+    complete_in(&shared.gateway.catalog(), prefix)
+}
+
+/// [`complete_tool_name`] over a catalog. A prefix longer than any tool
+/// name may be completes to nothing, without a look at the catalog.
+fn complete_in(catalog: &Catalog, prefix: &str) -> CompletionInfo {
+    if name_too_long(prefix).is_some() {
+        return CompletionInfo::default();
+    }
+    let mut names: Vec<String> = catalog
         .iter()
         .filter(|e| e.spec.tier != Tier::Forbidden && e.spec.name.starts_with(prefix))
         .map(|e| e.spec.name.clone())
@@ -210,7 +231,19 @@ fn whoami(shared: &Shared, identity: &str) -> Value {
 }
 
 fn tool(shared: &Shared, name: &str) -> Result<String, ResourceError> {
-    let catalog = shared.gateway.catalog();
+    tool_in(&shared.gateway.catalog(), name)
+}
+
+/// A tool's declaration. A name longer than a tool name may be is refused
+/// by that rule before any lookup, and never matched against the catalog
+/// for suggestions.
+fn tool_in(catalog: &Catalog, name: &str) -> Result<String, ResourceError> {
+    if let Some(rule) = name_too_long(name) {
+        return Err(ResourceError::NameTooLong {
+            name: quote_name(name),
+            rule,
+        });
+    }
     let hidden = catalog
         .get(name)
         .is_none_or(|e| e.spec.tier == Tier::Forbidden);
@@ -225,8 +258,58 @@ fn tool(shared: &Shared, name: &str) -> Result<String, ResourceError> {
             typescript.trim_end()
         )),
         _ => Err(ResourceError::UnknownTool {
-            name: name.to_string(),
+            name: quote_name(name),
             suggestions: catalog.suggest(name),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_tools::{Hints, ToolSpec};
+    use serde_json::json;
+
+    fn catalog() -> Catalog {
+        let spec = ToolSpec {
+            name: "vm_list".into(),
+            summary: "List VMs".into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            tier: Tier::Read,
+            hints: Hints::for_tier(Tier::Read),
+            backend: String::new(),
+            path_params: vec![],
+        };
+        Catalog::build(vec![("pve".into(), vec![spec])]).unwrap().0
+    }
+
+    #[test]
+    fn a_huge_name_is_refused_by_its_length_and_not_echoed() {
+        let catalog = catalog();
+        assert!(tool_in(&catalog, "vm_list").unwrap().contains("vm_list"));
+        // Close to a tool: matching it would suggest vm_list.
+        let near = format!("vm_list{}", " vm list".repeat(250_000));
+        assert!(!catalog.suggest(&near[..100]).is_empty());
+        let e = tool_in(&catalog, &near).unwrap_err();
+        assert!(matches!(&e, ResourceError::NameTooLong { .. }), "{e}");
+        let text = e.to_string();
+        assert!(text.len() < 1024, "{} bytes", text.len());
+        assert!(
+            text.contains("at most 256 bytes") && text.contains(&near.len().to_string()),
+            "{text}"
+        );
+
+        let e = tool_in(&catalog, "vm_lst\u{1b}[2J")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("did you mean vm_list") && !e.contains('\u{1b}'),
+            "{e}"
+        );
+
+        assert!(complete_in(&catalog, &near).values.is_empty());
+        assert_eq!(complete_in(&catalog, "vm_").values, ["vm_list"]);
     }
 }
