@@ -76,8 +76,50 @@ pub enum ApiDataError {
     Malformed { path: String, method: String },
 }
 
+/// Whether `path` is a clean template: `/` followed by segments that are
+/// each a literal name (letters, digits, `_`, `-`, `.`, but not `.` or
+/// `..` alone) or a `{placeholder}` (letters, digits, `_`, `-`).
+///
+/// The schema comes from a network peer (`catalog = "full"` fetches it
+/// from the default target). Tier rules match the template as written,
+/// while a URL parser would resolve `..` and `.` and collapse `//`; a
+/// template like `/nodes/{node}/../access/users` would be classed as a
+/// node read and sent as `/access/users`. Only clean templates are kept,
+/// so tiers, routes and secret masking all see the path that is sent.
+pub fn valid_path(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    let literal = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    };
+    let placeholder = |s: &str| {
+        s.strip_prefix('{')
+            .and_then(|s| s.strip_suffix('}'))
+            .is_some_and(|name| {
+                !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+            })
+    };
+    path.len() <= MAX_PATH && rest.split('/').all(|s| literal(s) || placeholder(s))
+}
+
+/// Longest path template kept (PVE 9.1's longest is under 100 bytes).
+const MAX_PATH: usize = 512;
+
 /// Parses the tree (a JSON array of nodes with `path`, `info` and
 /// `children`) into a flat list of operations, in tree order.
+///
+/// A node whose path is not a clean template (`valid_path`) contributes
+/// no operations; each is dropped with a warning rather than failing the
+/// load, so one odd path in a newer PVE costs one tool, not the catalog —
+/// and what is dropped can never be called, whatever tier it would get.
 pub fn parse(tree: &Value) -> Result<Vec<Operation>, ApiDataError> {
     let nodes = tree
         .as_array()
@@ -90,7 +132,14 @@ pub fn parse(tree: &Value) -> Result<Vec<Operation>, ApiDataError> {
 fn walk(nodes: &[Value], out: &mut Vec<Operation>) -> Result<(), ApiDataError> {
     for node in nodes {
         let path = node.get("path").and_then(Value::as_str).unwrap_or_default();
-        if let Some(info) = node.get("info").and_then(Value::as_object) {
+        let info = node.get("info").and_then(Value::as_object);
+        if info.is_some_and(|i| !i.is_empty()) && !valid_path(path) {
+            let shown: String = path.chars().take(120).collect();
+            tracing::warn!(
+                path = ?shown,
+                "API schema: dropped the operations of a path that is not a clean template (only literal names and {{placeholders}} are accepted)"
+            );
+        } else if let Some(info) = info {
             let mut methods: Vec<(&String, &Value)> = info.iter().collect();
             methods.sort_by_key(|(m, _)| Method::parse(m));
             for (m, op) in methods {
@@ -164,6 +213,49 @@ mod tests {
         assert_eq!(ops[1].method, Method::Post);
         assert_eq!(ops[1].name, "vm_start");
         assert_eq!(ops[1].path_params(), ["node", "vmid"]);
+    }
+
+    #[test]
+    fn paths_with_anything_but_names_and_placeholders_are_dropped() {
+        for good in [
+            "/nodes",
+            "/nodes/{node}/qemu/{vmid}/status/start",
+            "/cluster/ha/manager_status",
+            "/nodes/{node}/hardware/pci/{pci-id-or-mapping}",
+            "/a.b",
+        ] {
+            assert!(valid_path(good), "{good}");
+        }
+        for bad in [
+            "",
+            "/",
+            "nodes",
+            "/nodes/",
+            "/nodes//qemu",
+            "/nodes/{node}/../access/users",
+            "/nodes/./qemu",
+            "/nodes/{node}/%2e%2e/access",
+            "/nodes/{}/qemu",
+            "/nodes/{a/b}",
+            "/nodes/{..}",
+            "/nodes/{node}x",
+            "/nodes/x?y=1",
+            "/nodes/x#y",
+            "/nodes/a\\b",
+            "/nodes/ä",
+            "/nodes/a b",
+        ] {
+            assert!(!valid_path(bad), "{bad:?}");
+        }
+        let hostile = json!([
+            {"path": "/nodes/{node}/../access/users", "info": {"GET": {"name": "x"}, "POST": {"name": "y"}},
+             "children": [{"path": "/nodes/{node}/qemu", "info": {"GET": {"name": "vmlist"}}}]},
+            {"path": "/cluster/./acme/plugins", "info": {"GET": {"name": "z"}}},
+            {"path": "/nodes", "info": {"GET": {"name": "index"}}}
+        ]);
+        let ops = parse(&hostile).unwrap();
+        let kept: Vec<&str> = ops.iter().map(|o| o.path.as_str()).collect();
+        assert_eq!(kept, ["/nodes/{node}/qemu", "/nodes"]);
     }
 
     #[test]
