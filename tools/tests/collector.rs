@@ -15,7 +15,10 @@ use airlock_tools::{
     policy::{Grant, PolicyConfig},
     Backend, CallError, Caller, Gateway, GatewayConfig, Mode, Tier,
 };
+use hostile::{Answer, Server};
 use serde_json::{json, Value};
+
+mod hostile;
 
 const KEY: &str = "svc-key-7d1e5c-DO-NOT-LEAK";
 
@@ -441,4 +444,77 @@ fn configuration_errors_name_the_setting() {
     c.agent_id = None;
     c.service_key_file = Some("/nonexistent/quox.key".into());
     assert!(bad(c).contains("cannot read collector.service_key_file /nonexistent/quox.key"));
+}
+
+#[test]
+fn plain_http_is_refused_unless_the_collector_is_on_this_machine() {
+    let (mut c, _d) = config("http://10.0.0.5:9848");
+    for remote in [
+        "http://10.0.0.5:9848",
+        "http://collector.example:9848",
+        "http://[2001:db8::1]:9848",
+        "http://localhost.example:9848",
+        "http://0.0.0.0:9848",
+    ] {
+        c.url = remote.into();
+        let e = Collector::new(c.clone()).err().unwrap().to_string();
+        assert!(
+            e.contains("collector.url")
+                && e.contains("https://")
+                && e.contains("ca_file")
+                && e.contains("fingerprint")
+                && e.contains("loopback"),
+            "{remote}: {e}"
+        );
+        assert!(!e.contains(KEY));
+    }
+    for local in [
+        "http://127.0.0.1:9848",
+        "http://127.8.9.10:9848",
+        "http://localhost:9848",
+        "http://LOCALHOST:9848/",
+        "http://[::1]:9848",
+    ] {
+        c.url = local.into();
+        assert!(Collector::new(c.clone()).is_ok(), "{local}");
+    }
+    c.url = "https://10.0.0.5:9848".into();
+    c.fingerprint = Some("AB".repeat(32));
+    assert!(Collector::new(c).is_ok(), "https with a pin is fine");
+}
+
+/// The collector's `approvalId` goes into the audit as the request id;
+/// the collector chooses it, so one that is no id stays in the result.
+#[tokio::test]
+async fn an_approval_id_that_is_no_id_is_not_recorded_as_one() {
+    let huge = "q".repeat(1 << 20);
+    let answer_id = huge.clone();
+    let server = Server::plain(move |r| {
+        let body = if r.path.starts_with("/api/v1/tools/list") {
+            json!({"tools": [{"name": "ssh_exec", "input_schema": {"type": "object", "properties": {}}}]})
+        } else if r.path.starts_with("/api/v1/tools/execute") {
+            json!({"success": false, "pending": true, "approvalId": answer_id})
+        } else {
+            json!({"resources": [], "prompts": []})
+        };
+        Answer::Json {
+            status: 200,
+            body: body.to_string(),
+        }
+    })
+    .await;
+    let (config, _dir) = config(&server.http_url());
+    let collector = Collector::new(config).unwrap();
+    collector.discover().await.unwrap();
+    let tool = collector.tools().into_iter().next().unwrap();
+    let r = collector
+        .call(&Caller::new("ops"), &tool, json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.value["approvalId"],
+        json!(huge),
+        "the answer is passed on"
+    );
+    assert_eq!(r.request_id, None, "a megabyte is no request id");
 }

@@ -190,6 +190,41 @@ fn valid_id(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// Plain HTTP only to this machine: the service key travels in a header,
+/// so over `http://` to another host anyone on the path can read it.
+fn check_plain_http(url: &str) -> Result<(), CollectorError> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| CollectorError::Config(format!("collector.url is not a URL ({e})")))?;
+    if parsed.scheme() != "http" {
+        return Ok(());
+    }
+    // The URL parser has already turned `127.1` or `0x7f.0.0.1` into the
+    // dotted form and lower-cased the name.
+    let host = parsed.host_str().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        return Ok(());
+    }
+    Err(CollectorError::Config(
+        "collector.url: plain http:// is only allowed to a loopback address (127.0.0.0/8, ::1, localhost), because the service key would cross the network in clear; use https:// with collector.ca_file or collector.fingerprint, or reach the collector through a loopback address".into(),
+    ))
+}
+
+/// Whether the collector's `approvalId` may be recorded as the request id
+/// in the audit: short, and only characters an id has. The collector
+/// chooses it, so anything else stays in the result alone.
+fn valid_request_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
@@ -203,6 +238,7 @@ impl Collector {
                 "collector.url must start with http:// or https://, not {url:?}"
             )));
         }
+        check_plain_http(url)?;
         let key = match &config.service_key_file {
             Some(path) => std::fs::read_to_string(path)
                 .map_err(|e| {
@@ -558,6 +594,7 @@ impl Backend for Collector {
         let request_id = value
             .get("approvalId")
             .and_then(Value::as_str)
+            .filter(|id| valid_request_id(id))
             .map(str::to_string);
         Ok(Reply { value, request_id })
     }
