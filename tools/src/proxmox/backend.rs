@@ -10,12 +10,14 @@ use serde_json::{json, Value};
 
 use super::{
     apidata,
+    body::{BodyCap, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_SCHEMA_BYTES},
     client::{wire_value, ApiToken, PveClient, PveError, Request, Timeouts},
     curated::{self, TierOverrides},
     full,
     route::{Route, RouteKind},
     tiers::{TierRule, TierRules},
     tls::{parse_fingerprint, Trust},
+    upid::Upid,
 };
 use crate::{
     backend::{Backend, BackendError, Reply},
@@ -53,7 +55,7 @@ pub struct TargetConfig {
     pub request_timeout_secs: Option<u64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProxmoxConfig {
     pub catalog: CatalogKind,
@@ -68,7 +70,33 @@ pub struct ProxmoxConfig {
     pub tier_rules: Vec<TierRule>,
     /// Tier overrides by tool name.
     pub tiers: HashMap<String, Tier>,
+    /// At most this many bytes of an API answer are read; a larger one is
+    /// the error `response_too_large`. The cluster decides what it sends,
+    /// so the host's memory is capped here.
+    pub max_response_bytes: u64,
+    /// At most this many bytes of the API schema (`apidata.js`) are read at
+    /// start-up for the full catalog.
+    pub max_schema_bytes: u64,
 }
+
+impl Default for ProxmoxConfig {
+    fn default() -> Self {
+        Self {
+            catalog: CatalogKind::default(),
+            schema_file: None,
+            default_target: None,
+            targets: Default::default(),
+            tier_rules: Vec::new(),
+            tiers: HashMap::new(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_schema_bytes: DEFAULT_MAX_SCHEMA_BYTES,
+        }
+    }
+}
+
+/// The smallest cap accepted for `max_response_bytes` and
+/// `max_schema_bytes`: below it not even an error answer fits.
+const MIN_BODY_CAP: u64 = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProxmoxError {
@@ -115,6 +143,16 @@ impl ProxmoxBackend {
         if config.targets.is_empty() {
             return Err(ProxmoxError::NoTargets);
         }
+        for (setting, value) in [
+            ("max_response_bytes", config.max_response_bytes),
+            ("max_schema_bytes", config.max_schema_bytes),
+        ] {
+            if value < MIN_BODY_CAP {
+                return Err(ProxmoxError::Config(format!(
+                    "{setting} = {value} is below {MIN_BODY_CAP} bytes; not even an error answer fits"
+                )));
+            }
+        }
         let mut targets = HashMap::new();
         for (name, t) in &config.targets {
             let err = |message: String| ProxmoxError::Target {
@@ -134,8 +172,9 @@ impl ProxmoxBackend {
             if let Some(s) = t.request_timeout_secs {
                 timeouts.request = Duration::from_secs(s);
             }
-            let client =
-                PveClient::new(&t.url, &trust, timeouts).map_err(|e| err(e.to_string()))?;
+            let client = PveClient::new(&t.url, &trust, timeouts)
+                .map_err(|e| err(e.to_string()))?
+                .with_max_response_bytes(config.max_response_bytes);
             let mut tokens = HashMap::new();
             for (identity, file) in &t.tokens {
                 let token = ApiToken::from_file(file)
@@ -166,7 +205,14 @@ impl ProxmoxBackend {
                     Some(f) => std::fs::read_to_string(f).map_err(|e| {
                         ProxmoxError::Config(format!("schema_file {}: {e}", f.display()))
                     })?,
-                    None => fetch_schema(&targets[&default_target], &default_target).await?,
+                    None => {
+                        fetch_schema(
+                            &targets[&default_target],
+                            &default_target,
+                            BodyCap::schema(config.max_schema_bytes),
+                        )
+                        .await?
+                    }
                 };
                 let ops =
                     apidata::parse_text(&text).map_err(|e| ProxmoxError::Config(e.to_string()))?;
@@ -236,7 +282,7 @@ impl ProxmoxBackend {
     }
 }
 
-async fn fetch_schema(target: &Target, name: &str) -> Result<String, ProxmoxError> {
+async fn fetch_schema(target: &Target, name: &str, cap: BodyCap) -> Result<String, ProxmoxError> {
     // The viewer's script needs no token, but any token works.
     let token = target
         .tokens
@@ -248,7 +294,7 @@ async fn fetch_schema(target: &Target, name: &str) -> Result<String, ProxmoxErro
         })?;
     target
         .client
-        .fetch_text(token, "/pve-docs/api-viewer/apidata.js")
+        .fetch_text(token, "/pve-docs/api-viewer/apidata.js", cap)
         .await
         .map_err(|e| ProxmoxError::Target {
             target: name.into(),
@@ -300,8 +346,28 @@ pub fn build_request(route: &Route, args: &Value) -> Result<Request, BackendErro
     })
 }
 
-fn backend_error(e: PveError) -> BackendError {
-    BackendError::new(e.code(), e.to_string())
+/// The error for a failed call to target `target`: failures of the
+/// connection name the target by its configured name (the client's own
+/// texts name neither the host nor the URL).
+fn backend_error(target: &str, e: PveError) -> BackendError {
+    match e {
+        PveError::Connect(_) | PveError::Timeout(_) => {
+            BackendError::new(e.code(), format!("Proxmox target `{target}`: {e}"))
+        }
+        e => BackendError::new(e.code(), e.to_string()),
+    }
+}
+
+/// The task id in a call's answer, for the audit: only a string that
+/// parses as a UPID (at most 512 bytes, no control characters:
+/// `upid.rs`), as the cluster wrote it, so that it is the id the script
+/// got. Anything else the cluster answers stays in the result and never
+/// becomes a request id.
+fn task_id(value: &Value) -> Option<String> {
+    value
+        .as_str()
+        .filter(|s| s.parse::<Upid>().is_ok())
+        .map(str::to_string)
 }
 
 #[async_trait]
@@ -329,18 +395,17 @@ impl Backend for ProxmoxBackend {
         let (target_name, target) = self.target(&args)?;
         let token = self.token(target_name, target, caller)?;
         if route.kind == RouteKind::WaitTask {
-            return self.wait_task(target, token, route, &args).await;
+            return self
+                .wait_task(target_name, target, token, route, &args)
+                .await;
         }
         let request = build_request(route, &args)?;
         let value = target
             .client
             .call(token, &request)
             .await
-            .map_err(backend_error)?;
-        let request_id = value
-            .as_str()
-            .filter(|s| s.starts_with("UPID:"))
-            .map(str::to_string);
+            .map_err(|e| backend_error(target_name, e))?;
+        let request_id = task_id(&value);
         Ok(Reply { value, request_id })
     }
 }
@@ -350,6 +415,7 @@ impl ProxmoxBackend {
     /// passes; returns the exit status and the end of the log.
     async fn wait_task(
         &self,
+        target_name: &str,
         target: &Target,
         token: &ApiToken,
         route: &Route,
@@ -373,7 +439,7 @@ impl ProxmoxBackend {
                 .client
                 .call(token, &status_req)
                 .await
-                .map_err(backend_error)?;
+                .map_err(|e| backend_error(target_name, e))?;
             if status.get("status").and_then(Value::as_str) == Some("stopped") {
                 break status;
             }
@@ -398,7 +464,7 @@ impl ProxmoxBackend {
             .client
             .call(token, &log_req)
             .await
-            .map_err(backend_error)?;
+            .map_err(|e| backend_error(target_name, e))?;
         let lines: Vec<Value> = log
             .as_array()
             .map(|l| l.iter().filter_map(|x| x.get("t").cloned()).collect())

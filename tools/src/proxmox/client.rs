@@ -10,8 +10,16 @@ use serde_json::Value;
 
 use super::{
     apidata::Method,
+    body::{read_capped, BodyCap, BodyError, DEFAULT_MAX_RESPONSE_BYTES},
     tls::{client_config, Trust},
+    transport,
 };
+
+/// Longest text taken from a PVE error answer (reason phrase, `message`,
+/// one parameter's complaint); the cluster decides its length, so it is cut.
+const MAX_ERROR_TEXT: usize = 300;
+/// Most parameter complaints listed from one 400 answer.
+const MAX_PARAMETER_ERRORS: usize = 20;
 
 /// `USER@REALM!TOKENID=SECRET`. Its `Debug` shows only the token id.
 #[derive(Clone, PartialEq, Eq)]
@@ -123,6 +131,8 @@ pub enum PveError {
     Connect(String),
     #[error("unexpected answer from Proxmox: {0}")]
     Protocol(String),
+    #[error("the answer from Proxmox is larger than proxmox.{setting} ({limit} bytes) and was not read further; narrow the request (a node, a type or vmid filter) or raise proxmox.{setting}")]
+    TooLarge { limit: u64, setting: &'static str },
 }
 
 impl PveError {
@@ -137,6 +147,7 @@ impl PveError {
             PveError::NodeUnreachable(_) | PveError::Connect(_) => "unreachable",
             PveError::Timeout(_) => "timeout",
             PveError::Protocol(_) => "backend_error",
+            PveError::TooLarge { .. } => "response_too_large",
         }
     }
 
@@ -168,6 +179,8 @@ pub struct PveClient {
     base: String,
     http: reqwest::Client,
     timeouts: Timeouts,
+    /// At most this much of an API answer is read.
+    max_response_bytes: u64,
 }
 
 impl PveClient {
@@ -192,7 +205,14 @@ impl PveClient {
             base,
             http,
             timeouts,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
+    }
+
+    /// Reads at most `bytes` of an API answer (`proxmox.max_response_bytes`).
+    pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
+        self.max_response_bytes = bytes;
+        self
     }
 
     /// Sends `req` and returns PVE's `data`.
@@ -226,7 +246,7 @@ impl PveClient {
             Method::Post => self.http.post(&url).form(&req.params),
             Method::Put => self.http.put(&url).form(&req.params),
         };
-        let response = builder
+        let mut response = builder
             .header(reqwest::header::AUTHORIZATION, token.header())
             .send()
             .await
@@ -236,7 +256,9 @@ impl PveClient {
             .extensions()
             .get::<hyper::ext::ReasonPhrase>()
             .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned());
-        let body = response.bytes().await.map_err(|e| self.transport(e))?;
+        let body = self
+            .read_body(&mut response, BodyCap::response(self.max_response_bytes))
+            .await?;
         let json: Option<Value> = serde_json::from_slice(&body).ok();
         if status.is_success() {
             return match json {
@@ -249,9 +271,15 @@ impl PveClient {
         Err(error_from(status, reason, json))
     }
 
-    /// GETs a non-API path (the API viewer's script) as text.
-    pub async fn fetch_text(&self, token: &ApiToken, path: &str) -> Result<String, PveError> {
-        let response = self
+    /// GETs a non-API path (the API viewer's script) as text, reading at
+    /// most `cap`.
+    pub async fn fetch_text(
+        &self,
+        token: &ApiToken,
+        path: &str,
+        cap: BodyCap,
+    ) -> Result<String, PveError> {
+        let mut response = self
             .http
             .get(format!("{}{path}", self.base))
             .header(reqwest::header::AUTHORIZATION, token.header())
@@ -262,27 +290,44 @@ impl PveClient {
         if !status.is_success() {
             return Err(error_from(status, None, None));
         }
-        response.text().await.map_err(|e| self.transport(e))
+        let body = self.read_body(&mut response, cap).await?;
+        String::from_utf8(body)
+            .map_err(|_| PveError::Protocol("the API schema is not UTF-8".into()))
     }
 
+    async fn read_body(
+        &self,
+        response: &mut reqwest::Response,
+        cap: BodyCap,
+    ) -> Result<Vec<u8>, PveError> {
+        read_capped(response, cap).await.map_err(|e| match e {
+            BodyError::TooLarge(cap) => PveError::TooLarge {
+                limit: cap.bytes,
+                setting: cap.setting,
+            },
+            BodyError::Transport(e) => self.transport(e),
+        })
+    }
+
+    /// Never shows the URL, the host name or the library's own text
+    /// (`transport::describe`).
     fn transport(&self, e: reqwest::Error) -> PveError {
         if e.is_timeout() {
             return PveError::Timeout(self.timeouts.request.as_secs());
         }
-        // Walk the cause chain for the TLS reason; never show the URL.
-        let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(&e);
-        while let Some(c) = cause {
-            let text = c.to_string();
-            if text.contains("fingerprint") || text.contains("certificate") {
-                return PveError::Connect(format!("TLS: {text}"));
-            }
-            cause = c.source();
-        }
-        if e.is_connect() {
-            return PveError::Connect("connection refused or unreachable".into());
-        }
-        PveError::Connect("the connection failed".into())
+        PveError::Connect(transport::describe(&e))
     }
+}
+
+/// `text` trimmed and cut at `MAX_ERROR_TEXT` characters.
+fn shorten(text: &str) -> String {
+    let text = text.trim();
+    if text.chars().count() <= MAX_ERROR_TEXT {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(MAX_ERROR_TEXT).collect();
+    cut.push('…');
+    cut
 }
 
 fn error_from(status: StatusCode, reason: Option<String>, json: Option<Value>) -> PveError {
@@ -295,7 +340,7 @@ fn error_from(status: StatusCode, reason: Option<String>, json: Option<Value>) -
                 .map(str::to_string)
         })
         .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_string());
-    let reason = reason.trim().to_string();
+    let reason = shorten(&reason);
     match status.as_u16() {
         401 => PveError::Unauthorized,
         403 => PveError::Forbidden(reason),
@@ -305,12 +350,21 @@ fn error_from(status: StatusCode, reason: Option<String>, json: Option<Value>) -
                 .and_then(|j| j.get("errors"))
                 .and_then(Value::as_object)
                 .map(|m| {
-                    m.iter()
+                    let mut listed: Vec<String> = m
+                        .iter()
+                        .take(MAX_PARAMETER_ERRORS)
                         .map(|(k, v)| {
-                            format!("{k}: {}", v.as_str().map(str::trim).unwrap_or_default())
+                            format!(
+                                "{}: {}",
+                                shorten(k),
+                                shorten(v.as_str().unwrap_or_default())
+                            )
                         })
-                        .collect::<Vec<_>>()
-                        .join("; ")
+                        .collect();
+                    if m.len() > MAX_PARAMETER_ERRORS {
+                        listed.push(format!("and {} more", m.len() - MAX_PARAMETER_ERRORS));
+                    }
+                    listed.join("; ")
                 })
                 .filter(|s| !s.is_empty());
             PveError::BadParameters(errors.unwrap_or(reason))

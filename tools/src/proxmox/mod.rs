@@ -3,6 +3,7 @@
 
 pub mod apidata;
 pub mod backend;
+pub mod body;
 pub mod client;
 pub mod curated;
 pub mod full;
@@ -11,5 +12,6 @@ pub mod route;
 pub mod schema;
 pub mod tiers;
 pub mod tls;
+pub mod transport;
 pub mod upid;
 pub mod vocabulary;

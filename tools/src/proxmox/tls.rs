@@ -12,7 +12,8 @@ use rustls::{
     client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
     crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider},
     pki_types::{pem::PemObject, CertificateDer, ServerName, UnixTime},
-    ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+    CertificateError, ClientConfig, DigitallySignedStruct, OtherError, RootCertStore,
+    SignatureScheme,
 };
 use sha2::{Digest, Sha256};
 
@@ -97,6 +98,16 @@ fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
     Ok(store)
 }
 
+/// A certificate whose fingerprint is not the pinned one. Its own type, so
+/// that the client can tell it from other TLS failures and say it in its
+/// own words (rustls' texts name the host).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("the certificate's fingerprint {presented} does not match the configured pin")]
+pub struct PinMismatch {
+    /// The `AB:CD:...` fingerprint the server presented.
+    pub presented: String,
+}
+
 /// Accepts exactly one certificate: the one whose SHA-256 is pinned. The
 /// handshake signature is still verified, so the peer must hold its key.
 #[derive(Debug)]
@@ -117,9 +128,10 @@ impl ServerCertVerifier for PinVerifier {
         if Sha256::digest(end_entity.as_ref()).as_slice() == self.pin {
             Ok(ServerCertVerified::assertion())
         } else {
-            Err(rustls::Error::General(format!(
-                "certificate fingerprint {} does not match the configured pin",
-                fingerprint_of(end_entity.as_ref())
+            Err(rustls::Error::InvalidCertificate(CertificateError::Other(
+                OtherError(Arc::new(PinMismatch {
+                    presented: fingerprint_of(end_entity.as_ref()),
+                })),
             )))
         }
     }

@@ -1,0 +1,365 @@
+//! The Proxmox client and backend against hostile servers on loopback
+//! (tests/hostile): answers larger than the cap, a length that announces
+//! gigabytes, a schema that never ends, a "UPID" of a megabyte, TLS and
+//! name failures whose library texts name the host.
+
+mod hostile;
+
+use std::{collections::BTreeMap, path::Path};
+
+use airlock_tools::{
+    proxmox::{
+        apidata::Method,
+        backend::{CatalogKind, ProxmoxBackend, ProxmoxConfig, TargetConfig},
+        client::{ApiToken, PveClient, PveError, Request, Timeouts},
+        tls::{parse_fingerprint, Trust},
+    },
+    Backend, Caller,
+};
+use hostile::{Answer, Server};
+use serde_json::{json, Value};
+
+const SECRET: &str = "0b9c6a5e-1f1e-4c2a-9a0e-8f1c2d3e4f50";
+
+fn token_line() -> String {
+    format!("alice@pve!airlock={SECRET}")
+}
+
+fn token() -> ApiToken {
+    ApiToken::parse(&token_line()).unwrap()
+}
+
+fn no_retries() -> Timeouts {
+    Timeouts {
+        get_retries: 0,
+        ..Timeouts::default()
+    }
+}
+
+fn pinned(server: &Server, url: &str) -> PveClient {
+    let pin = parse_fingerprint(&server.fingerprint).unwrap();
+    PveClient::new(url, &Trust::Pin(pin), no_retries()).unwrap()
+}
+
+fn get(path: &str) -> Request {
+    Request {
+        method: Method::Get,
+        path: path.into(),
+        params: vec![],
+    }
+}
+
+/// A `[proxmox]` section with one target `lab` at `server`, alice's token.
+fn config(server: &Server, dir: &Path, catalog: CatalogKind) -> ProxmoxConfig {
+    let file = dir.join("alice.token");
+    std::fs::write(&file, token_line()).unwrap();
+    let mut targets = BTreeMap::new();
+    targets.insert(
+        "lab".to_string(),
+        TargetConfig {
+            url: server.url(),
+            fingerprint: Some(server.fingerprint.clone()),
+            tokens: [("alice".to_string(), file)].into_iter().collect(),
+            ..TargetConfig::default()
+        },
+    );
+    ProxmoxConfig {
+        catalog,
+        targets,
+        ..ProxmoxConfig::default()
+    }
+}
+
+/// What loopback sockets can hold between the two ends (the largest
+/// receive and send buffers the kernel grows them to), plus a MiB for the
+/// HTTP and TLS libraries' own buffers: the most a server can have written
+/// that the client never read.
+fn in_flight_slack() -> u64 {
+    let max_of = |file: &str| {
+        std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.split_whitespace().last()?.parse::<u64>().ok())
+            .unwrap_or(32 << 20)
+    };
+    max_of("/proc/sys/net/ipv4/tcp_rmem") + max_of("/proc/sys/net/ipv4/tcp_wmem") + (1 << 20)
+}
+
+#[tokio::test]
+async fn an_answer_larger_than_the_cap_is_refused_and_no_longer_read() {
+    let cap: u64 = 1 << 20;
+    let slack = in_flight_slack();
+    // Far more than the cap and everything in flight together.
+    let total = cap + slack + (64 << 20);
+    let mut server = Server::tls(&["localhost"], move |_| Answer::Endless { total }).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&server, dir.path(), CatalogKind::Curated);
+    c.max_response_bytes = cap;
+    let backend = ProxmoxBackend::new(&c).await.unwrap();
+    let tool = backend
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "vm_list")
+        .unwrap();
+    let err = backend
+        .call(&Caller::new("alice"), &tool, json!({"node": "pve1"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "response_too_large", "{err:?}");
+    assert!(
+        err.message.contains("proxmox.max_response_bytes") && err.message.contains("1048576"),
+        "the error names the limit and its value: {}",
+        err.message
+    );
+    assert!(!err.message.contains(SECRET));
+    // Each attempt (a read is retried on connection failures, not on this)
+    // ends with the client closing the connection long before the end.
+    let written = server.next_ended().await;
+    eprintln!(
+        "cap {cap} B: the server wrote {written} B of a {total} B body before the client closed (in-flight allowance {slack} B)"
+    );
+    assert!(
+        written < cap + slack,
+        "the host stopped reading at the cap: {written} B written"
+    );
+}
+
+#[tokio::test]
+async fn a_declared_length_above_the_cap_is_refused_before_reading() {
+    let mut server = Server::tls(&["localhost"], |_| Answer::Declares { length: 100 << 30 }).await;
+    let client = pinned(&server, &server.url()).with_max_response_bytes(1 << 20);
+    let err = client.call(&token(), &get("/nodes")).await.unwrap_err();
+    assert_eq!(
+        err,
+        PveError::TooLarge {
+            limit: 1 << 20,
+            setting: "max_response_bytes"
+        }
+    );
+    assert_eq!(err.code(), "response_too_large");
+    // The client hung up without waiting for the 100 GiB.
+    assert_eq!(server.next_ended().await, 0);
+}
+
+#[tokio::test]
+async fn an_endless_api_schema_stops_the_start_at_its_own_cap() {
+    let cap: u64 = 2 << 20;
+    let slack = in_flight_slack();
+    let total = cap + slack + (64 << 20);
+    let mut server = Server::tls(&["localhost"], move |r| {
+        assert_eq!(r.path, "/pve-docs/api-viewer/apidata.js");
+        Answer::Endless { total }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&server, dir.path(), CatalogKind::Full);
+    c.max_schema_bytes = cap;
+    let err = ProxmoxBackend::new(&c).await.err().unwrap().to_string();
+    assert!(
+        err.contains("fetching the API schema")
+            && err.contains("proxmox.max_schema_bytes")
+            && err.contains(&cap.to_string()),
+        "{err}"
+    );
+    assert!(!err.contains(SECRET) && !err.contains("127.0.0.1"), "{err}");
+    let written = server.next_ended().await;
+    eprintln!("schema cap {cap} B: the server wrote {written} B of {total} B");
+    assert!(written < cap + slack, "{written} B written");
+}
+
+#[tokio::test]
+async fn caps_below_a_kilobyte_are_a_configuration_error() {
+    let server = Server::tls(&["localhost"], |_| Answer::data(json!([]))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&server, dir.path(), CatalogKind::Curated);
+    c.max_response_bytes = 0;
+    let err = ProxmoxBackend::new(&c).await.err().unwrap().to_string();
+    assert!(err.contains("max_response_bytes = 0"), "{err}");
+}
+
+#[tokio::test]
+async fn a_huge_or_malformed_upid_is_never_a_request_id() {
+    let huge = format!("UPID:pve1:{}", "A".repeat(1 << 20));
+    let almost = format!(
+        "UPID:pve1:000A1B2C:0F3E4D5A:6751A0B2:qmstart:101:{}:",
+        "u".repeat(600)
+    );
+    let good = "UPID:pve1:000A1B2C:0F3E4D5A:6751A0B2:qmstart:103:alice@pve!airlock:";
+    let answers = [huge.clone(), almost.clone(), good.to_string()];
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let server = Server::tls(&["localhost"], move |r| {
+        assert_eq!(r.method, "POST");
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Answer::data(json!(answers[i]))
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = ProxmoxBackend::new(&config(&server, dir.path(), CatalogKind::Curated))
+        .await
+        .unwrap();
+    let start = backend
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "vm_start")
+        .unwrap();
+    let alice = Caller::new("alice");
+    let call = || backend.call(&alice, &start, json!({"node": "pve1", "vmid": 103}));
+    let r = call().await.unwrap();
+    assert_eq!(r.value, json!(huge), "the answer itself is passed on");
+    assert_eq!(r.request_id, None, "a megabyte is no task id");
+    let r = call().await.unwrap();
+    assert_eq!(r.request_id, None, "longer than 512 bytes");
+    let r = call().await.unwrap();
+    assert_eq!(r.request_id.as_deref(), Some(good));
+}
+
+#[tokio::test]
+async fn long_error_texts_from_the_cluster_are_cut() {
+    let reason = "x".repeat(1 << 20);
+    let errors: serde_json::Map<String, Value> = (0..5000)
+        .map(|i| (format!("p{i}"), json!("y".repeat(1000))))
+        .collect();
+    let server = Server::tls(&["localhost"], move |r| {
+        let body = if r.method == "POST" {
+            json!({"errors": errors, "data": null})
+        } else {
+            json!({"message": reason, "data": null})
+        };
+        Answer::Json {
+            status: if r.method == "POST" { 400 } else { 500 },
+            body: body.to_string(),
+        }
+    })
+    .await;
+    let client = pinned(&server, &server.url());
+    let read = client.call(&token(), &get("/nodes")).await.unwrap_err();
+    assert!(
+        read.to_string().len() < 1000,
+        "{} bytes",
+        read.to_string().len()
+    );
+    let post = Request {
+        method: Method::Post,
+        path: "/nodes/pve1/qemu".into(),
+        params: vec![],
+    };
+    let bad = client.call(&token(), &post).await.unwrap_err();
+    assert_eq!(bad.code(), "invalid_arguments");
+    let text = bad.to_string();
+    assert!(text.len() < 20 * 320 + 200, "{} bytes", text.len());
+    assert!(
+        text.ends_with("and 4980 more"),
+        "{}",
+        &text[text.len() - 40..]
+    );
+}
+
+/// The host name of the URL the client was given appears in no error.
+fn assert_no_host(err: &PveError, host: &str) {
+    let text = err.to_string();
+    assert!(
+        !text.to_lowercase().contains(&host.to_lowercase()),
+        "the error names the host {host}: {text}"
+    );
+}
+
+#[tokio::test]
+async fn tls_failures_are_described_without_the_host_name() {
+    // A certificate for another name, trusted as a CA: rustls says
+    // "certificate not valid for name \"localhost\" …".
+    let server = Server::tls(&["pve-other.example"], |_| Answer::data(json!([]))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &server.certificate_pem).unwrap();
+    let url = format!("https://localhost:{}", server.addr.port());
+    let client = PveClient::new(&url, &Trust::CaBundle(ca), no_retries()).unwrap();
+    let err = client.call(&token(), &get("/nodes")).await.unwrap_err();
+    assert_eq!(err.code(), "unreachable");
+    assert!(
+        err.to_string().contains("not valid for the host name"),
+        "{err}"
+    );
+    assert_no_host(&err, "localhost");
+    assert_no_host(&err, "pve-other.example");
+
+    // A certificate from no CA in the bundle (both are rcgen's
+    // self-signed certificates with the same subject, so webpki finds an
+    // issuer by name and then a signature that does not verify).
+    let other = Server::tls(&["localhost"], |_| Answer::data(json!([]))).await;
+    let url = format!("https://localhost:{}", other.addr.port());
+    let client = PveClient::new(
+        &url,
+        &Trust::CaBundle(dir.path().join("ca.pem")),
+        no_retries(),
+    )
+    .unwrap();
+    let err = client.call(&token(), &get("/nodes")).await.unwrap_err();
+    assert!(
+        err.to_string().contains("TLS: the certificate's signature"),
+        "{err}"
+    );
+    assert_no_host(&err, "localhost");
+
+    // A wrong pin: the fingerprint the server showed, not its name.
+    let client = PveClient::new(&url, &Trust::Pin([7; 32]), no_retries()).unwrap();
+    let err = client.call(&token(), &get("/nodes")).await.unwrap_err();
+    assert!(
+        err.to_string().contains(&format!(
+            "fingerprint {} does not match the configured pin",
+            other.fingerprint
+        )),
+        "{err}"
+    );
+    assert_no_host(&err, "localhost");
+}
+
+#[tokio::test]
+async fn a_host_name_that_does_not_resolve_is_said_so_without_the_name() {
+    let client = PveClient::new(
+        "https://nonexistent.invalid:8006",
+        &Trust::Pin([7; 32]),
+        no_retries(),
+    )
+    .unwrap();
+    let err = client.call(&token(), &get("/nodes")).await.unwrap_err();
+    assert_eq!(err.code(), "unreachable", "{err:?}");
+    assert_no_host(&err, "nonexistent");
+    assert!(!err.to_string().contains("8006"), "{err}");
+    // The backend names the target by its configured name instead.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("alice.token");
+    std::fs::write(&file, token_line()).unwrap();
+    let mut targets = BTreeMap::new();
+    targets.insert(
+        "lab".to_string(),
+        TargetConfig {
+            url: "https://nonexistent.invalid:8006".into(),
+            fingerprint: Some("AB".repeat(32)),
+            tokens: [("alice".to_string(), file)].into_iter().collect(),
+            connect_timeout_secs: Some(5),
+            ..TargetConfig::default()
+        },
+    );
+    let backend = ProxmoxBackend::new(&ProxmoxConfig {
+        targets,
+        ..ProxmoxConfig::default()
+    })
+    .await
+    .unwrap();
+    let tool = backend
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "node_list")
+        .unwrap();
+    let err = backend
+        .call(&Caller::new("alice"), &tool, json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "unreachable");
+    assert!(
+        err.message.contains("Proxmox target `lab`"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains("nonexistent"), "{}", err.message);
+    eprintln!("unresolvable host: {}", err.message);
+}
