@@ -1,7 +1,8 @@
 //! The Proxmox client and backend against hostile servers on loopback
 //! (tests/hostile): answers larger than the cap, a length that announces
 //! gigabytes, a schema that never ends, a "UPID" of a megabyte, TLS and
-//! name failures whose library texts name the host.
+//! name failures whose library texts name the host, and secrets PVE
+//! returns in fields not named like secrets.
 
 mod hostile;
 
@@ -14,6 +15,7 @@ use airlock_tools::{
         client::{ApiToken, PveClient, PveError, Request, Timeouts},
         tls::{parse_fingerprint, Trust},
     },
+    redact::REDACTED,
     Backend, Caller,
 };
 use hostile::{Answer, Server};
@@ -362,4 +364,57 @@ async fn a_host_name_that_does_not_resolve_is_said_so_without_the_name() {
     );
     assert!(!err.message.contains("nonexistent"), "{}", err.message);
     eprintln!("unresolvable host: {}", err.message);
+}
+
+/// A full catalog from a two-operation schema file, against `server`.
+async fn acme_backend(server: &Server, dir: &Path) -> ProxmoxBackend {
+    let schema = json!([{
+        "path": "/cluster/acme/plugins", "text": "plugins",
+        "info": {"GET": {"name": "index", "description": "ACME plugin index.", "parameters": {"additionalProperties": 0, "properties": {}}}},
+        "children": [{
+            "path": "/cluster/acme/plugins/{id}", "text": "{id}",
+            "info": {"GET": {"name": "get_plugin_config", "description": "Get ACME plugin configuration.", "parameters": {"additionalProperties": 0, "properties": {"id": {"type": "string", "description": "Unique identifier for ACME plugin instance."}}}}}
+        }]
+    }]);
+    let file = dir.join("apidata.json");
+    std::fs::write(&file, schema.to_string()).unwrap();
+    let mut c = config(server, dir, CatalogKind::Full);
+    c.schema_file = Some(file);
+    ProxmoxBackend::new(&c).await.unwrap()
+}
+
+#[tokio::test]
+async fn acme_dns_credentials_never_leave_the_backend() {
+    let dns_secret = "CF_Token=Zx9-cloudflare-api-token\nCF_Account_ID=7";
+    let plugin =
+        json!({"plugin": "cf", "type": "dns", "api": "cf", "data": dns_secret, "digest": "abc"});
+    let answer = plugin.clone();
+    let server = Server::tls(&["localhost"], move |r| {
+        if r.path.ends_with("/plugins") {
+            Answer::data(json!([answer.clone()]))
+        } else {
+            Answer::data(answer.clone())
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = acme_backend(&server, dir.path()).await;
+    let tools = backend.tools();
+    let alice = Caller::new("alice");
+    for (path, args) in [
+        ("GET /cluster/acme/plugins", json!({})),
+        ("GET /cluster/acme/plugins/{id}", json!({"id": "cf"})),
+    ] {
+        let tool = tools
+            .iter()
+            .find(|t| t.description.ends_with(path))
+            .unwrap();
+        let r = backend.call(&alice, tool, args).await.unwrap();
+        let text = r.value.to_string();
+        assert!(!text.contains("Zx9"), "{path}: {text}");
+        assert!(
+            text.contains(REDACTED) && text.contains("\"api\":\"cf\""),
+            "{text}"
+        );
+    }
 }

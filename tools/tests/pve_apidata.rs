@@ -194,3 +194,103 @@ fn every_curated_tool_maps_to_a_real_operation() {
         problems.join("\n")
     );
 }
+
+#[test]
+fn the_real_schema_fits_the_default_schema_cap_with_room() {
+    use airlock_tools::proxmox::body::DEFAULT_MAX_SCHEMA_BYTES;
+    let Some(path) = schema_file() else { return };
+    let size = std::fs::metadata(path).unwrap().len();
+    assert!(
+        size * 8 < DEFAULT_MAX_SCHEMA_BYTES,
+        "{size} B against a cap of {DEFAULT_MAX_SCHEMA_BYTES} B"
+    );
+}
+
+/// Every path kept from the schema is clean, so a tier rule sees the
+/// path that is sent.
+#[test]
+fn a_hostile_tree_loses_its_unclean_paths_and_nothing_else() {
+    let hostile = serde_json::json!([
+        {"path": "/nodes/{node}/../access/users", "info": {
+            "GET": {"name": "read_users", "description": "Looks like a node read."},
+            "POST": {"name": "add_user", "description": "x"}}},
+        {"path": "/nodes/{node}/qemu/{vmid}/status/../../../../access/acl", "info": {
+            "PUT": {"name": "acl", "description": "x"}}},
+        {"path": "/cluster/./config/join", "info": {"POST": {"name": "join", "description": "x"}}},
+        {"path": "/nodes//{node}", "info": {"GET": {"name": "n", "description": "x"}}},
+        {"path": "/nodes/{node}/%2e%2e/access/users", "info": {"GET": {"name": "p", "description": "x"}}},
+        {"path": "/nodes/{node}/qemu", "info": {"GET": {"name": "vmlist", "description": "VMs."}}}
+    ]);
+    let ops = apidata::parse(&hostile).unwrap();
+    assert_eq!(
+        ops.iter()
+            .map(|o| (o.method.as_str(), o.path.as_str()))
+            .collect::<Vec<_>>(),
+        [("GET", "/nodes/{node}/qemu")]
+    );
+    let generated = full::generate(&ops, &TierRules::defaults(), "pve");
+    assert_eq!(generated.len(), 1);
+    assert_eq!(generated[0].0.tier, Tier::Read);
+}
+
+#[test]
+fn every_path_of_the_real_schema_is_clean() {
+    let Some(path) = schema_file() else { return };
+    let text = std::fs::read_to_string(path).unwrap();
+    let tree: serde_json::Value = serde_json::from_str(&text).unwrap();
+    fn walk(nodes: &serde_json::Value, out: &mut Vec<String>) {
+        for n in nodes.as_array().into_iter().flatten() {
+            out.push(n["path"].as_str().unwrap_or_default().to_string());
+            walk(&n["children"], out);
+        }
+    }
+    let mut paths = Vec::new();
+    walk(&tree, &mut paths);
+    assert_eq!(paths.len(), 435, "nodes in the PVE 9.1 tree");
+    let unclean: Vec<&String> = paths.iter().filter(|p| !apidata::valid_path(p)).collect();
+    assert!(unclean.is_empty(), "{unclean:?}");
+}
+
+/// Reads of PVE 9.1 that return credentials in fields redaction does not
+/// recognise by name: each masking rule names a real GET operation, and
+/// the reads whose secret cannot be masked field by field are above
+/// `read`.
+#[test]
+fn reads_that_return_unnamed_secrets_are_masked_or_above_read() {
+    use airlock_tools::proxmox::{apidata::Method, secrets};
+    let Some(path) = schema_file() else { return };
+    let ops = apidata::parse_text(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let generated = full::generate(&ops, &TierRules::defaults(), "pve");
+    let tool = |p: &str| {
+        generated
+            .iter()
+            .find(|(_, r)| r.method == Method::Get && r.path == p)
+            .map(|(s, r)| (s.tier, r.path.clone()))
+            .unwrap_or_else(|| panic!("no GET {p} in the schema"))
+    };
+    for p in secrets::masked_paths() {
+        let (_, route) = tool(p);
+        // The rule fires on the route's own template.
+        let mut probe =
+            serde_json::json!({"data": "x", "url": "https://h/x", "http_proxy": "http://u:p@h"});
+        let mut rows = serde_json::json!([{"key": "cipassword", "value": "x"}]);
+        let mut text = serde_json::json!("password: x");
+        let masked = secrets::mask(&route, &mut probe)
+            + secrets::mask(&route, &mut rows)
+            + secrets::mask(&route, &mut text);
+        assert!(masked > 0, "GET {p}: no field masked");
+    }
+    assert_eq!(
+        tool("/cluster/acme/plugins").0,
+        Tier::Read,
+        "masked, so still a read"
+    );
+    assert_eq!(
+        tool("/nodes/{node}/qemu/{vmid}/cloudinit/dump").0,
+        Tier::Admin
+    );
+    assert_eq!(
+        tool("/nodes/{node}/storage/{storage}/file-restore/download").0,
+        Tier::Forbidden
+    );
+}

@@ -15,6 +15,7 @@ use super::{
     curated::{self, TierOverrides},
     full,
     route::{Route, RouteKind},
+    secrets,
     tiers::{TierRule, TierRules},
     tls::{parse_fingerprint, Trust},
     upid::Upid,
@@ -400,11 +401,12 @@ impl Backend for ProxmoxBackend {
                 .await;
         }
         let request = build_request(route, &args)?;
-        let value = target
+        let mut value = target
             .client
             .call(token, &request)
             .await
             .map_err(|e| backend_error(target_name, e))?;
+        secrets::mask(&route.path, &mut value);
         let request_id = task_id(&value);
         Ok(Reply { value, request_id })
     }

@@ -10,6 +10,7 @@ pub mod full;
 pub mod naming;
 pub mod route;
 pub mod schema;
+pub mod secrets;
 pub mod tiers;
 pub mod tls;
 pub mod transport;

@@ -60,6 +60,20 @@ const DEFAULTS: &[(&str, &str, Tier)] = &[
         r"/nodes/[^/]+/(qemu|lxc)/[^/]+/status/(start|stop|shutdown|reboot|reset|suspend|resume)",
         Tier::Operate,
     ),
+    // Reads that hand out what an agent must not hold: files from inside
+    // a backup (as agent/file-read is, above), and the generated
+    // cloud-init user data, a free-form text with the password hash
+    // (secrets.rs masks its `password:` lines as well).
+    (
+        "GET",
+        r"/nodes/[^/]+/storage/[^/]+/file-restore/download",
+        Tier::Forbidden,
+    ),
+    (
+        "GET",
+        r"/nodes/[^/]+/qemu/[^/]+/cloudinit/dump",
+        Tier::Admin,
+    ),
     // Everything that only reads.
     ("GET", r".*", Tier::Read),
     // Everything else changes configuration or state.
@@ -191,6 +205,21 @@ mod tests {
             Tier::Forbidden
         );
         assert_eq!(r.tier(Method::Get, "/nodes/{node}/network"), Tier::Read);
+        assert_eq!(
+            r.tier(
+                Method::Get,
+                "/nodes/{node}/storage/{storage}/file-restore/download"
+            ),
+            Tier::Forbidden
+        );
+        assert_eq!(
+            r.tier(Method::Get, "/nodes/{node}/qemu/{vmid}/cloudinit/dump"),
+            Tier::Admin
+        );
+        assert_eq!(
+            r.tier(Method::Get, "/nodes/{node}/qemu/{vmid}/cloudinit"),
+            Tier::Read
+        );
     }
 
     #[test]
