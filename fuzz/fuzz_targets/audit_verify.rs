@@ -1,7 +1,8 @@
 //! The audit file holds whatever a disk, an editor or an attacker left
-//! there. Two properties: any bytes give a verdict (never a panic), and a
-//! one-byte change to a real chain is caught unless it leaves every line's
-//! JSON content exactly as it was (say, whitespace inside a line).
+//! there. Two properties: any bytes give a verdict (never a panic), and
+//! any one-byte change to a real chain is caught — a line must be byte
+//! for byte what the writer makes of its record, so not even a space or
+//! an escaped letter that leaves the JSON content as it was gets through.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -35,13 +36,6 @@ fn chain() -> &'static Vec<u8> {
     })
 }
 
-fn values(bytes: &[u8]) -> Vec<Option<Value>> {
-    bytes
-        .split(|b| *b == b'\n')
-        .map(|l| serde_json::from_slice(l).ok())
-        .collect()
-}
-
 fuzz_target!(|data: &[u8]| {
     // Any bytes: a verdict, and never more good lines than lines.
     let verdict = verify_lines(data).expect("reading a slice cannot fail");
@@ -61,11 +55,8 @@ fuzz_target!(|data: &[u8]| {
     let mut tampered = original.clone();
     tampered[at] = byte;
     let verdict = verify_lines(&tampered[..]).expect("slice");
-    if verdict.ok() {
-        assert_eq!(
-            values(&tampered),
-            values(original),
-            "byte {at} changed to {byte:#04x} and the chain still verifies"
-        );
-    }
+    assert!(
+        !verdict.ok(),
+        "byte {at} changed to {byte:#04x} and the chain still verifies"
+    );
 });

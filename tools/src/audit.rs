@@ -474,6 +474,27 @@ mod tests {
         }
     }
 
+    /// The fuzz target's property, exhaustively over positions: no
+    /// one-byte change to a real chain verifies.
+    #[test]
+    fn every_one_byte_change_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        write_three(&path);
+        let original = std::fs::read(&path).unwrap();
+        for at in 0..original.len() {
+            for byte in [original[at] ^ 1, b' ', b'\n', b'"', b'\\', b'0', b'a', 0xff] {
+                if byte == original[at] {
+                    continue;
+                }
+                let mut tampered = original.clone();
+                tampered[at] = byte;
+                let v = verify_lines(&tampered[..]).unwrap();
+                assert!(!v.ok(), "byte {at} changed to {byte:#04x} still verifies");
+            }
+        }
+    }
+
     #[test]
     fn files_and_directories_are_created_private() {
         use std::os::unix::fs::MetadataExt;
