@@ -5,7 +5,7 @@
 #![no_main]
 
 use airlock_guest_sdk::{
-    abi::{Completion, LogLevel, COMPLETION_SIZE, FINISH_ERROR, FINISH_OK},
+    abi::{Completion, LogLevel, COMPLETION_SIZE, FINISH_ERROR, FINISH_OK, FINISH_TRUNCATED},
     wire::{self, Finished, GuestError, MESSAGE_CHARS},
 };
 use libfuzzer_sys::fuzz_target;
@@ -43,15 +43,21 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(serde_json::from_slice::<Value>(args).ok(), Some(v));
     }
 
-    let status = match selector % 4 {
+    let status = match selector % 5 {
         0 => FINISH_OK,
         1 | 2 => FINISH_ERROR,
+        3 => FINISH_TRUNCATED,
         _ => u32::from(selector),
     };
     match wire::finish(status, rest) {
         Ok(Finished::Value(v)) => {
             assert_eq!(status, FINISH_OK);
             assert_eq!(serde_json::from_slice::<Value>(rest).ok(), Some(v));
+        }
+        Ok(Finished::Truncated { value, .. }) => {
+            assert_eq!(status, FINISH_TRUNCATED);
+            let wrapper = serde_json::from_slice::<Value>(rest).ok();
+            assert_eq!(wrapper.and_then(|w| w.get("value").cloned()), Some(value));
         }
         Ok(Finished::Error(e)) => {
             assert_eq!(status, FINISH_ERROR);

@@ -20,7 +20,7 @@
 //!
 //! # Flow of one execution
 //!
-//! 1. host calls export [`EXPORT_RUN`]`(script_len)`;
+//! 1. host calls export [`EXPORT_RUN`]`(script_len, result_bytes)`;
 //! 2. guest allocates `script_len` bytes and calls [`IMPORT_SCRIPT_READ`];
 //! 3. guest runs the script; every `tools.x(args)` becomes
 //!    [`IMPORT_CALL_START`], which returns a call id at once;
@@ -28,14 +28,24 @@
 //!    [`IMPORT_WAIT`], which blocks (asynchronously, on the host) until one
 //!    call or timer completes and reports its id, status and payload length;
 //!    the guest then copies the payload with [`IMPORT_PAYLOAD_READ`];
-//! 5. guest calls [`IMPORT_FINISH`] exactly once with the outcome and returns.
+//! 5. guest calls [`IMPORT_FINISH`] exactly once with the outcome, already
+//!    cut to `result_bytes` (see [`crate::fit`]), and returns.
+//!
+//! # What the host reads
+//!
+//! Every length the guest passes is checked *before* the host reads or
+//! parses anything: a tool name longer than [`MAX_TOOL_NAME_BYTES`] is
+//! refused after reading only its first bytes, arguments are charged to
+//! the execution's `args_bytes` before they are read, console lines to
+//! `log_bytes` (with [`LOG_LINE_OVERHEAD`] each), and an outcome longer
+//! than `result_bytes` + [`FINISH_SLACK`] is refused unread.
 
 /// Module name of every host import.
 pub const IMPORT_MODULE: &str = "airlock";
 
 /// Bumped whenever any name, signature or layout in this file changes. The
 /// host refuses a guest whose [`EXPORT_ABI_VERSION`] answers differently.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 // ---------------------------------------------------------------- imports
 
@@ -54,8 +64,9 @@ pub const IMPORT_CALL_START: &str = "call_start";
 /// and return its id. A timer never outlives the execution that armed it.
 pub const IMPORT_TIMER_START: &str = "timer_start";
 
-/// `cancel(id: u32)`: forget a pending timer (`clearTimeout`). Unknown or
-/// finished ids are ignored.
+/// `cancel(id: u32)`: forget a pending timer (`clearTimeout`); the host
+/// drops it at once. Unknown or finished ids, and ids of tool calls, are
+/// ignored.
 pub const IMPORT_CANCEL: &str = "cancel";
 
 /// `wait(out_ptr: u32) -> u32`: block until one pending call or timer
@@ -75,7 +86,9 @@ pub const IMPORT_LOG: &str = "log";
 
 /// `finish(status: u32, ptr: u32, len: u32)`: the outcome of the execution,
 /// called once. With [`FINISH_OK`] the bytes are the JSON result value; with
-/// [`FINISH_ERROR`] they are a JSON [guest error](#guest-errors) object.
+/// [`FINISH_TRUNCATED`] a JSON object `{"value", "original_bytes"}` whose
+/// value the guest cut to `result_bytes`; with [`FINISH_ERROR`] a JSON
+/// [guest error](#guest-errors) object.
 pub const IMPORT_FINISH: &str = "finish";
 
 // ---------------------------------------------------------------- exports
@@ -83,7 +96,8 @@ pub const IMPORT_FINISH: &str = "finish";
 /// `airlock_abi_version() -> u32`: answers [`ABI_VERSION`].
 pub const EXPORT_ABI_VERSION: &str = "airlock_abi_version";
 
-/// `airlock_run(script_len: u32)`: run one script in the current realm.
+/// `airlock_run(script_len: u32, result_bytes: u32)`: run one script in the
+/// current realm; its result must be cut to `result_bytes` (as JSON text).
 pub const EXPORT_RUN: &str = "airlock_run";
 
 /// `airlock_reset()`: drop the current realm and build a brand-new one, so
@@ -117,6 +131,27 @@ pub const STATUS_TIMER: u32 = 2;
 pub const FINISH_OK: u32 = 0;
 /// [`IMPORT_FINISH`] status: the payload is a JSON guest error.
 pub const FINISH_ERROR: u32 = 1;
+/// [`IMPORT_FINISH`] status: the payload is `{"value": V, "original_bytes":
+/// N}`, V being the result cut to `result_bytes` from N bytes.
+pub const FINISH_TRUNCATED: u32 = 2;
+
+/// Bytes an outcome may take beyond `result_bytes`: room for the
+/// truncation wrapper or an error object (whose texts the guest caps at
+/// [`crate::fit::MESSAGE_CHARS`] characters). A longer outcome is refused
+/// before the host reads it.
+pub const FINISH_SLACK: u32 = 64 * 1024;
+
+/// Longest tool name the host reads. Every real name is far shorter; a
+/// longer one fails the call (`not_found`) after the host read only its
+/// first [`NAME_SHOWN_BYTES`] bytes to name it in the trace.
+pub const MAX_TOOL_NAME_BYTES: u32 = 256;
+
+/// How much of an over-long tool name the host reads to show it.
+pub const NAME_SHOWN_BYTES: u32 = 64;
+
+/// What one console line costs against `log_bytes` on top of its text: the
+/// host keeps an entry per line, so ten million empty lines are not free.
+pub const LOG_LINE_OVERHEAD: u64 = 64;
 
 /// Size in bytes of an encoded [`Completion`].
 pub const COMPLETION_SIZE: usize = 12;
@@ -202,7 +237,12 @@ pub const TRAP_LIMIT: &str = "airlock limit reached";
 //
 //   {"kind":"SyntaxError","message":..,"line":..,"column":..}
 //   {"kind":"RuntimeError","message":..,"stack":..}
-//   {"kind":"ToolError","tool":..,"code":..,"message":..,"details":{..}}
+//   {"kind":"ToolError","call":..,"tool":..,"code":..,"message":..}
+//
+// A ToolError names the id of the call whose failure escaped; the host
+// reports the failure it recorded for that call (never the guest's texts,
+// so a script cannot forge `approval_required` or `policy_denied`). Any
+// other thrown value is a RuntimeError.
 //   {"kind":"Deadlock","message":..}
 //   {"kind":"RuntimeLimit","limit":"recursion_depth"|"js_stack_size","value":..}
 

@@ -4,7 +4,8 @@
 //! These bytes come out of a sandbox that runs code a language model wrote,
 //! so nothing here trusts them: every decoder returns a [`Violation`]
 //! instead of panicking, and every text the guest wrote is cut to
-//! [`MESSAGE_CHARS`] before the host keeps it. The module is plain data in,
+//! [`MESSAGE_CHARS`] before the host keeps it. The sizes were checked
+//! before these bytes were read (see `abi`). The module is plain data in,
 //! plain data out (no wasmtime), which is what lets the fuzzer reach it.
 //!
 //! Only the host needs this; it is behind the `host` feature so the guest
@@ -13,15 +14,10 @@
 use serde_json::Value;
 
 use crate::abi::{
-    FINISH_ERROR, FINISH_OK, KIND_DEADLOCK, KIND_RUNTIME, KIND_RUNTIME_LIMIT, KIND_SYNTAX,
-    KIND_TOOL,
+    FINISH_ERROR, FINISH_OK, FINISH_TRUNCATED, KIND_DEADLOCK, KIND_RUNTIME, KIND_RUNTIME_LIMIT,
+    KIND_SYNTAX, KIND_TOOL,
 };
-
-/// The most characters of a guest-written message, stack or unknown
-/// object kept: a script can make an error text as long as it likes (a
-/// path 100,000 levels deep), and it goes straight into the agent's
-/// context.
-pub const MESSAGE_CHARS: usize = 2_000;
+pub use crate::fit::{capped, MESSAGE_CHARS};
 
 /// A guest that broke the encoding. The host traps such an instance (or,
 /// for the outcome, reports an internal error) and never reuses it.
@@ -31,8 +27,10 @@ pub enum Violation {
     NameNotUtf8,
     /// The arguments in `call_start` are not one JSON value.
     ArgsNotJson,
-    /// `finish` was called with a status other than `FINISH_OK`/`FINISH_ERROR`.
+    /// `finish` was called with a status the ABI does not define.
     UnknownFinishStatus(u32),
+    /// A `FINISH_TRUNCATED` outcome without its `value` and `original_bytes`.
+    TruncationMalformed,
     /// The bytes passed to `finish` are not JSON; the parser's complaint.
     OutcomeNotJson(String),
 }
@@ -43,6 +41,9 @@ impl std::fmt::Display for Violation {
             Self::NameNotUtf8 => f.write_str("tool name is not UTF-8"),
             Self::ArgsNotJson => f.write_str("tool arguments are not JSON"),
             Self::UnknownFinishStatus(s) => write!(f, "unknown finish status {s}"),
+            Self::TruncationMalformed => {
+                f.write_str("a truncated outcome lacks `value` or `original_bytes`")
+            }
             Self::OutcomeNotJson(e) => {
                 write!(f, "the guest reported an outcome that is not JSON: {e}")
             }
@@ -64,6 +65,9 @@ pub fn call(name: Vec<u8>, args: &[u8]) -> Result<(String, Value), Violation> {
 pub enum Finished {
     /// The script's value.
     Value(Value),
+    /// The script's value, cut by the guest to `result_bytes` from
+    /// `original_bytes` (the guest's word; only ever shown, never trusted).
+    Truncated { value: Value, original_bytes: u64 },
     /// The script failed.
     Error(GuestError),
 }
@@ -85,12 +89,15 @@ pub enum GuestError {
     /// One of the JS engine's own fixed limits; `limit` is its snake_case
     /// name (`recursion_depth`, `js_stack_size`).
     EngineLimit { limit: String, value: u64 },
-    /// An uncaught tool failure, as the host reported it to the guest.
+    /// An uncaught tool failure: the id of the call whose failure it is.
+    /// The host looks the failure up in its own record of that execution;
+    /// `tool`, `code` and `message` are the guest's (capped) word, used
+    /// only to describe a value that matches no recorded failure.
     Tool {
+        call: Option<u32>,
         tool: String,
         code: String,
         message: String,
-        details: Value,
     },
     /// An object of no kind the host knows, as (capped) JSON text.
     Unknown(String),
@@ -98,15 +105,31 @@ pub enum GuestError {
 
 /// Decodes `finish(status, bytes)`.
 pub fn finish(status: u32, bytes: &[u8]) -> Result<Finished, Violation> {
-    if status != FINISH_OK && status != FINISH_ERROR {
+    if !matches!(status, FINISH_OK | FINISH_ERROR | FINISH_TRUNCATED) {
         return Err(Violation::UnknownFinishStatus(status));
     }
     let value: Value =
         serde_json::from_slice(bytes).map_err(|e| Violation::OutcomeNotJson(e.to_string()))?;
-    if status == FINISH_OK {
-        return Ok(Finished::Value(value));
+    match status {
+        FINISH_OK => Ok(Finished::Value(value)),
+        FINISH_TRUNCATED => {
+            let Value::Object(mut wrapper) = value else {
+                return Err(Violation::TruncationMalformed);
+            };
+            let original_bytes = wrapper
+                .get("original_bytes")
+                .and_then(Value::as_u64)
+                .ok_or(Violation::TruncationMalformed)?;
+            let value = wrapper
+                .remove("value")
+                .ok_or(Violation::TruncationMalformed)?;
+            Ok(Finished::Truncated {
+                value,
+                original_bytes,
+            })
+        }
+        _ => Ok(Finished::Error(guest_error(&value))),
     }
-    Ok(Finished::Error(guest_error(&value)))
 }
 
 fn guest_error(v: &Value) -> GuestError {
@@ -128,24 +151,15 @@ fn guest_error(v: &Value) -> GuestError {
             value: number("value"),
         },
         Some(KIND_TOOL) => GuestError::Tool {
+            call: v
+                .get("call")
+                .and_then(Value::as_u64)
+                .and_then(|c| u32::try_from(c).ok()),
             tool: text("tool"),
             code: text("code"),
             message: text("message"),
-            details: v.get("details").cloned().unwrap_or(Value::Null),
         },
         _ => GuestError::Unknown(capped(&v.to_string())),
-    }
-}
-
-/// `s` cut to [`MESSAGE_CHARS`] characters, saying how many were left out.
-pub fn capped(s: &str) -> String {
-    match s.char_indices().nth(MESSAGE_CHARS) {
-        None => s.to_string(),
-        Some((cut, _)) => format!(
-            "{}… ({} more characters)",
-            &s[..cut],
-            s[cut..].chars().count()
-        ),
     }
 }
 
@@ -193,6 +207,36 @@ mod tests {
             }
         );
         assert!(matches!(err(json!(5)), GuestError::Unknown(t) if t == "5"));
+        assert_eq!(
+            err(json!({"kind": KIND_TOOL, "call": 7, "tool": "t", "code": "c", "message": "m"})),
+            GuestError::Tool {
+                call: Some(7),
+                tool: "t".into(),
+                code: "c".into(),
+                message: "m".into()
+            }
+        );
+        assert!(matches!(
+            err(json!({"kind": KIND_TOOL, "call": 1u64 << 40})),
+            GuestError::Tool { call: None, .. }
+        ));
+    }
+
+    #[test]
+    fn truncated_outcomes_carry_value_and_original_size() {
+        assert_eq!(
+            finish(FINISH_TRUNCATED, br#"{"value":[1],"original_bytes":900}"#),
+            Ok(Finished::Truncated {
+                value: json!([1]),
+                original_bytes: 900
+            })
+        );
+        for bad in [&b"[1]"[..], br#"{"value":1}"#, br#"{"original_bytes":3}"#] {
+            assert_eq!(
+                finish(FINISH_TRUNCATED, bad),
+                Err(Violation::TruncationMalformed)
+            );
+        }
     }
 
     #[test]

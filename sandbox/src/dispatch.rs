@@ -4,23 +4,28 @@
 //! The dispatcher is polled in the same task as the wasm call (no spawning),
 //! so it can borrow the `ToolHost` and everything it starts is dropped —
 //! cancelled — the moment the execution ends. Calls beyond
-//! `calls_in_flight` wait in order for a free slot.
+//! `calls_in_flight` wait in order for a free slot. A cleared timer is
+//! dropped at once, so arming and clearing timers in a loop holds nothing.
 
 use std::{
-    collections::{HashSet, VecDeque},
+    collections::{HashMap, VecDeque},
     future::Future,
     pin::Pin,
     time::{Duration, Instant},
 };
 
 use airlock_guest_sdk::abi::{STATUS_OK, STATUS_TIMER, STATUS_TOOL_ERROR};
-use futures::{stream::FuturesUnordered, StreamExt};
+use futures::{
+    future::{abortable, AbortHandle},
+    stream::FuturesUnordered,
+    StreamExt,
+};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::{
     limits::{Limit, Limits},
-    store::{Done, Request, Trace},
+    store::{Done, Failures, Request, Trace},
     tool_host::{codes, ToolCall, ToolFailure, ToolHost},
 };
 
@@ -33,9 +38,19 @@ enum Finished {
     Timer {
         id: u32,
     },
+    /// A timer cleared before it fired.
+    Dropped,
 }
 
 type Running<'a> = Pin<Box<dyn Future<Output = Finished> + Send + 'a>>;
+
+/// What the dispatcher writes down that outlives it: the execution reads it
+/// after the dispatcher is dropped.
+pub struct Records<'a> {
+    pub trace: &'a Trace,
+    pub failures: &'a Failures,
+    pub peak_in_flight: &'a std::sync::atomic::AtomicU32,
+}
 
 pub async fn run(
     host: &dyn ToolHost,
@@ -43,12 +58,16 @@ pub async fn run(
     completions: UnboundedSender<Done>,
     limits: &Limits,
     started: Instant,
-    trace: &Trace,
-    peak_in_flight: &std::sync::atomic::AtomicU32,
+    records: Records<'_>,
 ) {
+    let Records {
+        trace,
+        failures,
+        peak_in_flight,
+    } = records;
     let mut running: FuturesUnordered<Running<'_>> = FuturesUnordered::new();
     let mut queued: VecDeque<(u32, String, Value)> = VecDeque::new();
-    let mut cancelled: HashSet<u32> = HashSet::new();
+    let mut timers: HashMap<u32, AbortHandle> = HashMap::new();
     let mut in_flight: u32 = 0;
     let max_in_flight = limits.calls_in_flight.max(1);
     let call_timeout = limits.call_timeout();
@@ -85,7 +104,11 @@ pub async fn run(
 
     loop {
         tokio::select! {
-            request = requests.recv() => match request {
+            // Outside tokio's cooperative budget: a guest makes thousands of
+            // requests between two polls (setTimeout/clearTimeout in a
+            // loop), and each poll must drain them all, or they pile up in
+            // the channel faster than 128 a poll can take them out.
+            request = tokio::task::unconstrained(requests.recv()) => match request {
                 None => std::future::pending::<()>().await, // the script is done
                 Some(Request::Call { id, name, args }) => {
                     if in_flight < max_in_flight {
@@ -96,21 +119,37 @@ pub async fn run(
                         queued.push_back((id, name, args));
                     }
                 }
+                Some(Request::Refused { id, name, failure }) => {
+                    let result = Err(failure);
+                    record(trace, started, id, &result);
+                    let done = settle(failures, id, &name, result);
+                    if completions.send(done).is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
                 Some(Request::Timer { id, delay_ms }) => {
+                    let (sleep, handle) =
+                        abortable(tokio::time::sleep(Duration::from_millis(delay_ms as u64)));
+                    timers.insert(id, handle);
                     running.push(Box::pin(async move {
-                        tokio::time::sleep(Duration::from_millis(delay_ms as u64)).await;
-                        Finished::Timer { id }
+                        match sleep.await {
+                            Ok(()) => Finished::Timer { id },
+                            Err(_) => Finished::Dropped,
+                        }
                     }));
                 }
                 Some(Request::Cancel { id }) => {
-                    cancelled.insert(id);
+                    if let Some(timer) = timers.remove(&id) {
+                        timer.abort();
+                    }
                 }
             },
             Some(finished) = running.next(), if !running.is_empty() => {
                 let done = match finished {
+                    Finished::Dropped => continue,
                     Finished::Timer { id } => {
-                        if cancelled.remove(&id) {
-                            continue;
+                        if timers.remove(&id).is_none() {
+                            continue; // cleared as it fired
                         }
                         Done { id, status: STATUS_TIMER, payload: Vec::new() }
                     }
@@ -121,7 +160,7 @@ pub async fn run(
                             running.push(start_call(next_id, name, args));
                         }
                         record(trace, started, id, &result);
-                        encode(id, &tool, result)
+                        settle(failures, id, &tool, result)
                     }
                 };
                 if completions.send(done).is_err() {
@@ -142,6 +181,18 @@ fn record(trace: &Trace, started: Instant, id: u32, result: &Result<Value, ToolF
             Err(f) => f.code.clone(),
         };
     }
+}
+
+/// Encodes a call's end for the guest, keeping the host's own record of a
+/// failure: it is what the execution reports if the failure escapes.
+fn settle(failures: &Failures, id: u32, tool: &str, result: Result<Value, ToolFailure>) -> Done {
+    if let Err(f) = &result {
+        failures
+            .lock()
+            .unwrap()
+            .insert(id, (tool.to_string(), f.clone()));
+    }
+    encode(id, tool, result)
 }
 
 fn encode(id: u32, tool: &str, result: Result<Value, ToolFailure>) -> Done {

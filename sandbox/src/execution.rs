@@ -9,6 +9,7 @@ use std::{
 
 use airlock_guest_sdk::{
     abi::{EXPORT_RESET, EXPORT_RUN},
+    fit,
     wire::{self, Finished, GuestError},
 };
 use serde_json::Value;
@@ -20,9 +21,8 @@ use crate::{
     engine::MAX_WASM_STACK,
     limits::{Limit, Limits},
     outcome::{ExecError, Outcome, Stats, Truncation},
-    store::{RunState, StoreData},
-    tool_host::{codes, ToolHost},
-    truncate,
+    store::{Failures, RunState, StoreData},
+    tool_host::{codes, ToolFailure, ToolHost},
 };
 
 /// Slack after the deadline before the host stops waiting on the guest at
@@ -32,7 +32,7 @@ const HOST_GRACE: Duration = Duration::from_millis(250);
 /// The guest exports one execution needs.
 #[derive(Clone)]
 pub struct GuestFns {
-    pub run: TypedFunc<u32, ()>,
+    pub run: TypedFunc<(u32, u32), ()>,
     pub reset: TypedFunc<(), ()>,
 }
 
@@ -88,18 +88,27 @@ pub async fn run_on(
     }
     store.set_epoch_deadline(1);
 
-    let trace = store.data().run.as_ref().expect("set above").trace.clone();
+    let (trace, failures) = {
+        let run = store.data().run.as_ref().expect("set above");
+        (run.trace.clone(), run.failures.clone())
+    };
     let peak_in_flight = AtomicU32::new(0);
+    let result_bytes = u32::try_from(limits.result_bytes).unwrap_or(u32::MAX);
     let result = {
-        let wasm = fns.run.call_async(&mut *store, script.len() as u32);
+        let wasm = fns
+            .run
+            .call_async(&mut *store, (script.len() as u32, result_bytes));
         let dispatcher = dispatch::run(
             host,
             req_rx,
             done_tx,
             limits,
             started,
-            &trace,
-            &peak_in_flight,
+            dispatch::Records {
+                trace: &trace,
+                failures: &failures,
+                peak_in_flight: &peak_in_flight,
+            },
         );
         let backstop = tokio::time::sleep_until((started + limits.wall_time() + HOST_GRACE).into());
         tokio::select! {
@@ -123,6 +132,7 @@ pub async fn run_on(
     stats.wall_us = started.elapsed().as_micros() as u64;
 
     let mut poisoned = true;
+    let mut truncated = None;
     let result: Result<Value, ExecError> = match result {
         None => Err(ExecError::limit(
             Limit::WallTimeMs,
@@ -132,7 +142,22 @@ pub async fn run_on(
         Some(Ok(())) => match run.finished {
             Some((status, bytes)) => {
                 poisoned = false;
-                decode_finish(status, &bytes)
+                match decode_finish(status, &bytes, &failures, limits) {
+                    Ok(Finished::Value(v)) => Ok(v),
+                    Ok(Finished::Truncated {
+                        value,
+                        original_bytes,
+                    }) => {
+                        truncated = Some(Truncation {
+                            limit: Limit::ResultBytes,
+                            value: limits.result_bytes,
+                            original_bytes,
+                        });
+                        Ok(value)
+                    }
+                    Ok(Finished::Error(_)) => unreachable!("decoded into an ExecError"),
+                    Err(e) => Err(e),
+                }
             }
             None => Err(ExecError::Internal {
                 message: "the guest returned without reporting an outcome".into(),
@@ -144,26 +169,7 @@ pub async fn run_on(
         poisoned = true; // a limit leaves the realm in an unknown state
     }
 
-    let (result, truncated) = match result {
-        Ok(v) => {
-            let size = truncate::json_len(&v) as u64;
-            if size > limits.result_bytes {
-                let cut = truncate::truncate(&v, limits.result_bytes as usize);
-                (
-                    Ok(cut),
-                    Some(Truncation {
-                        limit: Limit::ResultBytes,
-                        value: limits.result_bytes,
-                        original_bytes: size,
-                    }),
-                )
-            } else {
-                (Ok(v), None)
-            }
-        }
-        Err(e) => (Err(e), None),
-    };
-    let logs_truncated = (run.log_bytes_total > run.log_bytes_kept).then_some(Truncation {
+    let logs_truncated = (run.logs_dropped > 0).then_some(Truncation {
         limit: Limit::LogBytes,
         value: limits.log_bytes,
         original_bytes: run.log_bytes_total,
@@ -268,18 +274,30 @@ fn allocation_failure(output: &str) -> Option<u64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
-/// Turns the guest's `finish` payload into the execution's result.
-fn decode_finish(status: u32, bytes: &[u8]) -> Result<Value, ExecError> {
+/// Turns the guest's `finish` payload into the execution's result: a value
+/// (possibly cut by the guest) or an error, never a `Finished::Error`.
+fn decode_finish(
+    status: u32,
+    bytes: &[u8],
+    failures: &Failures,
+    limits: &Limits,
+) -> Result<Finished, ExecError> {
     match wire::finish(status, bytes) {
-        Ok(Finished::Value(v)) => Ok(v),
-        Ok(Finished::Error(e)) => Err(guest_error(e)),
+        Ok(Finished::Error(e)) => Err(guest_error(e, failures, limits)),
+        Ok(Finished::Value(v)) if fit::json_len(&v) as u64 > limits.result_bytes => {
+            // Only a guest that broke the ABI sends an uncut value this big.
+            Err(ExecError::Internal {
+                message: "the guest reported a result larger than result_bytes".into(),
+            })
+        }
+        Ok(done) => Ok(done),
         Err(violation) => Err(ExecError::Internal {
             message: violation.to_string(),
         }),
     }
 }
 
-fn guest_error(e: GuestError) -> ExecError {
+fn guest_error(e: GuestError, failures: &Failures, limits: &Limits) -> ExecError {
     match e {
         GuestError::Syntax {
             line,
@@ -300,19 +318,39 @@ fn guest_error(e: GuestError) -> ExecError {
             }
         }
         GuestError::Tool {
+            call,
             tool,
             code,
             message,
-            details,
-        } => tool_error(tool, code, message, details),
+        } => match call.and_then(|id| failures.lock().unwrap().remove(&id)) {
+            Some((tool, failure)) => tool_error(tool, failure, limits),
+            // Not a failure the host reported: whatever the script threw,
+            // it carries no authority.
+            None => ExecError::RuntimeError {
+                message: fit::capped(&format!("Uncaught ToolError: {tool}: {message} ({code})")),
+                stack: None,
+            },
+        },
         GuestError::Unknown(text) => ExecError::Internal {
             message: format!("the guest reported an unknown error: {text}"),
         },
     }
 }
 
-/// An uncaught tool failure; some codes have a kind of their own.
-fn tool_error(tool: String, code: String, message: String, details: Value) -> ExecError {
+/// An uncaught tool failure, as the host recorded it; some codes have a kind
+/// of their own. Its details are cut like a result.
+fn tool_error(tool: String, failure: ToolFailure, limits: &Limits) -> ExecError {
+    let ToolFailure {
+        code,
+        message,
+        details,
+    } = failure;
+    let message = fit::capped(&message);
+    let details = if fit::json_len(&details) as u64 > limits.result_bytes {
+        fit::truncate(&details, limits.result_bytes as usize)
+    } else {
+        details
+    };
     match code.as_str() {
         codes::POLICY_DENIED => ExecError::PolicyDenied {
             tool,

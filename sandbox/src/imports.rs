@@ -4,8 +4,9 @@
 
 use airlock_guest_sdk::{
     abi::{
-        self, Completion, LogLevel, FINISH_ERROR, FINISH_OK, IMPORT_MODULE, TRAP_LIMIT, WAIT_IDLE,
-        WAIT_READY,
+        self, Completion, LogLevel, FINISH_ERROR, FINISH_OK, FINISH_SLACK, FINISH_TRUNCATED,
+        IMPORT_MODULE, LOG_LINE_OVERHEAD, MAX_TOOL_NAME_BYTES, NAME_SHOWN_BYTES, TRAP_LIMIT,
+        WAIT_IDLE, WAIT_READY,
     },
     wire,
 };
@@ -14,8 +15,9 @@ use wasmtime::{Caller, Linker};
 use crate::{
     limits::Limit,
     memory::{self, violation},
-    outcome::{CallRecord, ExecError, LogEntry},
-    store::{Request, RunState, StoreData},
+    outcome::LogEntry,
+    store::{Pending, Request, RunState, StoreData},
+    tool_host::{codes, ToolFailure},
 };
 
 fn run_state<'a>(caller: &'a mut Caller<'_, StoreData>) -> wasmtime::Result<&'a mut RunState> {
@@ -51,28 +53,28 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
          name_len: u32,
          args_ptr: u32,
          args_len: u32| {
-            let name = memory::read(&mut c, name_ptr, name_len)?;
-            let args = memory::read(&mut c, args_ptr, args_len)?;
-            let (name, args) = wire::call(name, &args).map_err(|v| violation(&v.to_string()))?;
             let run = run_state(&mut c)?;
             if run.calls_started >= run.limits.tool_calls {
                 let value = run.limits.tool_calls as u64;
-                run.limit_hit = Some(ExecError::limit(Limit::ToolCalls, value, value + 1));
+                run.hit(Limit::ToolCalls, value, value + 1);
                 return Err(limit_trap());
             }
-            run.calls_started += 1;
-            let id = run.take_id();
-            run.outstanding.insert(id);
-            let start_us = run.started.elapsed().as_micros() as u64;
-            run.trace.lock().unwrap().push((
-                id,
-                CallRecord {
-                    tool: name.clone(),
-                    start_us,
-                    duration_us: None,
-                    status: "cancelled".into(),
-                },
-            ));
+            if name_len > MAX_TOOL_NAME_BYTES {
+                return refuse_long_name(&mut c, name_ptr, name_len);
+            }
+            let used = run.args_bytes + args_len as u64;
+            if used > run.limits.args_bytes {
+                let value = run.limits.args_bytes;
+                run.hit(Limit::ArgsBytes, value, used);
+                return Err(limit_trap());
+            }
+            run.args_bytes = used;
+            let name = memory::read(&mut c, name_ptr, name_len)?;
+            let (name, args) =
+                memory::with(&mut c, args_ptr, args_len, |args| wire::call(name, args))?
+                    .map_err(|v| violation(&v.to_string()))?;
+            let run = run_state(&mut c)?;
+            let id = run.start_call(name.clone());
             let _ = run.requests.send(Request::Call { id, name, args });
             Ok(id)
         },
@@ -83,8 +85,14 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         abi::IMPORT_TIMER_START,
         |mut c: Caller<'_, StoreData>, delay_ms: u32| {
             let run = run_state(&mut c)?;
+            if run.timers_armed >= run.limits.timers {
+                let value = run.limits.timers as u64;
+                run.hit(Limit::Timers, value, value + 1);
+                return Err(limit_trap());
+            }
+            run.timers_armed += 1;
             let id = run.take_id();
-            run.outstanding.insert(id);
+            run.outstanding.insert(id, Pending::Timer);
             let _ = run.requests.send(Request::Timer { id, delay_ms });
             Ok(id)
         },
@@ -95,7 +103,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         abi::IMPORT_CANCEL,
         |mut c: Caller<'_, StoreData>, id: u32| {
             let run = run_state(&mut c)?;
-            if run.outstanding.remove(&id) {
+            // Only timers can be cancelled; a call runs to its end.
+            if run.outstanding.get(&id) == Some(&Pending::Timer) {
+                run.settle(id);
                 let _ = run.requests.send(Request::Cancel { id });
             }
             Ok(())
@@ -119,7 +129,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                             return Err(limit_trap());
                         }
                         Ok(None) => return Err(violation("the tool dispatcher stopped")),
-                        Ok(Some(done)) if run.outstanding.remove(&done.id) => break done,
+                        Ok(Some(done)) if run.settle(done.id).is_some() => break done,
                         Ok(Some(_)) => continue, // cancelled meanwhile
                     }
                 };
@@ -156,13 +166,15 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, StoreData>, level: u32, ptr: u32, len: u32| {
             let level = LogLevel::from_u32(level).ok_or_else(|| violation("unknown log level"))?;
             let run = run_state(&mut c)?;
-            run.log_bytes_total += len as u64;
-            if run.log_bytes_kept + len as u64 > run.limits.log_bytes {
-                return Ok(()); // dropped and counted; reported in the outcome
+            let charge = len as u64 + LOG_LINE_OVERHEAD;
+            run.log_bytes_total = run.log_bytes_total.saturating_add(charge);
+            if run.log_bytes_kept + charge > run.limits.log_bytes {
+                run.logs_dropped += 1;
+                return Ok(()); // dropped unread and counted; reported in the outcome
             }
             let bytes = memory::read(&mut c, ptr, len)?;
             let run = run_state(&mut c)?;
-            run.log_bytes_kept += len as u64;
+            run.log_bytes_kept += charge;
             run.logs.push(LogEntry {
                 level: level.into(),
                 message: String::from_utf8_lossy(&bytes).into_owned(),
@@ -175,11 +187,19 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         IMPORT_MODULE,
         abi::IMPORT_FINISH,
         |mut c: Caller<'_, StoreData>, status: u32, ptr: u32, len: u32| {
-            if status != FINISH_OK && status != FINISH_ERROR {
+            if !matches!(status, FINISH_OK | FINISH_ERROR | FINISH_TRUNCATED) {
                 return Err(violation("unknown finish status"));
             }
-            if run_state(&mut c)?.finished.is_some() {
+            let run = run_state(&mut c)?;
+            if run.finished.is_some() {
                 return Err(violation("finish called twice"));
+            }
+            // The guest cuts its result to `result_bytes`; a longer outcome
+            // is not read, let alone parsed.
+            let value = run.limits.result_bytes;
+            if len as u64 > value + FINISH_SLACK as u64 {
+                run.hit(Limit::ResultBytes, value, len as u64);
+                return Err(limit_trap());
             }
             let bytes = memory::read(&mut c, ptr, len)?;
             run_state(&mut c)?.finished = Some((status, bytes));
@@ -187,4 +207,29 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// A tool name longer than any tool's: the call fails at once (catchably,
+/// `not_found`) and counts against `tool_calls`, and the host reads only
+/// enough of the name to show where it came from.
+fn refuse_long_name(c: &mut Caller<'_, StoreData>, ptr: u32, len: u32) -> wasmtime::Result<u32> {
+    memory::with(c, ptr, len, |_| ())?; // in bounds, like any other range
+    let shown = memory::with(c, ptr, NAME_SHOWN_BYTES, |b| {
+        String::from_utf8_lossy(b).into_owned()
+    })?;
+    let shown = format!("{}… ({len} bytes)", shown.trim_end_matches('\u{FFFD}'));
+    let failure = ToolFailure::new(
+        codes::NOT_FOUND,
+        format!(
+            "no tool has a name this long: tool names are at most {MAX_TOOL_NAME_BYTES} bytes and this one is {len} (it starts `{shown}`); call a name that search returned"
+        ),
+    );
+    let run = run_state(c)?;
+    let id = run.start_call(shown.clone());
+    let _ = run.requests.send(Request::Refused {
+        id,
+        name: shown,
+        failure,
+    });
+    Ok(id)
 }

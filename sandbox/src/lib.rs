@@ -30,19 +30,20 @@ mod outcome;
 mod sandbox;
 mod store;
 mod tool_host;
-mod truncate;
 mod wasi;
 
 use std::path::Path;
 
+/// What each console line costs against `log_bytes` besides its text.
+pub use airlock_guest_sdk::abi::LOG_LINE_OVERHEAD;
 pub use cache::default_dir as default_cache_dir;
 pub use limits::{
-    Capacity, Limit, Limits, LimitsError, MAX_EXECUTIONS_IN_FLIGHT, MAX_MEMORY_BYTES,
+    Capacity, Limit, Limits, LimitsError, MAX_EXECUTIONS_IN_FLIGHT, MAX_HANDOVER_BYTES,
+    MAX_MEMORY_BYTES,
 };
 pub use outcome::{CallRecord, ExecError, LogEntry, LogLevel, Outcome, Stats, Truncation};
 pub use sandbox::{Mode, Sandbox, SandboxConfig};
 pub use tool_host::{codes, ToolCall, ToolFailure, ToolHost};
-pub use truncate::truncate as truncate_json;
 
 /// The guest module embedded in this build, for tests that want to poke at
 /// the ABI directly.

@@ -40,8 +40,17 @@ pub struct Limits {
     /// Size of the JSON result handed back; larger results are truncated to
     /// valid JSON and marked.
     pub result_bytes: u64,
-    /// Console output kept; further lines are dropped and counted.
+    /// Console output kept; further lines are dropped and counted. Each
+    /// line costs its bytes plus a fixed overhead
+    /// (`abi::LOG_LINE_OVERHEAD`), so empty lines are bounded too.
     pub log_bytes: u64,
+    /// JSON argument bytes all tool calls of one execution may hand the
+    /// host, charged before the host reads them: the host parses and
+    /// holds arguments in its own memory, outside `memory_bytes`.
+    pub args_bytes: u64,
+    /// Timers (`setTimeout`) armed and not yet fired or cleared at once;
+    /// each is a task on the host.
+    pub timers: u32,
 }
 
 impl Default for Limits {
@@ -56,6 +65,8 @@ impl Default for Limits {
             call_timeout_ms: 30_000,
             result_bytes: 256 * 1024,
             log_bytes: 64 * 1024,
+            args_bytes: 1024 * 1024,
+            timers: 1000,
         }
     }
 }
@@ -79,6 +90,8 @@ impl Limits {
             ("calls_in_flight", self.calls_in_flight as u64),
             ("call_timeout_ms", self.call_timeout_ms),
             ("result_bytes", self.result_bytes),
+            ("args_bytes", self.args_bytes),
+            ("timers", self.timers as u64),
         ];
         for (field, v) in positive {
             if v == 0 {
@@ -92,6 +105,18 @@ impl Limits {
                 max: MAX_MEMORY_BYTES,
             });
         }
+        for (field, value) in [
+            ("result_bytes", self.result_bytes),
+            ("args_bytes", self.args_bytes),
+        ] {
+            if value > MAX_HANDOVER_BYTES {
+                return Err(LimitsError::TooLarge {
+                    field,
+                    value,
+                    max: MAX_HANDOVER_BYTES,
+                });
+            }
+        }
         if self.fuel == Some(0) {
             return Err(LimitsError::Zero { field: "fuel" });
         }
@@ -101,6 +126,11 @@ impl Limits {
 
 /// A 32-bit guest cannot address more.
 pub const MAX_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// The most `result_bytes` and `args_bytes` may be: what the host parses
+/// into its own memory (several times the text's size) must stay far below
+/// what a guest could make it read.
+pub const MAX_HANDOVER_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Sandbox-wide admission: how many executions run at once and how many may
 /// wait. Read when the [`crate::Sandbox`] is built.
@@ -176,6 +206,8 @@ pub enum Limit {
     CallTimeoutMs,
     ResultBytes,
     LogBytes,
+    ArgsBytes,
+    Timers,
     ExecutionsInFlight,
     QueueDepth,
     QueueWaitMs,
@@ -200,6 +232,8 @@ impl Limit {
             Self::CallTimeoutMs => "call_timeout_ms",
             Self::ResultBytes => "result_bytes",
             Self::LogBytes => "log_bytes",
+            Self::ArgsBytes => "args_bytes",
+            Self::Timers => "timers",
             Self::ExecutionsInFlight => "executions_in_flight",
             Self::QueueDepth => "queue_depth",
             Self::QueueWaitMs => "queue_wait_ms",
@@ -220,6 +254,8 @@ impl Limit {
             Self::CallTimeoutMs => "the tool was too slow; retry, narrow the request, or ask the operator to raise call_timeout_ms",
             Self::ResultBytes => "return only the fields you need (filter and aggregate in the script)",
             Self::LogBytes => "log less; return data as the result instead",
+            Self::ArgsBytes => "pass smaller arguments (send identifiers, not data), or split the work across executions",
+            Self::Timers => "arm fewer timers at once (await one before arming the next)",
             Self::ExecutionsInFlight | Self::QueueDepth | Self::QueueWaitMs => "the sandbox is busy; retry shortly",
             Self::StackBytes | Self::RecursionDepth | Self::JsStackSize => {
                 "recurse less deeply (use a loop with an explicit stack) or nest data less"

@@ -42,6 +42,43 @@ pub fn read(caller: &mut Caller<'_, StoreData>, ptr: u32, len: u32) -> wasmtime:
         })
 }
 
+/// Runs `f` over `[ptr, ptr+len)` in place, without copying it out (for
+/// bytes the host only parses or scans).
+pub fn with<T>(
+    caller: &mut Caller<'_, StoreData>,
+    ptr: u32,
+    len: u32,
+    f: impl FnOnce(&[u8]) -> T,
+) -> wasmtime::Result<T> {
+    let mem = handle(caller)?;
+    mem.data(&*caller)
+        .get(range(ptr, len))
+        .map(f)
+        .ok_or_else(|| {
+            violation(&format!(
+                "read of {len} bytes at {ptr:#x} is outside guest memory"
+            ))
+        })
+}
+
+/// Runs `f` over `[ptr, ptr+len)` of guest memory, writable, in place.
+pub fn with_mut<T>(
+    caller: &mut Caller<'_, StoreData>,
+    ptr: u32,
+    len: u32,
+    f: impl FnOnce(&mut [u8]) -> T,
+) -> wasmtime::Result<T> {
+    let mem = handle(caller)?;
+    mem.data_mut(&mut *caller)
+        .get_mut(range(ptr, len))
+        .map(f)
+        .ok_or_else(|| {
+            violation(&format!(
+                "write of {len} bytes at {ptr:#x} is outside guest memory"
+            ))
+        })
+}
+
 /// Copies `bytes` into guest memory at `ptr`.
 pub fn write(caller: &mut Caller<'_, StoreData>, ptr: u32, bytes: &[u8]) -> wasmtime::Result<()> {
     let mem = handle(caller)?;

@@ -34,9 +34,10 @@ pub enum Mode {
     /// snapshot: nothing at all survives an execution.
     #[default]
     Fresh,
-    /// An instance serves up to `reuse_runs` executions, each in a brand-new
-    /// JS realm built while the instance sat idle; it is discarded after a
-    /// limit was hit or the guest trapped.
+    /// An instance serves up to `reuse_runs` executions of one principal
+    /// (see [`ToolHost::principal`]), each in a brand-new JS realm built
+    /// while the instance sat idle; it is discarded after a limit was hit
+    /// or the guest trapped.
     Reuse,
 }
 
@@ -109,6 +110,8 @@ struct Warm {
     store: Store<StoreData>,
     fns: GuestFns,
     uses: u32,
+    /// Whose executions this instance has served; it serves no one else.
+    principal: Option<String>,
 }
 
 struct Inner {
@@ -208,14 +211,16 @@ impl Sandbox {
         stats.queue_us = t0.elapsed().as_micros() as u64;
         let started = Instant::now();
 
-        let warm = match self.inner.config.mode {
-            Mode::Reuse => self.take_warm(limits),
-            Mode::Fresh => None,
+        let principal = host.principal();
+        let warm = match (self.inner.config.mode, principal) {
+            (Mode::Reuse, Some(p)) => self.take_warm(limits, p),
+            _ => None,
         };
         let Warm {
             mut store,
             fns,
             uses,
+            ..
         } = match warm {
             Some(w) => w,
             None => match self.instantiate(limits).await {
@@ -227,15 +232,15 @@ impl Sandbox {
         let report =
             execution::run_on(&mut store, &fns, script, limits, host, started, stats).await;
 
-        if self.inner.config.mode == Mode::Reuse
-            && !report.poisoned
-            && uses + 1 < self.inner.config.reuse_runs
-        {
-            self.recycle(Warm {
-                store,
-                fns,
-                uses: uses + 1,
-            });
+        if let (Mode::Reuse, Some(p)) = (self.inner.config.mode, principal) {
+            if !report.poisoned && uses + 1 < self.inner.config.reuse_runs {
+                self.recycle(Warm {
+                    store,
+                    fns,
+                    uses: uses + 1,
+                    principal: Some(p.to_string()),
+                });
+            }
         }
         report.outcome
     }
@@ -296,9 +301,14 @@ impl Sandbox {
         }
     }
 
-    fn take_warm(&self, limits: &Limits) -> Option<Warm> {
+    /// An idle instance that served `principal` before, newest first.
+    fn take_warm(&self, limits: &Limits, principal: &str) -> Option<Warm> {
         let mut warm = self.inner.warm.lock().unwrap();
-        while let Some(mut w) = warm.pop() {
+        while let Some(i) = warm
+            .iter()
+            .rposition(|w| w.principal.as_deref() == Some(principal))
+        {
+            let w = warm.remove(i);
             let size = w
                 .store
                 .data()
@@ -308,7 +318,7 @@ impl Sandbox {
             if size <= limits.memory_bytes {
                 return Some(w);
             }
-            let _ = &mut w; // grown past this execution's memory limit: discard
+            // grown past this execution's memory limit: discard
         }
         None
     }
@@ -364,6 +374,7 @@ impl Sandbox {
             store,
             fns,
             uses: 0,
+            principal: None,
         })
     }
 
@@ -411,8 +422,11 @@ impl Sandbox {
         tokio::spawn(async move {
             if execution::reset(&mut w.store, &w.fns).await {
                 let mut warm = inner.warm.lock().unwrap();
-                if warm.len() < inner.config.capacity.executions_in_flight as usize {
-                    warm.push(w);
+                warm.push(w);
+                // The pool holds at most one instance per slot; the one
+                // idle longest (of whichever principal) makes room.
+                if warm.len() > inner.config.capacity.executions_in_flight as usize {
+                    warm.remove(0);
                 }
             }
             drop(reset_permit);

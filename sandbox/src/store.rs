@@ -1,7 +1,7 @@
 //! What the host keeps per wasm instance (`StoreData`) and per execution
 //! (`RunState`), and the memory limiter.
 
-use std::{collections::HashSet, time::Instant};
+use std::{collections::HashMap, time::Instant};
 
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -10,11 +10,25 @@ use wasmtime::{Memory, ResourceLimiter};
 use crate::{
     limits::{Limit, Limits},
     outcome::{CallRecord, ExecError, LogEntry},
+    tool_host::ToolFailure,
 };
 
 /// Every call the script started, by id, shared with the dispatcher so the
 /// trace survives the dispatcher being dropped.
 pub type Trace = std::sync::Arc<std::sync::Mutex<Vec<(u32, CallRecord)>>>;
+
+/// The failures the host reported to the guest, by call id, with the tool's
+/// name: the only source of an execution's `ToolError`, `PolicyDenied`,
+/// `ApprovalRequired` and call-level `LimitExceeded`, whatever the guest
+/// claims.
+pub type Failures = std::sync::Arc<std::sync::Mutex<HashMap<u32, (String, ToolFailure)>>>;
+
+/// What a pending id stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pending {
+    Call,
+    Timer,
+}
 
 /// Per-instance host state; lives as long as the wasm instance.
 #[derive(Default)]
@@ -34,9 +48,26 @@ pub struct StoreData {
 
 /// What the dispatcher is asked to do.
 pub enum Request {
-    Call { id: u32, name: String, args: Value },
-    Timer { id: u32, delay_ms: u32 },
-    Cancel { id: u32 },
+    Call {
+        id: u32,
+        name: String,
+        args: Value,
+    },
+    /// A call the host refused before it reached the tool host (a name it
+    /// would not read); completes at once with `failure`.
+    Refused {
+        id: u32,
+        name: String,
+        failure: ToolFailure,
+    },
+    Timer {
+        id: u32,
+        delay_ms: u32,
+    },
+    /// Drop timer `id` now.
+    Cancel {
+        id: u32,
+    },
 }
 
 /// A finished call or timer, as the guest will see it.
@@ -54,18 +85,25 @@ pub struct RunState {
     pub requests: UnboundedSender<Request>,
     pub completions: UnboundedReceiver<Done>,
     /// Ids of calls and timers not yet delivered to the guest.
-    pub outstanding: HashSet<u32>,
+    pub outstanding: HashMap<u32, Pending>,
+    /// Timers among `outstanding` (bounded by `limits.timers`).
+    pub timers_armed: u32,
     pub next_id: u32,
     pub calls_started: u32,
+    /// Argument bytes charged so far (bounded by `limits.args_bytes`).
+    pub args_bytes: u64,
     /// Payload of the completion most recently reported by `wait`.
     pub payload: Vec<u8>,
     pub logs: Vec<LogEntry>,
+    /// Bytes charged to `log_bytes` by the lines kept, and by all lines.
     pub log_bytes_kept: u64,
     pub log_bytes_total: u64,
+    pub logs_dropped: u64,
     pub finished: Option<(u32, Vec<u8>)>,
     /// Set by whichever check stopped the execution.
     pub limit_hit: Option<ExecError>,
     pub trace: Trace,
+    pub failures: Failures,
 }
 
 impl RunState {
@@ -82,16 +120,20 @@ impl RunState {
             started,
             requests,
             completions,
-            outstanding: HashSet::new(),
+            outstanding: HashMap::new(),
+            timers_armed: 0,
             next_id: 1,
             calls_started: 0,
+            args_bytes: 0,
             payload: Vec::new(),
             logs: Vec::new(),
             log_bytes_kept: 0,
             log_bytes_total: 0,
+            logs_dropped: 0,
             finished: None,
             limit_hit: None,
             trace: Trace::default(),
+            failures: Failures::default(),
         }
     }
 
@@ -108,6 +150,41 @@ impl RunState {
                 used,
             ));
         }
+    }
+
+    /// Registers a tool call the script made: counted, given an id, traced
+    /// (as `cancelled` until it ends).
+    pub fn start_call(&mut self, tool: String) -> u32 {
+        self.calls_started += 1;
+        let id = self.take_id();
+        self.outstanding.insert(id, Pending::Call);
+        let start_us = self.started.elapsed().as_micros() as u64;
+        self.trace.lock().unwrap().push((
+            id,
+            CallRecord {
+                tool,
+                start_us,
+                duration_us: None,
+                status: "cancelled".into(),
+            },
+        ));
+        id
+    }
+
+    /// Ends the execution at `limit` (the first limit hit wins).
+    pub fn hit(&mut self, limit: Limit, value: u64, used: u64) {
+        if self.limit_hit.is_none() {
+            self.limit_hit = Some(ExecError::limit(limit, value, used));
+        }
+    }
+
+    /// Forgets a delivered or cancelled id; whether it was pending.
+    pub fn settle(&mut self, id: u32) -> Option<Pending> {
+        let kind = self.outstanding.remove(&id);
+        if kind == Some(Pending::Timer) {
+            self.timers_armed -= 1;
+        }
+        kind
     }
 
     pub fn take_id(&mut self) -> u32 {

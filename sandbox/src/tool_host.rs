@@ -54,6 +54,9 @@ pub mod codes {
     /// → `LimitExceeded { limit, value, used }` from `details`. The
     /// sandbox itself uses it when a call outlives `call_timeout_ms`.
     pub const LIMIT_EXCEEDED: &str = "limit_exceeded";
+    /// No such tool. The sandbox itself uses it for a name longer than
+    /// `abi::MAX_TOOL_NAME_BYTES`, which it refuses without reading.
+    pub const NOT_FOUND: &str = "not_found";
 }
 
 /// Implemented by whoever may reach a backend. `call` may run concurrently
@@ -62,4 +65,13 @@ pub mod codes {
 #[async_trait]
 pub trait ToolHost: Send + Sync {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure>;
+
+    /// On whose behalf the calls are made (the identity). In `reuse` mode
+    /// an instance only ever serves executions of one principal: a guest
+    /// that a script managed to corrupt must not carry over into another
+    /// identity's executions. `None` (the default) means the instance is
+    /// not reused at all.
+    fn principal(&self) -> Option<&str> {
+        None
+    }
 }

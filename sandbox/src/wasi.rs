@@ -24,15 +24,27 @@ const CLOCK_MONOTONIC: i32 = 1;
 /// Guest stdout/stderr kept for diagnosing a crash (a panic message).
 pub const CAPTURE_LIMIT: usize = 4096;
 
+/// Most bytes one `random_get` fills.
+const RANDOM_MAX: u32 = 1 << 20;
+
+/// Most buffers one `fd_write` may name (POSIX's `IOV_MAX`): the host walks
+/// the list, so its length is the guest's to choose only up to here.
+const IOV_MAX: u32 = 1024;
+
 pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     linker.func_wrap(
         MODULE,
         "random_get",
         |mut c: Caller<'_, StoreData>, ptr: u32, len: u32| {
-            let mut buf = vec![0u8; len as usize];
-            getrandom::fill(&mut buf)
+            // Filled in place: the range is checked against guest memory
+            // first, and the host allocates nothing for it. The standard
+            // library asks for a few bytes at a time; a megabyte is
+            // already far more, and bounds the host's time here.
+            if len > RANDOM_MAX {
+                return Ok(ERRNO_INVAL);
+            }
+            memory::with_mut(&mut c, ptr, len, getrandom::fill)?
                 .map_err(|e| wasmtime::Error::msg(format!("host randomness failed: {e}")))?;
-            memory::write(&mut c, ptr, &buf)?;
             Ok(ERRNO_SUCCESS)
         },
     )?;
@@ -73,22 +85,23 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
             if fd != 1 && fd != 2 {
                 return Ok(ERRNO_BADF);
             }
-            let vecs = memory::read(
-                &mut c,
-                iovs,
-                iovs_len
-                    .checked_mul(8)
-                    .ok_or_else(|| memory::violation("iovec count overflows"))?,
-            )?;
+            if iovs_len > IOV_MAX {
+                return Ok(ERRNO_INVAL);
+            }
+            let vecs = memory::read(&mut c, iovs, iovs_len * 8)?;
             let mut total: u32 = 0;
             for v in vecs.chunks_exact(8) {
                 let ptr = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
                 let len = u32::from_le_bytes([v[4], v[5], v[6], v[7]]);
-                let bytes = memory::read(&mut c, ptr, len)?;
+                memory::with(&mut c, ptr, len, |_| ())?; // the whole range is checked
                 let room = CAPTURE_LIMIT.saturating_sub(c.data().captured_output.len());
-                c.data_mut()
-                    .captured_output
-                    .extend_from_slice(&bytes[..bytes.len().min(room)]);
+                // Only what still fits is copied; the rest is counted as
+                // written and dropped.
+                let keep = (len as usize).min(room) as u32;
+                if keep > 0 {
+                    let bytes = memory::read(&mut c, ptr, keep)?;
+                    c.data_mut().captured_output.extend_from_slice(&bytes);
+                }
                 total = total.saturating_add(len);
             }
             memory::write(&mut c, nwritten, &total.to_le_bytes())?;

@@ -8,26 +8,7 @@ use airlock_sandbox::{ExecError, Limits};
 use common::{ok, TestHost};
 use serde_json::json;
 
-/// A guest skeleton: the `airlock` imports, a memory, the exports the host
-/// needs, and `$body` as the body of `airlock_run`.
-fn guest(body: &str) -> Vec<u8> {
-    wat::parse_str(format!(
-        r#"(module
-  (import "airlock" "script_read" (func $script_read (param i32 i32)))
-  (import "airlock" "call_start" (func $call_start (param i32 i32 i32 i32) (result i32)))
-  (import "airlock" "wait" (func $wait (param i32) (result i32)))
-  (import "airlock" "payload_read" (func $payload_read (param i32 i32)))
-  (import "airlock" "log" (func $log (param i32 i32 i32)))
-  (import "airlock" "finish" (func $finish (param i32 i32 i32)))
-  (memory (export "memory") 1)
-  (data (i32.const 0) "echo{{}}null")
-  (func (export "airlock_abi_version") (result i32) i32.const 1)
-  (func (export "airlock_reset"))
-  (func (export "airlock_run") (param $len i32)
-    {body}))"#
-    ))
-    .expect("valid wat")
-}
+use common::wat_guest as guest;
 
 async fn run_guest(body: &str) -> (airlock_sandbox::Outcome, TestHost) {
     let sb = common::fresh().await;

@@ -132,6 +132,32 @@ async fn reuse_serves_several_executions_then_recycles() {
 }
 
 #[tokio::test]
+async fn reuse_never_hands_one_principal_s_instance_to_another() {
+    let sb = common::sandbox(SandboxConfig {
+        mode: Mode::Reuse,
+        capacity: Capacity {
+            executions_in_flight: 2,
+            ..Capacity::default()
+        },
+        ..SandboxConfig::default()
+    })
+    .await;
+    let alice = TestHost::for_principal(Some("alice"));
+    let bob = TestHost::for_principal(Some("bob"));
+    let anonymous = TestHost::for_principal(None);
+    let mut uses = Vec::new();
+    for host in [&alice, &alice, &bob, &alice, &bob, &anonymous, &anonymous] {
+        let o = sb.execute("1", &Limits::default(), host).await;
+        assert!(o.is_ok(), "{:?}", o.result);
+        uses.push(o.stats.instance_uses);
+        sb.settle().await;
+    }
+    // Each principal counts its own instance's uses; a host that names no
+    // principal never gets or leaves a reused instance.
+    assert_eq!(uses, [1, 2, 1, 3, 2, 1, 1]);
+}
+
+#[tokio::test]
 async fn a_hit_limit_retires_the_instance() {
     let sb = single(Mode::Reuse).await;
     let host = TestHost::default();

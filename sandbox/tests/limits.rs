@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use airlock_sandbox::{Capacity, ExecError, Limit, Limits, SandboxConfig};
+use airlock_sandbox::{Capacity, ExecError, Limit, Limits, SandboxConfig, LOG_LINE_OVERHEAD};
 use common::{ok, TestHost};
 use serde_json::{json, Value};
 
@@ -136,6 +136,52 @@ async fn tool_calls() {
 }
 
 #[tokio::test]
+async fn args_bytes_counts_every_call_and_is_charged_before_the_host_reads() {
+    let limits = Limits {
+        args_bytes: 10_000,
+        ..Limits::default()
+    };
+    let host = TestHost::default();
+    // {"s":"xxx…"} is 3,008 bytes: three calls fit, the fourth does not.
+    let o = common::fresh()
+        .await
+        .execute(
+            "const s = 'x'.repeat(3000); for (let i = 0; i < 5; i++) await tools.echo({s}); 'done'",
+            &limits,
+            &host,
+        )
+        .await;
+    assert_eq!(limit_of(&o.result), (Limit::ArgsBytes, 10_000, 4 * 3008));
+    assert_eq!(host.count(), 3, "the fourth call never reached the host");
+    let o = common::run_with("await tools.echo({s: 'x'.repeat(20000)})", &limits).await;
+    assert_eq!(limit_of(&o.result), (Limit::ArgsBytes, 10_000, 20_008));
+}
+
+#[tokio::test]
+async fn timers_bounds_timers_armed_at_once_not_in_total() {
+    let limits = Limits {
+        timers: 10,
+        ..Limits::default()
+    };
+    let o = common::run_with(
+        "for (let i = 0; i < 11; i++) setTimeout(() => {}, 1e9)",
+        &limits,
+    )
+    .await;
+    assert_eq!(limit_of(&o.result), (Limit::Timers, 10, 11));
+    // Cleared or fired timers no longer count.
+    let o = common::run_with(
+        "for (let i = 0; i < 1000; i++) clearTimeout(setTimeout(() => {}, 1e9));
+         let fired = 0;
+         for (let i = 0; i < 30; i++) await new Promise((r) => setTimeout(() => { fired++; r(); }, 0));
+         fired",
+        &limits,
+    )
+    .await;
+    assert_eq!(ok(&o), &json!(30));
+}
+
+#[tokio::test]
 async fn calls_in_flight_throttles_instead_of_failing() {
     let limits = Limits {
         calls_in_flight: 2,
@@ -208,12 +254,31 @@ async fn log_bytes_keeps_the_first_lines_and_counts_the_rest() {
     )
     .await;
     assert_eq!(ok(&o), &json!("done"));
-    assert_eq!(o.logs.len(), 10);
+    // Each line costs its 99 bytes and the per-line overhead.
+    let line = 99 + LOG_LINE_OVERHEAD;
+    assert_eq!(o.logs.len() as u64, 1000 / line);
     let t = o.logs_truncated.expect("marked truncated");
     assert_eq!(
         (t.limit, t.value, t.original_bytes),
-        (Limit::LogBytes, 1000, 9900)
+        (Limit::LogBytes, 1000, 100 * line)
     );
+}
+
+#[tokio::test]
+async fn empty_console_lines_cost_their_overhead() {
+    let limits = Limits {
+        log_bytes: 64 * 1024,
+        ..Limits::default()
+    };
+    let o = common::run_with(
+        "for (let i = 0; i < 100000; i++) console.log(); 'done'",
+        &limits,
+    )
+    .await;
+    assert_eq!(ok(&o), &json!("done"));
+    assert_eq!(o.logs.len() as u64, 64 * 1024 / LOG_LINE_OVERHEAD);
+    let t = o.logs_truncated.expect("marked truncated");
+    assert_eq!(t.original_bytes, 100_000 * LOG_LINE_OVERHEAD);
 }
 
 /// Runs `script` in the background with default limits.

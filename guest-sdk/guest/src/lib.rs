@@ -10,8 +10,12 @@ mod script;
 
 use std::cell::RefCell;
 
-use airlock_guest_sdk::abi::{ABI_VERSION, FINISH_ERROR, FINISH_OK};
+use airlock_guest_sdk::{
+    abi::{ABI_VERSION, FINISH_ERROR, FINISH_OK, FINISH_TRUNCATED},
+    fit,
+};
 use boa_engine::{Context, Source};
+use serde_json::Value;
 
 thread_local! {
     static CONTEXT: RefCell<Option<Context>> = const { RefCell::new(None) };
@@ -41,9 +45,12 @@ pub extern "C" fn airlock_abi_version() -> u32 {
     ABI_VERSION
 }
 
-/// Runs one script in the current realm and reports through `finish`.
+/// Runs one script in the current realm and reports through `finish`, the
+/// result already cut to `result_bytes`: the cutting is paid from this
+/// execution's memory and clock, and the host refuses a larger outcome
+/// unread.
 #[no_mangle]
-pub extern "C" fn airlock_run(script_len: u32) {
+pub extern "C" fn airlock_run(script_len: u32, result_bytes: u32) {
     let bytes = host::script(script_len);
     let source = String::from_utf8_lossy(&bytes);
     let outcome = CONTEXT.with(|c| {
@@ -52,12 +59,41 @@ pub extern "C" fn airlock_run(script_len: u32) {
         run::execute(&source, ctx)
     });
     match outcome {
-        Ok(value) => host::finish(FINISH_OK, &serde_json::to_vec(&value).unwrap_or_default()),
+        Ok(value) => {
+            let text = serde_json::to_vec(&value).unwrap_or_default();
+            if text.len() <= result_bytes as usize {
+                host::finish(FINISH_OK, &text);
+            } else {
+                let cut = fit::truncate(&value, result_bytes as usize);
+                drop(value);
+                let wrapped = serde_json::json!({"value": cut, "original_bytes": text.len()});
+                drop(text);
+                host::finish(
+                    FINISH_TRUNCATED,
+                    &serde_json::to_vec(&wrapped).unwrap_or_default(),
+                );
+            }
+        }
         Err(error) => host::finish(
             FINISH_ERROR,
-            &serde_json::to_vec(&error).unwrap_or_default(),
+            &serde_json::to_vec(&capped_texts(error)).unwrap_or_default(),
         ),
     }
+}
+
+/// An error object with its texts cut to `fit::MESSAGE_CHARS`, so it fits
+/// in the slack the host reads beyond `result_bytes`.
+fn capped_texts(mut error: Value) -> Value {
+    if let Value::Object(fields) = &mut error {
+        for (_, v) in fields.iter_mut() {
+            if let Value::String(s) = v {
+                if s.len() > fit::MESSAGE_CHARS {
+                    *s = fit::capped(s);
+                }
+            }
+        }
+    }
+    error
 }
 
 /// Replaces the realm with a brand-new one (reuse mode, between scripts).

@@ -40,6 +40,9 @@ struct RealmState {
     object_keys: Option<JsObject>,
     /// Rejected promises that had no handler when they were rejected.
     unhandled: Vec<JsObject>,
+    /// The error objects failed tool calls rejected with, and their call
+    /// ids (at most one per call, so bounded by `tool_calls`).
+    tool_errors: Vec<(JsObject, u32)>,
 }
 
 thread_local! {
@@ -57,6 +60,22 @@ pub fn take_pending(id: u32) -> Option<Pending> {
 
 pub fn has_pending() -> bool {
     STATE.with(|s| !s.borrow().pending.is_empty())
+}
+
+pub fn remember_tool_error(error: &JsObject, call: u32) {
+    STATE.with(|s| s.borrow_mut().tool_errors.push((error.clone(), call)));
+}
+
+/// The call whose failure `object` is, if it is one of the error objects
+/// the realm made for a failed call (identity, not look-alike fields).
+pub fn tool_error_call(object: &JsObject) -> Option<u32> {
+    STATE.with(|s| {
+        s.borrow()
+            .tool_errors
+            .iter()
+            .find(|(e, _)| JsObject::equals(e, object))
+            .map(|(_, call)| *call)
+    })
 }
 
 /// Promises still rejected and unhandled, other than `except`.

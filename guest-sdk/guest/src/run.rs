@@ -102,7 +102,7 @@ fn drive(promise: &JsPromise, positions: &Positions, ctx: &mut Context) -> Resul
                 }
             }
             (realm::Pending::Call { reject, .. }, STATUS_TOOL_ERROR) => {
-                let err = tool_error(&payload, ctx);
+                let err = tool_error(completion.id, &payload, ctx);
                 reject.call(&JsValue::undefined(), &[err], ctx)
             }
             (realm::Pending::Timer { callback, args }, STATUS_TIMER) => {
@@ -148,8 +148,10 @@ fn deadlock() -> Value {
 }
 
 /// Builds the JS error a failed tool call rejects with: an `Error` named
-/// `ToolError` carrying `tool`, `code`, `message` and any further fields.
-fn tool_error(payload: &[u8], ctx: &mut Context) -> JsValue {
+/// `ToolError` carrying `tool`, `code`, `message` and `details`. The realm
+/// remembers which call this object belongs to, so that only this very
+/// object, escaping, is reported as that call's failure.
+fn tool_error(call: u32, payload: &[u8], ctx: &mut Context) -> JsValue {
     let parsed: Value = serde_json::from_slice(payload).unwrap_or_else(|_| json!({}));
     let text = |k: &str| {
         parsed
@@ -185,11 +187,13 @@ fn tool_error(payload: &[u8], ctx: &mut Context) -> JsValue {
     if let Ok(d) = JsValue::from_json(&details, ctx) {
         let _ = err.set(js_string!("details"), d, false, ctx);
     }
+    realm::remember_tool_error(&err, call);
     err.into()
 }
 
-/// Classifies a value that escaped the script: a tool error someone did not
-/// catch, or any other exception.
+/// Classifies a value that escaped the script: the error object of a failed
+/// tool call (the very object the realm made for it, so a script cannot
+/// forge one by throwing a look-alike), or any other exception.
 fn failure(value: &JsValue, positions: &Positions, ctx: &mut Context) -> Value {
     if let Some(obj) = value.as_object() {
         let get = |k, ctx: &mut Context| {
@@ -197,23 +201,11 @@ fn failure(value: &JsValue, positions: &Positions, ctx: &mut Context) -> Value {
                 .ok()
                 .and_then(|v| v.as_string().map(|s| s.to_std_string_lossy()))
         };
-        let name = get(js_string!("name"), ctx);
-        if name.as_deref() == Some("ToolError") {
-            if let (Some(tool), Some(code)) =
-                (get(js_string!("tool"), ctx), get(js_string!("code"), ctx))
-            {
-                let message = get(js_string!("message"), ctx).unwrap_or_default();
-                let message = message
-                    .strip_prefix(&format!("{tool}: "))
-                    .map(str::to_string)
-                    .unwrap_or(message);
-                let details = obj
-                    .get(js_string!("details"), ctx)
-                    .ok()
-                    .and_then(|d| json::to_json(&d, "", "details", json::Mode::Lenient, ctx).ok())
-                    .unwrap_or(Value::Null);
-                return json!({"kind": KIND_TOOL, "tool": tool, "code": code, "message": message, "details": details});
-            }
+        if let Some(call) = realm::tool_error_call(&obj) {
+            let tool = get(js_string!("tool"), ctx).unwrap_or_default();
+            let code = get(js_string!("code"), ctx).unwrap_or_default();
+            let message = get(js_string!("message"), ctx).unwrap_or_default();
+            return json!({"kind": KIND_TOOL, "call": call, "tool": tool, "code": code, "message": message});
         }
         if JsError::from_opaque(value.clone()).try_native(ctx).is_ok() {
             let message = realm::render(value, ctx);

@@ -26,6 +26,8 @@ pub struct TestHost {
     started: watch::Sender<u32>,
     /// `tools.gate()` waits for a permit here.
     pub gate: Semaphore,
+    /// Whose calls these are (reuse mode keeps instances per principal).
+    pub principal: Option<String>,
 }
 
 impl Default for TestHost {
@@ -37,11 +39,19 @@ impl Default for TestHost {
             cancelled: AtomicU32::new(0),
             started: watch::channel(0).0,
             gate: Semaphore::new(0),
+            principal: Some("tester".into()),
         }
     }
 }
 
 impl TestHost {
+    pub fn for_principal(principal: Option<&str>) -> Self {
+        Self {
+            principal: principal.map(str::to_string),
+            ..Self::default()
+        }
+    }
+
     pub fn names(&self) -> Vec<String> {
         self.calls
             .lock()
@@ -144,6 +154,10 @@ impl ToolHost for TestHost {
         guard.finished = true;
         result
     }
+
+    fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
 }
 
 pub async fn sandbox(config: SandboxConfig) -> Sandbox {
@@ -171,4 +185,32 @@ pub fn ok(o: &Outcome) -> &Value {
         Ok(v) => v,
         Err(e) => panic!("expected success, got {e:?}\nlogs: {:?}", o.logs),
     }
+}
+
+/// A hand-written guest: every `airlock` import and the WASI functions a
+/// hostile guest might abuse, one page of memory holding `echo{}null` at 0,
+/// the exports the host needs, and `body` as the body of
+/// `airlock_run($len, $result_bytes)`.
+pub fn wat_guest(body: &str) -> Vec<u8> {
+    wat::parse_str(format!(
+        r#"(module
+  (import "airlock" "script_read" (func $script_read (param i32 i32)))
+  (import "airlock" "call_start" (func $call_start (param i32 i32 i32 i32) (result i32)))
+  (import "airlock" "timer_start" (func $timer_start (param i32) (result i32)))
+  (import "airlock" "cancel" (func $cancel (param i32)))
+  (import "airlock" "wait" (func $wait (param i32) (result i32)))
+  (import "airlock" "payload_read" (func $payload_read (param i32 i32)))
+  (import "airlock" "log" (func $log (param i32 i32 i32)))
+  (import "airlock" "finish" (func $finish (param i32 i32 i32)))
+  (import "wasi_snapshot_preview1" "random_get" (func $random_get (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "echo{{}}null")
+  (func (export "airlock_abi_version") (result i32) i32.const 2)
+  (func (export "airlock_reset"))
+  (func (export "airlock_run") (param $len i32) (param $result_bytes i32)
+    (local $i i32)
+    {body}))"#
+    ))
+    .expect("valid wat")
 }

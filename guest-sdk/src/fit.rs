@@ -1,4 +1,11 @@
-//! Cutting an oversized result down to valid JSON that fits.
+//! Making what the guest hands over fit its limits: a result cut down to
+//! valid JSON of at most `result_bytes`, and texts (error messages,
+//! stacks) cut to [`MESSAGE_CHARS`] characters.
+//!
+//! The guest applies both before it calls `finish`, so the work is paid
+//! from the guest's own memory and clock, which the host can interrupt;
+//! the host applies the text cap again and refuses an outcome larger than
+//! the limit allows instead of parsing it (see `abi::FINISH_SLACK`).
 //!
 //! A string cut mid-way would be useless to a client that parses the
 //! result; instead arrays and objects keep their first entries, long
@@ -6,6 +13,24 @@
 //! much was dropped.
 
 use serde_json::{Map, Value};
+
+/// The most characters of a guest-written message, stack or unknown
+/// object kept: a script can make an error text as long as it likes (a
+/// path 100,000 levels deep), and it goes straight into the agent's
+/// context.
+pub const MESSAGE_CHARS: usize = 2_000;
+
+/// `s` cut to [`MESSAGE_CHARS`] characters, saying how many were left out.
+pub fn capped(s: &str) -> String {
+    match s.char_indices().nth(MESSAGE_CHARS) {
+        None => s.to_string(),
+        Some((cut, _)) => format!(
+            "{}… ({} more characters)",
+            &s[..cut],
+            s[cut..].chars().count()
+        ),
+    }
+}
 
 /// Returns a value whose JSON text is at most `limit` bytes.
 pub fn truncate(value: &Value, limit: usize) -> Value {
@@ -125,6 +150,14 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("more items truncated"));
+    }
+
+    #[test]
+    fn capped_texts_end_on_a_character_boundary() {
+        let long = "é".repeat(MESSAGE_CHARS + 10);
+        let cut = capped(&long);
+        assert!(cut.ends_with("… (10 more characters)"), "{cut}");
+        assert_eq!(capped("short"), "short");
     }
 
     #[test]
