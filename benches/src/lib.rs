@@ -14,6 +14,11 @@ impl ToolHost for EchoHost {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure> {
         Ok(call.args)
     }
+
+    /// One principal, so `reuse` mode really reuses instances.
+    fn principal(&self) -> Option<&str> {
+        Some("bench")
+    }
 }
 
 /// The workloads of the sandbox bench, by name.

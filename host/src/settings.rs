@@ -246,9 +246,16 @@ pub struct SandboxFlags {
     /// Largest result returned; larger ones are truncated to valid JSON.
     #[arg(long, env = "AIRLOCK_RESULT_BYTES", value_parser = parse_bytes)]
     pub result_bytes: Option<u64>,
-    /// Console output kept per execution.
+    /// Console output kept per execution (each line costs 64 bytes more
+    /// than its text).
     #[arg(long, env = "AIRLOCK_LOG_BYTES", value_parser = parse_bytes)]
     pub log_bytes: Option<u64>,
+    /// Tool-call argument bytes one execution may send, all calls together.
+    #[arg(long, env = "AIRLOCK_ARGS_BYTES", value_parser = parse_bytes)]
+    pub args_bytes: Option<u64>,
+    /// Timers (setTimeout) armed at once.
+    #[arg(long, env = "AIRLOCK_TIMERS")]
+    pub timers: Option<u32>,
 }
 
 impl SandboxFlags {
@@ -278,6 +285,8 @@ impl SandboxFlags {
         set(&mut limits.call_timeout_ms, self.call_timeout_ms);
         set(&mut limits.result_bytes, self.result_bytes);
         set(&mut limits.log_bytes, self.log_bytes);
+        set(&mut limits.args_bytes, self.args_bytes);
+        set(&mut limits.timers, self.timers);
         if self.fuel.is_some() {
             limits.fuel = self.fuel;
         }

@@ -101,4 +101,8 @@ impl ToolHost for ScriptTools {
             .map(|called| called.value)
             .map_err(|e| ToolFailure::new(e.code(), e.to_string()).with_details(e.details()))
     }
+
+    fn principal(&self) -> Option<&str> {
+        Some(&self.caller.identity)
+    }
 }

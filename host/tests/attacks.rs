@@ -11,6 +11,12 @@
 //!
 //! Every script runs; the test fails listing every one that broke its
 //! header, and the audit log must verify afterwards.
+//!
+//! Each script is also judged by what it cost the host, not only by its
+//! outcome: peak resident memory beyond the guest's own (reset before each
+//! script through `/proc/self/clear_refs`, which is why the corpus is one
+//! test), wall time past the limit, the answer's size, and how much the
+//! audit log grew.
 
 use std::{
     path::PathBuf,
@@ -18,7 +24,7 @@ use std::{
         atomic::{AtomicUsize, Ordering},
         Arc,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use airlock_sandbox::{Limits, Sandbox, SandboxConfig};
@@ -49,6 +55,26 @@ impl Backend for Counting {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.call(c, t, args).await
     }
+}
+
+/// Host memory a script may add on top of the guest's linear memory.
+const HOST_MARGIN: u64 = 48 << 20;
+/// Time past `wall_time_ms` an execution may take to end.
+const LATE: Duration = Duration::from_millis(300);
+/// An answer's size beyond `result_bytes` and `log_bytes` (the trace of at
+/// most 50 calls, stats, an error).
+const ANSWER_MARGIN: usize = 64 << 10;
+/// The longest audit line any call may write.
+const AUDIT_LINE_MAX: usize = 4 << 10;
+
+fn status_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/self/status"));
+    kib << 10
 }
 
 struct Expect {
@@ -129,7 +155,16 @@ async fn the_attack_corpus() {
             gateway: gateway.clone(),
             caller: Caller::new("agent"),
         };
+        let audit_before = std::fs::metadata(gateway.audit_path()).unwrap().len();
+        std::fs::write("/proc/self/clear_refs", "5").expect("reset peak RSS");
+        let rss_before = status_bytes("VmRSS:");
+        let t0 = Instant::now();
         let outcome = sandbox.execute(&text, &limits, &host).await;
+        let wall = t0.elapsed();
+        let rss_growth = status_bytes("VmHWM:").saturating_sub(rss_before);
+        let answer = serde_json::to_vec(&outcome).unwrap().len();
+        let audit_text = std::fs::read(gateway.audit_path()).unwrap();
+        let added = &audit_text[audit_before as usize..];
         let seen = backend.calls.load(Ordering::SeqCst) - before;
         let name = path.file_name().unwrap().to_string_lossy();
         let error = outcome.error().map(|e| serde_json::to_value(e).unwrap());
@@ -158,6 +193,40 @@ async fn the_attack_corpus() {
                 want.backend
             ));
         }
+        let guest = outcome.stats.peak_memory_bytes;
+        if rss_growth > guest + HOST_MARGIN {
+            problems.push(format!(
+                "host RSS grew {} MiB with a guest of {} MiB",
+                rss_growth >> 20,
+                guest >> 20
+            ));
+        }
+        if wall > limits.wall_time() + LATE {
+            problems.push(format!("took {wall:?} with wall_time_ms = {}", limits.wall_time_ms));
+        }
+        if answer > (limits.result_bytes + limits.log_bytes) as usize + ANSWER_MARGIN {
+            problems.push(format!("an answer of {answer} bytes"));
+        }
+        let lines = added.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+        let (mut n_lines, mut longest) = (0usize, 0usize);
+        for l in lines {
+            n_lines += 1;
+            longest = longest.max(l.len());
+        }
+        if longest > AUDIT_LINE_MAX || n_lines > 2 * outcome.stats.tool_calls as usize {
+            problems.push(format!(
+                "the audit grew by {} bytes in {n_lines} lines (longest {longest}) for {} calls",
+                added.len(),
+                outcome.stats.tool_calls
+            ));
+        }
+        eprintln!(
+            "{name}: {kind}, host +{} MiB (guest {} MiB), {} ms, answer {answer} B, audit +{} B",
+            rss_growth >> 20,
+            guest >> 20,
+            wall.as_millis(),
+            added.len()
+        );
         if let (Some(r), "ok") = (&want.result, kind) {
             if outcome.value() != r {
                 problems.push(format!("result {}, expected {r}", outcome.value()));

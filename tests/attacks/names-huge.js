@@ -1,3 +1,3 @@
 // expect: ToolError
 // backend: 0
-await callTool('x'.repeat(100000), {})
+await callTool('x'.repeat(2e6), {})

@@ -192,6 +192,10 @@ impl ToolHost for Hold {
         let _ = rx.wait_for(|r| *r).await;
         Ok(Json::Null)
     }
+
+    fn principal(&self) -> Option<&str> {
+        Some("bench")
+    }
 }
 
 /// RSS growth with `n` executions alive at once, each parked in a tool

@@ -164,4 +164,8 @@ impl ToolHost for ClientTools {
         self.report(&call.name, result.as_ref().map(|_| ())).await;
         result.map(|c| c.value).map_err(|e| failure(&e))
     }
+
+    fn principal(&self) -> Option<&str> {
+        Some(&self.caller.identity)
+    }
 }

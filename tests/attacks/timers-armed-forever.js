@@ -1,0 +1,3 @@
+// expect: LimitExceeded timers
+// backend: 0
+for (;;) setTimeout(() => {}, 1e9)
