@@ -202,7 +202,10 @@ async fn the_attack_corpus() {
             ));
         }
         if wall > limits.wall_time() + LATE {
-            problems.push(format!("took {wall:?} with wall_time_ms = {}", limits.wall_time_ms));
+            problems.push(format!(
+                "took {wall:?} with wall_time_ms = {}",
+                limits.wall_time_ms
+            ));
         }
         if answer > (limits.result_bytes + limits.log_bytes) as usize + ANSWER_MARGIN {
             problems.push(format!("an answer of {answer} bytes"));

@@ -122,10 +122,24 @@ impl Clients {
 /// `airlock serve --demo` on stdio, as the Inspector starts it: the
 /// Inspector passes no environment of its own, so the state directory
 /// goes in with `-e`.
+/// The compiled-module cache of the test process, handed to servers the
+/// clients spawn (their HOME is a scratch directory): otherwise every
+/// spawn compiles the guest (5-15 s on a busy machine), which races the
+/// Inspector's 15 s connect timeout.
+fn cache_env() -> &'static str {
+    static CACHE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| {
+        let dir = airlock_sandbox::default_cache_dir().expect("HOME or AIRLOCK_CACHE_DIR is set");
+        format!("AIRLOCK_CACHE_DIR={}", dir.display())
+    })
+}
+
 fn over_stdio<'a>(state: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "-e",
         state,
+        "-e",
+        cache_env(),
         "-e",
         "AIRLOCK_LOG=warn",
         BIN,

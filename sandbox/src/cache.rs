@@ -7,30 +7,115 @@
 //! snapshot). Files are written to a temporary name and renamed, so a
 //! crashed or concurrent writer never leaves a half file under the final
 //! name; an exclusive file lock makes concurrent first starts compile once.
+//!
+//! A cached module is native code the process will run, so it is trusted
+//! only as far as the directory is: the directory must be the user's own
+//! and writable by no one else (created 0700, never a shared `/tmp`
+//! fallback), the module and its recorded SHA-256 must be the user's own
+//! regular files, and the module's bytes must match the recorded digest.
+//! Anything else is compiled again rather than loaded.
 
 use std::{
     fs::{self, File},
     hash::{Hash, Hasher},
     io::Write,
+    os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
+    time::{Duration, Instant},
 };
 
 use sha2::{Digest, Sha256};
 
 /// Where compiled modules live unless configured: `$AIRLOCK_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/airlock`, else `~/.cache/airlock`, else a folder in the
-/// system temp dir.
-pub fn default_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("AIRLOCK_CACHE_DIR") {
-        return PathBuf::from(d);
+/// `$XDG_CACHE_HOME/airlock`, else `~/.cache/airlock`. There is no fallback
+/// to the system temp dir: another user could prepare a directory there.
+pub fn default_dir() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(d) = var("AIRLOCK_CACHE_DIR") {
+        return Some(PathBuf::from(d));
     }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d).join("airlock");
+    if let Some(d) = var("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("airlock"));
     }
-    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        return PathBuf::from(h).join(".cache/airlock");
+    var("HOME").map(|h| PathBuf::from(h).join(".cache/airlock"))
+}
+
+/// Creates `dir` (0700) if needed and checks that only this user can write
+/// to it: owned by the effective user, not a symlink, not writable by group
+/// or others.
+pub fn prepare_dir(dir: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = fs::symlink_metadata(dir)?;
+    let refuse = |why: String| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        ))
+    };
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return refuse(format!(
+            "{} is not a directory (a symlink?); point AIRLOCK_CACHE_DIR at a directory of your own",
+            dir.display()
+        ));
     }
-    std::env::temp_dir().join("airlock-cache")
+    if meta.uid() != euid() {
+        return refuse(format!(
+            "{} belongs to uid {}, not to this user ({}); compiled code is loaded only from a directory of your own",
+            dir.display(),
+            meta.uid(),
+            euid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "{} is writable by group or others (mode {:o}); run `chmod 700 {}`",
+            dir.display(),
+            meta.mode() & 0o777,
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether `path` is a regular file of this user's that no one else can
+/// write (checked without following a symlink).
+fn owned_file(path: &Path) -> bool {
+    fs::symlink_metadata(path)
+        .is_ok_and(|m| m.file_type().is_file() && m.uid() == euid() && m.mode() & 0o022 == 0)
+}
+
+/// Where a module's SHA-256 is recorded.
+fn digest_path(module: &Path) -> PathBuf {
+    module.with_extension("cwasm.sha256")
+}
+
+/// The module at `path` if it passes every check: both files the user's
+/// own, and the bytes matching the recorded digest. `None` means: compile
+/// again.
+pub fn verified(path: &Path) -> Option<Vec<u8>> {
+    let digest = digest_path(path);
+    if !path.exists() {
+        return None;
+    }
+    if !owned_file(path) || !owned_file(&digest) {
+        tracing::warn!(path = %path.display(), "ignoring a compiled module that is not this user's own file, or has no recorded digest; compiling again");
+        return None;
+    }
+    let bytes = fs::read(path).ok()?;
+    let recorded = fs::read_to_string(&digest).ok()?;
+    if hex::encode(Sha256::digest(&bytes)) != recorded.trim() {
+        tracing::warn!(path = %path.display(), "ignoring a compiled module whose bytes differ from its recorded digest; compiling again");
+        return None;
+    }
+    Some(bytes)
 }
 
 /// The file name for a compiled module.
@@ -48,16 +133,39 @@ pub fn key(guest_sha256: &str, engine: &wasmtime::Engine, knobs: &str) -> String
 /// Holds the directory's lock file while it lives.
 pub struct Lock(File);
 
+/// How long a start waits for another process's compile (7-10 s on 2
+/// cores) before it gives up.
+pub const LOCK_WAIT: Duration = Duration::from_secs(120);
+
 impl Lock {
+    /// Takes the directory's lock, waiting at most [`LOCK_WAIT`].
     pub fn acquire(dir: &Path) -> std::io::Result<Self> {
-        fs::create_dir_all(dir)?;
         let f = File::options()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(dir.join(".lock"))?;
-        f.lock()?;
-        Ok(Self(f))
+        let t0 = Instant::now();
+        loop {
+            match f.try_lock() {
+                Ok(()) => return Ok(Self(f)),
+                Err(fs::TryLockError::WouldBlock) if t0.elapsed() < LOCK_WAIT => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "another process has held the cache lock for more than {} s",
+                            LOCK_WAIT.as_secs()
+                        ),
+                    ))
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(e),
+            }
+        }
     }
 }
 
@@ -67,8 +175,18 @@ impl Drop for Lock {
     }
 }
 
-/// Writes `bytes` to `path` atomically (temp file, fsync, rename).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes a compiled module and then its digest, each atomically; a
+/// module without its digest is never loaded.
+pub fn store(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic(path, bytes)?;
+    write_atomic(
+        &digest_path(path),
+        hex::encode(Sha256::digest(bytes)).as_bytes(),
+    )
+}
+
+/// Writes `bytes` to `path` atomically (temp file, 0600, fsync, rename).
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.{}.tmp",
@@ -77,7 +195,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .unwrap_or("module"),
         std::process::id()
     ));
-    let mut f = File::create(&tmp)?;
+    let mut f = File::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     drop(f);
@@ -109,12 +233,84 @@ pub fn prune(dir: &Path) {
         if let Err(e) = fs::remove_file(&path) {
             tracing::debug!(path = %path.display(), error = %e, "could not remove an old compiled module");
         }
+        let _ = fs::remove_file(digest_path(&path));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        fs::symlink_metadata(p).unwrap().mode() & 0o777
+    }
+
+    #[test]
+    fn the_directory_and_files_are_private() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("a/b");
+        prepare_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700);
+        let module = dir.join("guest-x.cwasm");
+        store(&module, b"compiled").unwrap();
+        assert_eq!(mode(&module), 0o600);
+        assert_eq!(mode(&digest_path(&module)), 0o600);
+        assert_eq!(verified(&module).as_deref(), Some(&b"compiled"[..]));
+        drop(Lock::acquire(&dir).unwrap());
+        assert_eq!(mode(&dir.join(".lock")), 0o600);
+    }
+
+    #[test]
+    fn a_directory_others_can_write_or_a_symlink_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let open = root.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = prepare_dir(&open).unwrap_err().to_string();
+        assert!(
+            e.contains("writable by group or others") && e.contains("chmod 700"),
+            "{e}"
+        );
+        let link = root.path().join("link");
+        let mine = root.path().join("mine");
+        prepare_dir(&mine).unwrap();
+        std::os::unix::fs::symlink(&mine, &link).unwrap();
+        let e = prepare_dir(&link).unwrap_err().to_string();
+        assert!(e.contains("not a directory"), "{e}");
+        if euid() == 0 {
+            // As root (CI), a directory handed to another user is refused.
+            let theirs = root.path().join("theirs");
+            prepare_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+            let e = prepare_dir(&theirs).unwrap_err().to_string();
+            assert!(e.contains("belongs to uid 65534"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_module_is_loaded_only_if_it_matches_its_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = dir.path().join("guest-x.cwasm");
+        // No digest: not loaded.
+        fs::write(&module, b"planted").unwrap();
+        assert_eq!(verified(&module), None);
+        // Changed after it was stored: not loaded.
+        store(&module, b"compiled").unwrap();
+        fs::write(&module, b"compiles").unwrap();
+        assert_eq!(verified(&module), None);
+        // A symlink to a matching module: not loaded.
+        let real = dir.path().join("real.cwasm");
+        store(&real, b"compiled").unwrap();
+        fs::remove_file(&module).unwrap();
+        std::os::unix::fs::symlink(&real, &module).unwrap();
+        fs::copy(digest_path(&real), digest_path(&module)).unwrap();
+        assert_eq!(verified(&module), None);
+        // Writable by others: not loaded.
+        store(&real, b"compiled").unwrap();
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(verified(&real), None);
+    }
 
     #[test]
     fn prune_keeps_the_newest() {

@@ -100,6 +100,7 @@ pub async fn load(opts: &EngineOptions) -> Result<Compiled, SandboxError> {
         .cache_dir
         .join(cache::key(GUEST_SHA256, &engine, &knobs));
 
+    cache::prepare_dir(&opts.cache_dir).map_err(|e| SandboxError::cache(&opts.cache_dir, e))?;
     let (module, compiled_now) = match load_cached(&engine, &path) {
         Some(m) => (m, false),
         None => {
@@ -126,12 +127,15 @@ pub async fn load(opts: &EngineOptions) -> Result<Compiled, SandboxError> {
 }
 
 fn load_cached(engine: &Engine, path: &Path) -> Option<Module> {
-    if !path.exists() {
-        return None;
-    }
-    // SAFETY: the file was written by `compile_and_store` (atomically, under
-    // our cache directory) from `Module::serialize` of this same wasmtime
-    // build; wasmtime checks the header and version before using it.
+    // The bytes are hashed only to be checked; the module is then mapped
+    // from the file (shared, paged in on use). Between the two only this
+    // user can replace it: `prepare_dir` checked the directory is theirs
+    // alone.
+    cache::verified(path)?;
+    // SAFETY: the file is this user's own, in a directory no one else can
+    // write, and its bytes match the digest recorded when
+    // `compile_and_store` wrote it from `Module::serialize` of this same
+    // wasmtime build; wasmtime checks the header and version too.
     match unsafe { Module::deserialize_file(engine, path) } {
         Ok(m) => Some(m),
         Err(e) => {
@@ -164,7 +168,7 @@ async fn compile_and_store(
     };
     let module = Module::new(engine, &wasm).map_err(SandboxError::engine)?;
     let bytes = module.serialize().map_err(SandboxError::engine)?;
-    match cache::write_atomic(path, &bytes) {
+    match cache::store(path, &bytes) {
         Ok(()) => cache::prune(&opts.cache_dir),
         // Still usable this time; the next start compiles again.
         Err(e) => {

@@ -142,7 +142,11 @@ impl Sandbox {
         let opts = EngineOptions {
             fuel_metering: config.fuel_metering,
             snapshot: config.snapshot,
-            cache_dir: config.cache_dir.clone().unwrap_or_else(cache::default_dir),
+            cache_dir: config
+                .cache_dir
+                .clone()
+                .or_else(cache::default_dir)
+                .ok_or(SandboxError::NoCacheDir)?,
             // in flight + idle in the reuse pool + being reset
             slots: e * 3 + 2,
         };
