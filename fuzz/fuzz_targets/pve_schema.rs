@@ -2,8 +2,9 @@
 //! (`proxmox.catalog = "full"` fetches it at start-up), so it is input
 //! from a network peer. Any tree either is refused with an error or
 //! becomes tools whose names are unique JavaScript identifiers and whose
-//! schemas compile — and a Perl pattern either is dropped or is anchored
-//! to match the whole value, as PVE matches it.
+//! schemas compile and whose paths have only literal or `{placeholder}`
+//! segments — and a Perl pattern either is dropped or is anchored to
+//! match the whole value, as PVE matches it.
 #![no_main]
 
 use std::collections::HashSet;
@@ -32,6 +33,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(ops) = apidata::parse_text(text) else {
         return;
     };
+    for op in &ops {
+        assert!(
+            apidata::valid_path(&op.path),
+            "a kept path has a segment that is neither a name nor a placeholder: {:?}",
+            op.path
+        );
+    }
     let tools = full::generate(&ops, &TierRules::defaults(), "proxmox");
     assert_eq!(tools.len(), ops.len());
     let mut seen = HashSet::new();
