@@ -127,11 +127,13 @@ pub async fn load(opts: &EngineOptions) -> Result<Compiled, SandboxError> {
 }
 
 fn load_cached(engine: &Engine, path: &Path) -> Option<Module> {
-    // The bytes are hashed only to be checked; the module is then mapped
-    // from the file (shared, paged in on use). Between the two only this
-    // user can replace it: `prepare_dir` checked the directory is theirs
-    // alone.
-    cache::verified(path)?;
+    // The module is mapped from the file (shared, paged in on use) once it
+    // is known to be the file that was hashed; between the check and the
+    // map only this user can replace it: `prepare_dir` checked the
+    // directory is theirs alone.
+    if !cache::verified(path) {
+        return None;
+    }
     // SAFETY: the file is this user's own, in a directory no one else can
     // write, and its bytes match the digest recorded when
     // `compile_and_store` wrote it from `Module::serialize` of this same
