@@ -50,6 +50,9 @@ pub struct Records<'a> {
     pub trace: &'a Trace,
     pub failures: &'a Failures,
     pub peak_in_flight: &'a std::sync::atomic::AtomicU32,
+    /// Payload bytes sent to the guest and not yet taken (see
+    /// `RunState::backlog`).
+    pub backlog: &'a std::sync::atomic::AtomicU64,
 }
 
 pub async fn run(
@@ -64,7 +67,15 @@ pub async fn run(
         trace,
         failures,
         peak_in_flight,
+        backlog,
     } = records;
+    let send = |done: Done| {
+        backlog.fetch_add(
+            done.payload.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        completions.send(done).is_ok()
+    };
     let mut running: FuturesUnordered<Running<'_>> = FuturesUnordered::new();
     let mut queued: VecDeque<(u32, String, Value)> = VecDeque::new();
     let mut timers: HashMap<u32, AbortHandle> = HashMap::new();
@@ -123,7 +134,7 @@ pub async fn run(
                     let result = Err(failure);
                     record(trace, started, id, &result);
                     let done = settle(failures, id, &name, result);
-                    if completions.send(done).is_err() {
+                    if !send(done) {
                         std::future::pending::<()>().await;
                     }
                 }
@@ -163,7 +174,13 @@ pub async fn run(
                         settle(failures, id, &tool, result)
                     }
                 };
-                if completions.send(done).is_err() {
+                if !send(done) {
+                    std::future::pending::<()>().await;
+                }
+                // Results the guest has not taken fill its memory budget:
+                // the execution ends at its next check (in `wait` or on the
+                // next epoch tick); until then nothing more is run.
+                if backlog.load(std::sync::atomic::Ordering::Relaxed) > limits.memory_bytes {
                     std::future::pending::<()>().await;
                 }
             }

@@ -8,7 +8,7 @@ use std::{
 };
 
 use airlock_guest_sdk::{
-    abi::{EXPORT_RESET, EXPORT_RUN},
+    abi::{EXPORT_RESET, EXPORT_RUN, JS_STACK_SIZE, RECURSION_DEPTH},
     fit,
     wire::{self, Finished, GuestError},
 };
@@ -88,9 +88,9 @@ pub async fn run_on(
     }
     store.set_epoch_deadline(1);
 
-    let (trace, failures) = {
+    let (trace, failures, backlog) = {
         let run = store.data().run.as_ref().expect("set above");
-        (run.trace.clone(), run.failures.clone())
+        (run.trace.clone(), run.failures.clone(), run.backlog.clone())
     };
     let peak_in_flight = AtomicU32::new(0);
     let result_bytes = u32::try_from(limits.result_bytes).unwrap_or(u32::MAX);
@@ -108,6 +108,7 @@ pub async fn run_on(
                 trace: &trace,
                 failures: &failures,
                 peak_in_flight: &peak_in_flight,
+                backlog: &backlog,
             },
         );
         let backstop = tokio::time::sleep_until((started + limits.wall_time() + HOST_GRACE).into());
@@ -189,9 +190,14 @@ pub async fn run_on(
     }
 }
 
+/// Longest a realm rebuild may take (it takes about a millisecond); a
+/// guest that overruns is discarded, so a corrupted guest cannot spend
+/// host time between executions.
+const RESET_DEADLINE: Duration = Duration::from_millis(200);
+
 /// Prepares a reused instance for its next script (`airlock_reset`).
 pub async fn reset(store: &mut Store<StoreData>, fns: &GuestFns) -> bool {
-    store.data_mut().deadline = Some(Instant::now() + Duration::from_secs(5));
+    store.data_mut().deadline = Some(Instant::now() + RESET_DEADLINE);
     store.set_epoch_deadline(1);
     let ok = fns.reset.call_async(&mut *store, ()).await.is_ok();
     store.data_mut().deadline = None;
@@ -239,31 +245,31 @@ fn classify_trap(
             crate::limits::MAX_MEMORY_BYTES,
         );
     }
+    // Believed only when it is plausible: the memory held plus the request
+    // passes the limit (the guest's text is not the host's decision).
     if let Some(bytes) = allocation_failure(output) {
-        let current = data.peak_memory;
-        return ExecError::limit(
-            Limit::MemoryBytes,
-            limits.memory_bytes,
-            current.saturating_add(bytes),
-        );
+        let used = data.peak_memory.saturating_add(bytes);
+        if used > limits.memory_bytes {
+            return ExecError::limit(Limit::MemoryBytes, limits.memory_bytes, used);
+        }
     }
+    // What the guest wrote is shown with its control characters escaped:
+    // it must not forge log lines or terminal output.
+    let output = output.escape_default().to_string();
+    let output = output.as_str();
     tracing::warn!(error = %format!("{trap:?}"), guest_output = %output, "sandbox guest trapped");
     let what = match trap.downcast_ref::<Trap>() {
         Some(t) => t.to_string(),
         None => trap.root_cause().to_string(),
     };
     let mut message = format!("the JavaScript runtime stopped: {what}");
-    if let Some(panic) = output
-        .lines()
-        .nth(1)
-        .filter(|_| output.starts_with("thread"))
-    {
+    // After escaping, the guest's line breaks are the two characters `\n`.
+    let mut lines = output.split("\\n");
+    let first = lines.next().unwrap_or("");
+    if let Some(panic) = lines.next().filter(|_| output.starts_with("thread")) {
         message.push_str(&format!(" ({})", panic.trim()));
     } else if !output.is_empty() {
-        message.push_str(&format!(
-            " ({})",
-            output.lines().next().unwrap_or("").trim()
-        ));
+        message.push_str(&format!(" ({})", first.trim()));
     }
     ExecError::Internal { message }
 }
@@ -309,14 +315,24 @@ fn guest_error(e: GuestError, failures: &Failures, limits: &Limits) -> ExecError
             message,
         },
         GuestError::Runtime { message, stack } => ExecError::RuntimeError { message, stack },
-        GuestError::EngineLimit { limit, value } => {
-            match serde_json::from_value::<Limit>(Value::String(limit.clone())) {
-                Ok(limit) => ExecError::limit(limit, value, value.saturating_add(1)),
-                Err(_) => ExecError::Internal {
-                    message: format!("the guest reported an unknown engine limit `{limit}`"),
-                },
+        // Only the JS engine's own two limits can come from the guest, and
+        // with the values the host knows, not the guest's.
+        GuestError::EngineLimit { limit, .. } => match limit.as_str() {
+            "recursion_depth" => {
+                let value = RECURSION_DEPTH as u64;
+                ExecError::limit(Limit::RecursionDepth, value, value + 1)
             }
-        }
+            "js_stack_size" => {
+                let value = JS_STACK_SIZE as u64;
+                ExecError::limit(Limit::JsStackSize, value, value + 1)
+            }
+            _ => ExecError::Internal {
+                message: format!(
+                    "the guest reported an engine limit `{}` it does not have",
+                    fit::capped(&limit)
+                ),
+            },
+        },
         GuestError::Tool {
             call,
             tool,

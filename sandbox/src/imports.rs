@@ -74,7 +74,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 memory::with(&mut c, args_ptr, args_len, |args| wire::call(name, args))?
                     .map_err(|v| violation(&v.to_string()))?;
             let run = run_state(&mut c)?;
-            let id = run.start_call(name.clone());
+            let id = run.start_call(shown_name(&name));
             let _ = run.requests.send(Request::Call { id, name, args });
             Ok(id)
         },
@@ -90,6 +90,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 run.hit(Limit::Timers, value, value + 1);
                 return Err(limit_trap());
             }
+            run.drain();
             run.timers_armed += 1;
             let id = run.take_id();
             run.outstanding.insert(id, Pending::Timer);
@@ -104,6 +105,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, StoreData>, id: u32| {
             let run = run_state(&mut c)?;
             // Only timers can be cancelled; a call runs to its end.
+            run.drain();
             if run.outstanding.get(&id) == Some(&Pending::Timer) {
                 run.settle(id);
                 let _ = run.requests.send(Request::Cancel { id });
@@ -119,6 +121,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
             Box::new(async move {
                 let done = loop {
                     let run = run_state(&mut c)?;
+                    if let Some(done) = run.next_ready() {
+                        break done;
+                    }
                     if run.outstanding.is_empty() {
                         return Ok(WAIT_IDLE);
                     }
@@ -130,9 +135,15 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                         }
                         Ok(None) => return Err(violation("the tool dispatcher stopped")),
                         Ok(Some(done)) if run.settle(done.id).is_some() => break done,
-                        Ok(Some(_)) => continue, // cancelled meanwhile
+                        Ok(Some(done)) => run.unhold(&done), // cancelled meanwhile
                     }
                 };
+                let guest_memory = c.data().peak_memory;
+                let run = run_state(&mut c)?;
+                if !run.check_backlog(guest_memory) {
+                    return Err(limit_trap());
+                }
+                run.unhold(&done);
                 let completion = Completion {
                     id: done.id,
                     status: done.status,
@@ -173,11 +184,22 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 return Ok(()); // dropped unread and counted; reported in the outcome
             }
             let bytes = memory::read(&mut c, ptr, len)?;
+            let message = String::from_utf8_lossy(&bytes).into_owned();
+            // Charged again as the answer will carry it: escaped (a control
+            // character is six bytes there), not as the guest wrote it.
+            let charge = escaped_len(&message) as u64 + LOG_LINE_OVERHEAD;
             let run = run_state(&mut c)?;
+            run.log_bytes_total = run
+                .log_bytes_total
+                .saturating_add(charge.saturating_sub(len as u64 + LOG_LINE_OVERHEAD));
+            if run.log_bytes_kept + charge > run.limits.log_bytes {
+                run.logs_dropped += 1;
+                return Ok(());
+            }
             run.log_bytes_kept += charge;
             run.logs.push(LogEntry {
                 level: level.into(),
-                message: String::from_utf8_lossy(&bytes).into_owned(),
+                message,
             });
             Ok(())
         },
@@ -217,7 +239,12 @@ fn refuse_long_name(c: &mut Caller<'_, StoreData>, ptr: u32, len: u32) -> wasmti
     let shown = memory::with(c, ptr, NAME_SHOWN_BYTES, |b| {
         String::from_utf8_lossy(b).into_owned()
     })?;
-    let shown = format!("{}… ({len} bytes)", shown.trim_end_matches('\u{FFFD}'));
+    let shown: String = shown
+        .trim_end_matches('\u{FFFD}')
+        .chars()
+        .flat_map(char::escape_default)
+        .collect();
+    let shown = format!("{shown}… ({len} bytes)");
     let failure = ToolFailure::new(
         codes::NOT_FOUND,
         format!(
@@ -232,4 +259,37 @@ fn refuse_long_name(c: &mut Caller<'_, StoreData>, ptr: u32, len: u32) -> wasmti
         failure,
     });
     Ok(id)
+}
+
+/// The length of `s` as a JSON string's contents: what a console line
+/// costs in the answer.
+fn escaped_len(s: &str) -> usize {
+    s.chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum()
+}
+
+/// A tool name as the trace and every message about it show it: as it is
+/// when it looks like a name (short, printable ASCII), else escaped and cut
+/// to 64 characters, so a script's name cannot grow an answer or carry
+/// terminal controls.
+fn shown_name(name: &str) -> String {
+    const SHOWN: usize = 64;
+    if name.len() <= SHOWN && name.bytes().all(|b| b.is_ascii_graphic()) {
+        return name.to_string();
+    }
+    let escaped: String = name
+        .chars()
+        .flat_map(char::escape_default)
+        .take(SHOWN + 1)
+        .collect();
+    if escaped.chars().count() <= SHOWN {
+        return escaped;
+    }
+    let cut: String = escaped.chars().take(SHOWN).collect();
+    format!("{cut}… ({} bytes)", name.len())
 }

@@ -346,15 +346,22 @@ impl Sandbox {
         store.limiter(|d| d);
         store.epoch_deadline_callback(|mut ctx| {
             let data = ctx.data_mut();
-            match data.deadline {
-                Some(deadline) if Instant::now() >= deadline => {
-                    if let Some(run) = data.run.as_mut() {
-                        run.wall_time_exceeded();
-                    }
-                    Err(wasmtime::Error::msg(airlock_guest_sdk::abi::TRAP_LIMIT))
+            let stop = || Err(wasmtime::Error::msg(airlock_guest_sdk::abi::TRAP_LIMIT));
+            if data.deadline.is_some_and(|d| Instant::now() >= d) {
+                if let Some(run) = data.run.as_mut() {
+                    run.wall_time_exceeded();
                 }
-                _ => Ok(UpdateDeadline::Yield(1)),
+                return stop();
             }
+            // Results the script does not take while it computes count
+            // against its memory.
+            let memory = data.peak_memory;
+            if let Some(run) = data.run.as_mut() {
+                if !run.check_backlog(memory) {
+                    return stop();
+                }
+            }
+            Ok(UpdateDeadline::Yield(1))
         });
         let instance = match pre.instantiate_async(&mut store).await {
             Ok(i) => i,

@@ -1,7 +1,14 @@
 //! What the host keeps per wasm instance (`StoreData`) and per execution
 //! (`RunState`), and the memory limiter.
 
-use std::{collections::HashMap, time::Instant};
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Instant,
+};
 
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -84,6 +91,13 @@ pub struct RunState {
     pub started: Instant,
     pub requests: UnboundedSender<Request>,
     pub completions: UnboundedReceiver<Done>,
+    /// Completions taken out of the channel early (to drop those of timers
+    /// cleared meanwhile), in order, not yet handed to the guest.
+    pub ready: VecDeque<Done>,
+    /// Payload bytes of finished calls the guest has not taken yet: the
+    /// host holds them for the script, so they count against
+    /// `memory_bytes` (with the guest's own memory).
+    pub backlog: Arc<AtomicU64>,
     /// Ids of calls and timers not yet delivered to the guest.
     pub outstanding: HashMap<u32, Pending>,
     /// Timers among `outstanding` (bounded by `limits.timers`).
@@ -120,6 +134,8 @@ impl RunState {
             started,
             requests,
             completions,
+            ready: VecDeque::new(),
+            backlog: Arc::default(),
             outstanding: HashMap::new(),
             timers_armed: 0,
             next_id: 1,
@@ -178,6 +194,48 @@ impl RunState {
         }
     }
 
+    /// Moves every completion waiting in the channel to `ready`, dropping
+    /// those whose id is no longer pending (a timer cleared after it fired):
+    /// a script arming and clearing timers in a loop without ever waiting
+    /// must not pile them up.
+    pub fn drain(&mut self) {
+        while let Ok(done) = self.completions.try_recv() {
+            if self.outstanding.contains_key(&done.id) {
+                self.ready.push_back(done);
+            } else {
+                self.unhold(&done);
+            }
+        }
+    }
+
+    /// The next completion for a pending id that is already here.
+    pub fn next_ready(&mut self) -> Option<Done> {
+        while let Some(done) = self.ready.pop_front() {
+            if self.settle(done.id).is_some() {
+                return Some(done);
+            }
+            self.unhold(&done);
+        }
+        None
+    }
+
+    /// Takes a completion's payload off the backlog.
+    pub fn unhold(&self, done: &Done) {
+        self.backlog
+            .fetch_sub(done.payload.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Ends the execution at `memory_bytes` when the guest's memory and the
+    /// results it has not taken pass it together.
+    pub fn check_backlog(&mut self, guest_memory: u64) -> bool {
+        let used = guest_memory.saturating_add(self.backlog.load(Ordering::Relaxed));
+        if used > self.limits.memory_bytes {
+            self.hit(Limit::MemoryBytes, self.limits.memory_bytes, used);
+            return false;
+        }
+        true
+    }
+
     /// Forgets a delivered or cancelled id; whether it was pending.
     pub fn settle(&mut self, id: u32) -> Option<Pending> {
         let kind = self.outstanding.remove(&id);
@@ -219,5 +277,56 @@ impl ResourceLimiter for StoreData {
         // The guest's function table is fixed at link time; growth would be
         // a guest bug, not a script's doing.
         Ok(desired <= 1 << 20)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc::unbounded_channel;
+
+    #[test]
+    fn completions_of_cleared_timers_are_dropped_not_kept() {
+        let (req_tx, _req_rx) = unbounded_channel();
+        let (done_tx, done_rx) = unbounded_channel();
+        let mut run = RunState::new(
+            Vec::new(),
+            Limits::default(),
+            Instant::now(),
+            req_tx,
+            done_rx,
+        );
+        run.outstanding.insert(1, Pending::Timer);
+        run.timers_armed = 1;
+        for id in 2..1002 {
+            // Fired, then cleared by the guest before it waited.
+            run.backlog.fetch_add(3, Ordering::Relaxed);
+            done_tx
+                .send(Done {
+                    id,
+                    status: 2,
+                    payload: vec![0; 3],
+                })
+                .unwrap();
+        }
+        run.backlog.fetch_add(3, Ordering::Relaxed);
+        done_tx
+            .send(Done {
+                id: 1,
+                status: 2,
+                payload: vec![0; 3],
+            })
+            .unwrap();
+        run.drain();
+        assert_eq!(
+            run.ready.len(),
+            1,
+            "only the pending timer's completion is kept"
+        );
+        assert_eq!(run.backlog.load(Ordering::Relaxed), 3);
+        let done = run.next_ready().unwrap();
+        assert_eq!(done.id, 1);
+        assert_eq!(run.timers_armed, 0);
+        assert!(run.next_ready().is_none());
     }
 }

@@ -214,6 +214,65 @@ async fn hostile_scripts_and_guests_stay_within_the_host_s_budget() {
     assert!(matches!(o.result, Err(ExecError::ToolError { .. })));
     within_budget("large failure details", &o, &cost, &big);
 
+    // 8. Results the script never takes: 200 calls of 4 MB each, unread.
+    //    They count against memory_bytes with the guest's own memory.
+    let unread = Limits {
+        tool_calls: 200,
+        ..second.clone()
+    };
+    let (o, cost) = measure(
+        &sb,
+        Run::Script(
+            "for (let i = 0; i < 200; i++) tools.big({bytes: 4e6}).then(() => 0);\nfor (;;) {}",
+        ),
+        &unread,
+        &TestHost::default(),
+    )
+    .await;
+    assert_eq!(limit_of(&o), Some(Limit::MemoryBytes), "{:?}", o.result);
+    // The backlog may reach memory_bytes, and calls_in_flight finished
+    // results wait beside it, before the execution ends.
+    let held = unread.memory_bytes + unread.calls_in_flight as u64 * 2 * 4_000_000;
+    assert!(
+        cost.peak_growth <= o.stats.peak_memory_bytes + held + HOST_MARGIN,
+        "unread results: host RSS grew {} MiB",
+        cost.peak_growth >> 20
+    );
+    eprintln!("unread results: host +{} MiB", cost.peak_growth >> 20);
+
+    // 9. Timers that fire and are then cleared, in a loop that never waits.
+    let (o, cost) = measure(
+        &sb,
+        Run::Script(
+            "for (;;) { const ids = []; for (let i = 0; i < 1000; i++) ids.push(setTimeout(() => {}, 0)); ids.forEach(clearTimeout); }",
+        ),
+        &second,
+        &TestHost::default(),
+    )
+    .await;
+    assert_eq!(limit_of(&o), Some(Limit::WallTimeMs), "{:?}", o.result);
+    within_budget("fired then cleared timers", &o, &cost, &second);
+
+    // 10. Console lines and tool names of control characters, which the
+    //     answer carries escaped (six bytes each).
+    let small = Limits {
+        result_bytes: 4096,
+        ..second.clone()
+    };
+    let (o, cost) = measure(
+        &sb,
+        Run::Script(
+            "const c = String.fromCharCode(1);\n\
+             for (let i = 0; i < 100; i++) console.log(c.repeat(10000));\n\
+             for (let i = 0; i < 400; i++) { try { await callTool(c.repeat(256), {}) } catch (e) {} }\n1",
+        ),
+        &small,
+        &TestHost::default(),
+    )
+    .await;
+    assert!(o.is_ok(), "{:?}", o.result);
+    within_budget("control characters", &o, &cost, &small);
+
     // Hostile guests: what a guest could do if a script took over the JS
     // engine. Each asks the host for work far beyond its limits.
 
@@ -318,6 +377,20 @@ async fn hostile_scripts_and_guests_stay_within_the_host_s_budget() {
         second.log_bytes / airlock_sandbox::LOG_LINE_OVERHEAD
     );
     within_budget("a million log calls", &o, &cost, &second);
+
+    // A guest claiming one of the host's own limits: not believed.
+    let (o, _) = measure(
+        &sb,
+        Run::Guest("(call $finish (i32.const 1) (i32.const 64) (i32.const 55))"),
+        &second,
+        &host,
+    )
+    .await;
+    assert!(
+        matches!(o.result, Err(ExecError::Internal { .. })),
+        "a forged engine limit: {:?}",
+        o.result
+    );
 
     // 14. Timers armed without end, and a cancel of a call's id.
     let (o, cost) = measure(

@@ -329,7 +329,7 @@ async fn values_that_json_cannot_carry_are_errors_naming_the_path() {
         ("({p: tools.echo({})})", "result.p is a Promise, which cannot cross the sandbox boundary as JSON; did you forget `await`?"),
         ("({'a b': Symbol('s')})", "result[\"a b\"] is a Symbol"),
         ("await tools.echo({cb: () => 1})", "tools.echo(args): args.cb is a function"),
-        ("let a = []; for (let i = 0; i < 1000; i++) a = [a]; a", "nested more than 256 levels"),
+        ("let a = []; for (let i = 0; i < 1000; i++) a = [a]; a", "nested more than 64 levels"),
     ];
     for (script, want) in cases {
         match run(script).await.result {
@@ -339,6 +339,12 @@ async fn values_that_json_cannot_carry_are_errors_naming_the_path() {
             other => panic!("{script}: {other:?}"),
         }
     }
+    // Nesting up to the guest's limit crosses in both directions (the
+    // host's parser stops at 128 levels; the guest stops well before).
+    let o = run("let a = 0; for (let i = 0; i < 63; i++) a = [a]; \
+                 const r = await tools.echo({a}); JSON.stringify(r).length")
+    .await;
+    assert_eq!(ok(&o), &json!(133));
 }
 
 #[tokio::test]

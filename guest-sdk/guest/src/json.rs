@@ -17,7 +17,9 @@ use boa_engine::{
 use serde_json::{Map, Number, Value};
 
 /// Deeper nesting than this is refused instead of exhausting the stack.
-pub const MAX_DEPTH: usize = 256;
+/// Well under the host's JSON parser's own limit (128), so anything the
+/// guest hands over parses on the host; and no real tool data comes close.
+pub const MAX_DEPTH: usize = 64;
 
 /// Largest integer a double holds exactly; integral numbers up to this
 /// magnitude are written without a fraction (`3`, not `3.0`).

@@ -188,7 +188,9 @@ pub fn ok(o: &Outcome) -> &Value {
 }
 
 /// A hand-written guest: every `airlock` import and the WASI functions a
-/// hostile guest might abuse, one page of memory holding `echo{}null` at 0,
+/// hostile guest might abuse, one page of memory holding `echo{}null` at 0
+/// and, at 64, a guest error claiming the host's `queue_depth` limit (55
+/// bytes),
 /// the exports the host needs, and `body` as the body of
 /// `airlock_run($len, $result_bytes)`.
 pub fn wat_guest(body: &str) -> Vec<u8> {
@@ -206,6 +208,7 @@ pub fn wat_guest(body: &str) -> Vec<u8> {
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (data (i32.const 0) "echo{{}}null")
+  (data (i32.const 64) "{{\"kind\":\"RuntimeLimit\",\"limit\":\"queue_depth\",\"value\":1}}")
   (func (export "airlock_abi_version") (result i32) i32.const 2)
   (func (export "airlock_reset"))
   (func (export "airlock_run") (param $len i32) (param $result_bytes i32)
