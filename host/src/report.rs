@@ -4,8 +4,50 @@
 use std::io::Write;
 
 use airlock_sandbox::{ExecError, LogLevel, Outcome};
-use airlock_tools::{Mode, UNTRUSTED_NOTE};
+use airlock_tools::{visible, Mode, UNTRUSTED_NOTE};
 use serde_json::{json, Value};
+
+/// Largest compact JSON that is shown indented. Indenting costs two spaces
+/// per level on every line: a 256 KiB value nested 64 deep would grow to
+/// tens of megabytes, in an agent's context or on a terminal.
+const PRETTY_MAX: usize = 16 * 1024;
+
+/// A JSON value as text for people and models: indented when small, compact
+/// otherwise, and with every character a terminal or renderer would act on
+/// (bidi overrides, invisible formatting; controls are escaped by JSON
+/// already) written as a JSON `\u` escape, so the text is still the same
+/// JSON and shows what the bytes say.
+pub fn json_text(value: &Value) -> String {
+    let compact = serde_json::to_string(value).expect("JSON values serialize");
+    let text = if compact.len() <= PRETTY_MAX {
+        serde_json::to_string_pretty(value).expect("JSON values serialize")
+    } else {
+        compact
+    };
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        // C0 controls in serde's output are its own line breaks and
+        // indentation (inside strings it escapes them itself).
+        if c >= '\u{7f}' && visible::must_escape(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A text from a script shown on the operator's terminal, line by line,
+/// with controls and invisible characters made visible.
+fn lines_visible(text: &str) -> String {
+    text.lines()
+        .map(visible::visible)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 pub struct View<'a> {
     pub outcome: &'a Outcome,
@@ -33,7 +75,7 @@ pub fn human(view: &View<'_>) -> bool {
             LogLevel::Warn => "warn",
             LogLevel::Error => "error",
         };
-        let _ = writeln!(err, "[{tag}] {}", line.message);
+        let _ = writeln!(err, "[{tag}] {}", visible::visible(&line.message));
     }
     if let Some(t) = &outcome.logs_truncated {
         let _ = writeln!(
@@ -43,7 +85,12 @@ pub fn human(view: &View<'_>) -> bool {
         );
     }
     for call in outcome.trace.iter().filter(|c| c.status != "ok") {
-        let _ = writeln!(err, "[airlock] tools.{} → {}", call.tool, call.status);
+        let _ = writeln!(
+            err,
+            "[airlock] tools.{} → {}",
+            visible::visible(&call.tool),
+            visible::visible(&call.status)
+        );
     }
     let s = &outcome.stats;
     let summary = format!(
@@ -59,10 +106,7 @@ pub fn human(view: &View<'_>) -> bool {
     );
     match &outcome.result {
         Ok(value) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(value).expect("JSON values serialize")
-            );
+            println!("{}", json_text(value));
             if let Some(t) = &outcome.truncated {
                 let _ = writeln!(
                     err,
@@ -74,15 +118,20 @@ pub fn human(view: &View<'_>) -> bool {
             true
         }
         Err(e) => {
-            let _ = writeln!(err, "error: {}: {e}", e.kind());
+            let _ = writeln!(
+                err,
+                "error: {}: {}",
+                e.kind(),
+                lines_visible(&e.to_string())
+            );
             match e {
                 ExecError::RuntimeError {
                     stack: Some(stack), ..
                 } => {
-                    let _ = write!(err, "{stack}");
+                    let _ = writeln!(err, "{}", lines_visible(stack));
                 }
                 ExecError::ApprovalRequired { how, .. } => {
-                    let _ = writeln!(err, "to approve: {how}");
+                    let _ = writeln!(err, "to approve: {}", visible::visible(how));
                 }
                 _ => {}
             }
@@ -103,9 +152,39 @@ pub fn json(view: &View<'_>) -> bool {
             map.insert("note".into(), json!(UNTRUSTED_NOTE));
         }
     }
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&value).expect("JSON serializes")
-    );
+    println!("{}", json_text(&value));
     view.outcome.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_values_are_not_indented_into_megabytes() {
+        // 130,000 elements 63 levels deep: 260 KB compact.
+        let mut v = Value::Array(vec![json!(0); 130_000]);
+        for _ in 0..63 {
+            v = Value::Array(vec![v]);
+        }
+        let compact = serde_json::to_string(&v).unwrap().len();
+        let text = json_text(&v);
+        assert_eq!(text.len(), compact, "compact, not indented");
+        let small = json!({"vms": [{"vmid": 100}]});
+        assert!(
+            json_text(&small).contains("\n  "),
+            "small values stay indented"
+        );
+    }
+
+    #[test]
+    fn invisible_characters_become_json_escapes() {
+        let v = json!({"name": "web\u{202e}gnp.exe", "tag": "\u{e0041}", "ok": "é"});
+        let text = json_text(&v);
+        assert!(text.contains("web\\u202egnp.exe"), "{text}");
+        assert!(text.contains("\\udb40\\udc41"), "{text}");
+        assert!(text.contains('é'));
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, v, "still the same JSON");
+    }
 }

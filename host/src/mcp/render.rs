@@ -2,7 +2,7 @@
 //! programs, and a compact text rendering for the model to read.
 
 use airlock_sandbox::{ExecError, LogLevel, Outcome};
-use airlock_tools::{search::Results, SchemaAnswer, UNTRUSTED_NOTE};
+use airlock_tools::{search::Results, visible, SchemaAnswer, UNTRUSTED_NOTE};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 
@@ -58,7 +58,7 @@ pub fn outcome(o: &Outcome) -> CallToolResult {
     match &o.result {
         Ok(v) => {
             structured["result"] = v.clone();
-            text.push_str(&serde_json::to_string_pretty(v).unwrap_or_default());
+            text.push_str(&crate::report::json_text(v));
             text.push('\n');
             if let Some(t) = &o.truncated {
                 structured["truncated"] = json!(t);
@@ -70,11 +70,20 @@ pub fn outcome(o: &Outcome) -> CallToolResult {
         }
         Err(e) => {
             structured["error"] = json!(e);
-            text.push_str(&format!("{}: {e}\n", e.kind()));
+            text.push_str(&format!(
+                "{}: {}\n",
+                e.kind(),
+                visible::visible(&e.to_string())
+            ));
             match e {
                 ExecError::RuntimeError {
                     stack: Some(stack), ..
-                } => text.push_str(stack),
+                } => {
+                    for line in stack.lines() {
+                        text.push_str(&visible::visible(line));
+                        text.push('\n');
+                    }
+                }
                 ExecError::ApprovalRequired { how, .. } => {
                     text.push_str(how);
                     text.push('\n');
@@ -92,7 +101,7 @@ pub fn outcome(o: &Outcome) -> CallToolResult {
                 LogLevel::Warn => "warn",
                 LogLevel::Error => "error",
             };
-            text.push_str(&format!("  [{tag}] {}\n", l.message));
+            text.push_str(&format!("  [{tag}] {}\n", visible::visible(&l.message)));
         }
     }
     let failed: Vec<String> = o
