@@ -17,6 +17,7 @@ pub mod collector;
 pub mod config;
 pub mod digest;
 pub mod gateway;
+pub mod json_budget;
 pub mod policy;
 pub mod private_files;
 pub mod proxmox;

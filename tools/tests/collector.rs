@@ -518,3 +518,63 @@ async fn an_approval_id_that_is_no_id_is_not_recorded_as_one() {
     );
     assert_eq!(r.request_id, None, "a megabyte is no request id");
 }
+
+/// An answer within `collector.max_response_bytes` that would cost the
+/// host hundreds of megabytes parsed (4 MiB of `{"":0}`) is refused
+/// unparsed; an ordinary answer of thousands of records is read.
+#[tokio::test]
+async fn an_answer_of_tiny_values_within_the_byte_cap_is_refused_unparsed() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tiny = {
+        let n = ((4 << 20) - 64) / 7;
+        format!(
+            "{{\"success\":true,\"result\":[{}{{\"\":0}}]}}",
+            "{\"\":0},".repeat(n - 1)
+        )
+    };
+    assert!(tiny.len() <= 4 << 20);
+    let ordinary = json!({"success": true, "result": (0..2000)
+        .map(|i| json!({"host": format!("h{i}"), "status": "ok", "load": 0.5, "uptime": 86400, "tags": ["a", "b"]}))
+        .collect::<Vec<_>>()})
+    .to_string();
+    let answer_ordinary = Arc::new(AtomicBool::new(false));
+    let switch = answer_ordinary.clone();
+    let server = Server::plain(move |r| {
+        let body = if r.path.starts_with("/api/v1/tools/list") {
+            json!({"tools": [{"name": "fleet_hosts", "input_schema": {"type": "object", "properties": {}}}]})
+                .to_string()
+        } else if r.path.starts_with("/api/v1/tools/execute") {
+            if switch.load(Ordering::SeqCst) {
+                ordinary.clone()
+            } else {
+                tiny.clone()
+            }
+        } else {
+            json!({"resources": [], "prompts": []}).to_string()
+        };
+        Answer::Json { status: 200, body }
+    })
+    .await;
+    let (config, _dir) = config(&server.http_url());
+    let collector = Collector::new(config).unwrap();
+    collector.discover().await.unwrap();
+    let tool = collector.tools().into_iter().next().unwrap();
+    let e = collector
+        .call(&Caller::new("ops"), &tool, json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "response_too_large", "{e:?}");
+    for says in [
+        "262144 JSON values",
+        "collector.max_response_bytes = 4194304",
+        "not parsed",
+    ] {
+        assert!(e.message.contains(says), "{says}: {}", e.message);
+    }
+    answer_ordinary.store(true, Ordering::SeqCst);
+    let r = collector
+        .call(&Caller::new("ops"), &tool, json!({}))
+        .await
+        .unwrap();
+    assert_eq!(r.value["result"].as_array().unwrap().len(), 2000);
+}

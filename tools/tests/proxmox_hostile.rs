@@ -1,5 +1,6 @@
 //! The Proxmox client and backend against hostile servers on loopback
-//! (tests/hostile): answers larger than the cap, a length that announces
+//! (tests/hostile): answers larger than the cap, answers within it of
+//! tiny values that would cost a gigabyte parsed, a length that announces
 //! gigabytes, a schema that never ends, a "UPID" of a megabyte, TLS and
 //! name failures whose library texts name the host, and secrets PVE
 //! returns in fields not named like secrets.
@@ -123,6 +124,116 @@ async fn an_answer_larger_than_the_cap_is_refused_and_no_longer_read() {
         written < cap + slack,
         "the host stopped reading at the cap: {written} B written"
     );
+}
+
+/// `{"data":[{"":0},{"":0},…]}` of about `bytes` bytes: tiny values that
+/// each cost the parser hundreds of bytes.
+fn tiny_values(bytes: usize) -> String {
+    let n = (bytes - 12) / 7;
+    format!("{{\"data\":[{}{{\"\":0}}]}}", "{\"\":0},".repeat(n - 1))
+}
+
+#[tokio::test]
+async fn an_answer_of_tiny_values_within_the_byte_cap_is_refused_unparsed() {
+    // The review's reply: just under the default 16 MiB, 2.4 million
+    // small objects, which parsed into more than a gigabyte.
+    let body = tiny_values((16 << 20) - 64);
+    assert!(body.len() as u64 <= 16 << 20);
+    let sent = body.clone();
+    let server = Server::tls(&["localhost"], move |_| Answer::Json {
+        status: 200,
+        body: sent.clone(),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = ProxmoxBackend::new(&config(&server, dir.path(), CatalogKind::Curated))
+        .await
+        .unwrap();
+    let tool = backend
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "vm_list")
+        .unwrap();
+    let alice = Caller::new("alice");
+    let err = backend
+        .call(&alice, &tool, json!({"node": "pve1"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "response_too_large", "{err:?}");
+    for says in [
+        "1048576 JSON values",
+        "proxmox.max_response_bytes = 16777216",
+        "was not parsed",
+        "narrow the request",
+    ] {
+        assert!(err.message.contains(says), "{says}: {}", err.message);
+    }
+
+    // A smaller cap scales the limit with it.
+    let small = tiny_values(1 << 20);
+    let server = Server::tls(&["localhost"], move |_| Answer::Json {
+        status: 200,
+        body: small.clone(),
+    })
+    .await;
+    let client = pinned(&server, &server.url()).with_max_response_bytes(1 << 20);
+    let err = client
+        .call(&token(), &get("/nodes/pve1/qemu"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        PveError::TooManyValues {
+            limit: 65536,
+            cap: 1 << 20,
+            setting: "max_response_bytes"
+        }
+    );
+    assert_eq!(err.code(), "response_too_large");
+    // An error answer of tiny values is not parsed either: the status
+    // speaks for it.
+    let errors = tiny_values(1 << 20).replacen("\"data\"", "\"errors\"", 1);
+    let server = Server::tls(&["localhost"], move |_| Answer::Json {
+        status: 500,
+        body: errors.clone(),
+    })
+    .await;
+    let client = pinned(&server, &server.url()).with_max_response_bytes(1 << 20);
+    let err = client.call(&token(), &get("/nodes")).await.unwrap_err();
+    assert_eq!(err.code(), "backend_error", "{err}");
+}
+
+#[tokio::test]
+async fn a_large_ordinary_answer_is_still_read() {
+    // A whole-cluster resource list of 5,000 guests with PVE's fields:
+    // 1.7 MB (over 1 MiB: parsed on a blocking thread), 230,000 values
+    // of the 1,048,576 the default cap allows.
+    let guests: Vec<Value> = (0..5000)
+        .map(|i| {
+            json!({
+                "id": format!("qemu/{}", 100 + i), "type": "qemu", "vmid": 100 + i,
+                "node": format!("pve{}", i % 16), "name": format!("guest-{i}"),
+                "status": "running", "template": 0, "tags": "prod;web",
+                "maxcpu": 4, "cpu": 0.0123, "maxmem": 8589934592u64, "mem": 4294967296u64,
+                "maxdisk": 34359738368u64, "disk": 0, "uptime": 86400 + i,
+                "netin": 123456789, "netout": 98765432, "diskread": 1234567, "diskwrite": 7654321,
+                "hastate": "started", "pool": "web"
+            })
+        })
+        .collect();
+    let body = json!({ "data": guests }).to_string();
+    assert!(body.len() > 1 << 20, "{} bytes", body.len());
+    let server = Server::tls(&["localhost"], move |_| Answer::Json {
+        status: 200,
+        body: body.clone(),
+    })
+    .await;
+    let client = pinned(&server, &server.url());
+    let data = client
+        .call(&token(), &get("/cluster/resources"))
+        .await
+        .unwrap();
+    assert_eq!(data, json!(guests));
 }
 
 #[tokio::test]

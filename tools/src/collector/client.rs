@@ -8,7 +8,10 @@ use reqwest::{header::HeaderValue, StatusCode};
 use serde_json::Value;
 
 use super::CollectorError;
-use crate::proxmox::tls::{self, Trust};
+use crate::{
+    json_budget::{self, ParseError},
+    proxmox::tls::{self, Trust},
+};
 
 pub const KEY_HEADER: &str = "X-Service-Key";
 
@@ -105,13 +108,23 @@ impl Client {
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(CollectorError::KeyRefused(status.as_u16()));
         }
+        // Counted before it is parsed (`json_budget`), and parsed off this
+        // task when large.
+        let max_values = json_budget::max_values(self.max_bytes);
+        let json = json_budget::parse(body, max_values).await;
         if !status.is_success() {
             return Err(CollectorError::Status {
                 status: status.as_u16(),
-                message: collector_message(&body),
+                message: collector_message(json.ok()),
             });
         }
-        serde_json::from_slice(&body).map_err(|e| CollectorError::Malformed(e.to_string()))
+        json.map_err(|e| match e {
+            ParseError::TooManyValues { limit } => CollectorError::TooManyValues {
+                limit,
+                cap: self.max_bytes,
+            },
+            ParseError::Malformed(e) => CollectorError::Malformed(e),
+        })
     }
 
     /// Maps a transport failure; the URL (an internal address) is dropped.
@@ -127,9 +140,8 @@ impl Client {
 }
 
 /// The collector's own error text, if its body says one, shortened.
-fn collector_message(body: &[u8]) -> String {
-    let text = serde_json::from_slice::<Value>(body)
-        .ok()
+fn collector_message(body: Option<Value>) -> String {
+    let text = body
         .and_then(|v| {
             v.get("error")
                 .or_else(|| v.get("detail"))

@@ -115,6 +115,9 @@ pub enum CollectorError {
     Status { status: u16, message: String },
     #[error("the collector's answer is larger than {limit} bytes (collector.max_response_bytes)")]
     TooLarge { limit: u64 },
+    /// Within the byte cap, but too costly to parse (`json_budget`).
+    #[error("the collector's answer holds more than {limit} JSON values (at most one per {} bytes of collector.max_response_bytes = {cap}; a key counts as one value, an object or array as {}) and was not parsed; ask for less or raise collector.max_response_bytes", crate::json_budget::BYTES_PER_VALUE, crate::json_budget::CONTAINER_WEIGHT)]
+    TooManyValues { limit: u64, cap: u64 },
     #[error("the collector's answer is not valid JSON ({0})")]
     Malformed(String),
     #[error("no resource {0} from the collector")]
@@ -128,7 +131,7 @@ impl CollectorError {
             Self::Timeout(_) => "timeout",
             Self::Unreachable { .. } => "unavailable",
             Self::KeyRefused(_) => "backend_auth",
-            Self::TooLarge { .. } => "response_too_large",
+            Self::TooLarge { .. } | Self::TooManyValues { .. } => "response_too_large",
             Self::Malformed(_) => "bad_response",
             _ => "backend_error",
         }

@@ -71,7 +71,8 @@ pub struct ProxmoxConfig {
     pub tier_rules: Vec<TierRule>,
     /// Tier overrides by tool name.
     pub tiers: HashMap<String, Tier>,
-    /// At most this many bytes of an API answer are read; a larger one is
+    /// At most this many bytes of an API answer are read, holding at most
+    /// one JSON value per 16 bytes of it (`json_budget`); a larger one is
     /// the error `response_too_large`. The cluster decides what it sends,
     /// so the host's memory is capped here.
     pub max_response_bytes: u64,

@@ -14,6 +14,7 @@ use super::{
     tls::{client_config, Trust},
     transport,
 };
+use crate::json_budget::{self, ParseError};
 
 /// Longest text taken from a PVE error answer (reason phrase, `message`,
 /// one parameter's complaint); the cluster decides its length, so it is cut.
@@ -133,6 +134,14 @@ pub enum PveError {
     Protocol(String),
     #[error("the answer from Proxmox is larger than proxmox.{setting} ({limit} bytes) and was not read further; narrow the request (a node, a type or vmid filter) or raise proxmox.{setting}")]
     TooLarge { limit: u64, setting: &'static str },
+    /// Within the byte cap, but too costly to parse: more values than
+    /// one per `json_budget::BYTES_PER_VALUE` bytes of the cap.
+    #[error("the answer from Proxmox holds more than {limit} JSON values (at most one per {} bytes of proxmox.{setting} = {cap}; a key counts as one value, an object or array as {}) and was not parsed; narrow the request (a node, a type or vmid filter) or raise proxmox.{setting}", json_budget::BYTES_PER_VALUE, json_budget::CONTAINER_WEIGHT)]
+    TooManyValues {
+        limit: u64,
+        cap: u64,
+        setting: &'static str,
+    },
 }
 
 impl PveError {
@@ -147,7 +156,7 @@ impl PveError {
             PveError::NodeUnreachable(_) | PveError::Connect(_) => "unreachable",
             PveError::Timeout(_) => "timeout",
             PveError::Protocol(_) => "backend_error",
-            PveError::TooLarge { .. } => "response_too_large",
+            PveError::TooLarge { .. } | PveError::TooManyValues { .. } => "response_too_large",
         }
     }
 
@@ -259,16 +268,24 @@ impl PveClient {
         let body = self
             .read_body(&mut response, BodyCap::response(self.max_response_bytes))
             .await?;
-        let json: Option<Value> = serde_json::from_slice(&body).ok();
+        // Counted before it is parsed (`json_budget`), and parsed off this
+        // task when large.
+        let max_values = json_budget::max_values(self.max_response_bytes);
+        let json = json_budget::parse(body, max_values).await;
         if status.is_success() {
             return match json {
-                Some(mut v) => Ok(v.get_mut("data").map(Value::take).unwrap_or(Value::Null)),
-                None => Err(PveError::Protocol(format!(
+                Ok(mut v) => Ok(v.get_mut("data").map(Value::take).unwrap_or(Value::Null)),
+                Err(ParseError::TooManyValues { limit }) => Err(PveError::TooManyValues {
+                    limit,
+                    cap: self.max_response_bytes,
+                    setting: "max_response_bytes",
+                }),
+                Err(ParseError::Malformed(_)) => Err(PveError::Protocol(format!(
                     "a {status} answer that is not JSON"
                 ))),
             };
         }
-        Err(error_from(status, reason, json))
+        Err(error_from(status, reason, json.ok()))
     }
 
     /// GETs a non-API path (the API viewer's script) as text, reading at
