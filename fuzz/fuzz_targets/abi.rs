@@ -36,6 +36,8 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
+    assert!(wire::json_tokens(rest) <= rest.len() as u64 + 1);
+
     let cut = usize::from(selector).min(rest.len());
     let (name, args) = rest.split_at(cut);
     if let Ok((n, v)) = wire::call(name.to_vec(), args) {

@@ -153,6 +153,13 @@ pub const NAME_SHOWN_BYTES: u32 = 64;
 /// host keeps an entry per line, so ten million empty lines are not free.
 pub const LOG_LINE_OVERHEAD: u64 = 64;
 
+/// What each JSON value (more exactly, each `{`, `[`, `:` and `,`, plus
+/// one) in a call's arguments costs against `args_bytes` on top of its
+/// text: the host parses arguments into a tree whose nodes take about this
+/// much each, so `[0,0,0,…]` costs what the host holds, not two bytes an
+/// element.
+pub const ARGS_VALUE_OVERHEAD: u64 = 64;
+
 /// Size in bytes of an encoded [`Completion`].
 pub const COMPLETION_SIZE: usize = 12;
 

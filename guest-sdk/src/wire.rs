@@ -53,6 +53,33 @@ impl std::fmt::Display for Violation {
 
 impl std::error::Error for Violation {}
 
+/// The JSON structure in `bytes` a parser would build nodes for: every
+/// `{`, `[`, `:` and `,` outside strings, plus one. One pass, no
+/// allocation, whatever the bytes are (invalid JSON is counted too; the
+/// parser refuses it afterwards).
+pub fn json_tokens(bytes: &[u8]) -> u64 {
+    let mut n = 1u64;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' | b':' | b',' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
 /// Decodes `call_start`'s name and arguments.
 pub fn call(name: Vec<u8>, args: &[u8]) -> Result<(String, Value), Violation> {
     let name = String::from_utf8(name).map_err(|_| Violation::NameNotUtf8)?;
@@ -220,6 +247,15 @@ mod tests {
             err(json!({"kind": KIND_TOOL, "call": 1u64 << 40})),
             GuestError::Tool { call: None, .. }
         ));
+    }
+
+    #[test]
+    fn json_tokens_count_structure_not_string_contents() {
+        assert_eq!(json_tokens(b"1"), 1);
+        assert_eq!(json_tokens(br#"{"node":"pve1","vmid":100}"#), 5);
+        assert_eq!(json_tokens(b"[0,0,0]"), 4);
+        assert_eq!(json_tokens(br#"{"s":"a,b:[{\"x\":1}]"}"#), 3);
+        assert_eq!(json_tokens(br#""\\",1"#), 2);
     }
 
     #[test]

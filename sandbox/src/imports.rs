@@ -4,9 +4,9 @@
 
 use airlock_guest_sdk::{
     abi::{
-        self, Completion, LogLevel, FINISH_ERROR, FINISH_OK, FINISH_SLACK, FINISH_TRUNCATED,
-        IMPORT_MODULE, LOG_LINE_OVERHEAD, MAX_TOOL_NAME_BYTES, NAME_SHOWN_BYTES, TRAP_LIMIT,
-        WAIT_IDLE, WAIT_READY,
+        self, Completion, LogLevel, ARGS_VALUE_OVERHEAD, FINISH_ERROR, FINISH_OK, FINISH_SLACK,
+        FINISH_TRUNCATED, IMPORT_MODULE, LOG_LINE_OVERHEAD, MAX_TOOL_NAME_BYTES, NAME_SHOWN_BYTES,
+        TRAP_LIMIT, WAIT_IDLE, WAIT_READY,
     },
     wire,
 };
@@ -62,10 +62,20 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
             if name_len > MAX_TOOL_NAME_BYTES {
                 return refuse_long_name(&mut c, name_ptr, name_len);
             }
-            let used = run.args_bytes + args_len as u64;
-            if used > run.limits.args_bytes {
-                let value = run.limits.args_bytes;
-                run.hit(Limit::ArgsBytes, value, used);
+            // Charged before the host builds anything from them: first the
+            // text (so the scan below is bounded), then the structure the
+            // parser would build.
+            let (charged, budget) = (run.args_bytes, run.limits.args_bytes);
+            let over = |used: u64| used > budget;
+            if over(charged + args_len as u64) {
+                run.hit(Limit::ArgsBytes, budget, charged + args_len as u64);
+                return Err(limit_trap());
+            }
+            let tokens = memory::with(&mut c, args_ptr, args_len, wire::json_tokens)?;
+            let used = charged + args_len as u64 + tokens.saturating_mul(ARGS_VALUE_OVERHEAD);
+            let run = run_state(&mut c)?;
+            if over(used) {
+                run.hit(Limit::ArgsBytes, budget, used);
                 return Err(limit_trap());
             }
             run.args_bytes = used;

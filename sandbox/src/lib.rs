@@ -34,8 +34,9 @@ mod wasi;
 
 use std::path::Path;
 
-/// What each console line costs against `log_bytes` besides its text.
-pub use airlock_guest_sdk::abi::LOG_LINE_OVERHEAD;
+/// What each console line costs against `log_bytes` besides its text, and
+/// each JSON token of a call's arguments against `args_bytes`.
+pub use airlock_guest_sdk::abi::{ARGS_VALUE_OVERHEAD, LOG_LINE_OVERHEAD};
 pub use cache::default_dir as default_cache_dir;
 pub use limits::{
     Capacity, Limit, Limits, LimitsError, MAX_EXECUTIONS_IN_FLIGHT, MAX_HANDOVER_BYTES,

@@ -5,7 +5,9 @@ mod common;
 
 use std::sync::Arc;
 
-use airlock_sandbox::{Capacity, ExecError, Limit, Limits, SandboxConfig, LOG_LINE_OVERHEAD};
+use airlock_sandbox::{
+    Capacity, ExecError, Limit, Limits, SandboxConfig, ARGS_VALUE_OVERHEAD, LOG_LINE_OVERHEAD,
+};
 use common::{ok, TestHost};
 use serde_json::{json, Value};
 
@@ -142,7 +144,10 @@ async fn args_bytes_counts_every_call_and_is_charged_before_the_host_reads() {
         ..Limits::default()
     };
     let host = TestHost::default();
-    // {"s":"xxx…"} is 3,008 bytes: three calls fit, the fourth does not.
+    // {"s":"xxx…"} is 3,008 bytes and three tokens ({, :, and the value),
+    // each charged ARGS_VALUE_OVERHEAD more: three calls fit, the fourth
+    // does not.
+    let call = 3008 + 3 * ARGS_VALUE_OVERHEAD;
     let o = common::fresh()
         .await
         .execute(
@@ -151,10 +156,24 @@ async fn args_bytes_counts_every_call_and_is_charged_before_the_host_reads() {
             &host,
         )
         .await;
-    assert_eq!(limit_of(&o.result), (Limit::ArgsBytes, 10_000, 4 * 3008));
+    // The fourth call's text alone passes the limit: refused unscanned.
+    assert_eq!(
+        limit_of(&o.result),
+        (Limit::ArgsBytes, 10_000, 3 * call + 3008)
+    );
     assert_eq!(host.count(), 3, "the fourth call never reached the host");
     let o = common::run_with("await tools.echo({s: 'x'.repeat(20000)})", &limits).await;
     assert_eq!(limit_of(&o.result), (Limit::ArgsBytes, 10_000, 20_008));
+    // Small text, much structure: 2,000 empty objects are 8 KB of text but
+    // a tree of 6,000 nodes on the host.
+    let o = common::run_with(
+        "await tools.echo({a: Array.from({length: 2000}, () => ({}))})",
+        &limits,
+    )
+    .await;
+    let (limit, _, used) = limit_of(&o.result);
+    assert_eq!(limit, Limit::ArgsBytes);
+    assert!(used > 4000 * ARGS_VALUE_OVERHEAD, "{used}");
 }
 
 #[tokio::test]
