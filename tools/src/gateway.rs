@@ -3,13 +3,25 @@
 //! backend → redaction → audit.
 //!
 //! A call refused at any step never reaches a backend, and every call,
-//! refused or not, leaves an audit line with the decision. If the audit
-//! line cannot be written the call is refused: nothing runs unrecorded.
+//! refused or not, leaves a trace in the audit: a line with the decision,
+//! or, for a rate-limited refusal after the first of a run, a count on
+//! its identity's next line (below). If the audit line cannot be
+//! written the call is refused: nothing runs unrecorded.
 //!
 //! The rate limit comes first: a refusal costs the host work too (a
 //! lookup, an audit line, an approval request filed), so a loop of refused
 //! calls is throttled like any other. Everything a script chooses that
 //! reaches a line is cut to a fixed size (`audit_fields`).
+//!
+//! Rate-limited refusals are themselves bounded in the audit: once an
+//! identity is rate-limited, its first `rate_limited` refusal gets its
+//! line; further ones are counted, not written, until that identity's
+//! next line (an admitted or otherwise refused call, an execution's start
+//! or end), which carries the count as `rate_limited_since` with the
+//! first and last of them (`rate_limited_first`, `rate_limited_last`).
+//! A count still open when the gateway is dropped is written as a
+//! `rate_limited` event. So a loop of refused calls writes lines at the
+//! rate its identity's calls are admitted, not at the rate it calls.
 
 use std::{
     collections::HashMap,
@@ -216,6 +228,11 @@ pub struct Gateway {
     order: Vec<String>,
     calls_per_minute: u32,
     buckets: Mutex<HashMap<String, Bucket>>,
+    /// Per identity: rate-limited refusals counted since its last line.
+    unwritten: Mutex<HashMap<String, Unwritten>>,
+    /// Running executions and their identities, so an execution's end can
+    /// carry its identity's count.
+    executions: Mutex<HashMap<String, String>>,
     next_call: AtomicU64,
     /// Distinguishes this process's call ids in a shared audit log.
     instance: String,
@@ -227,6 +244,20 @@ pub struct Gateway {
 struct Bucket {
     tokens: f64,
     at_ms: i64,
+}
+
+/// An identity's rate-limited refusals since its last audit line: the
+/// first of a run is written; the rest only counted, here.
+#[derive(Clone, Copy, Debug)]
+struct Unwritten {
+    count: u64,
+    first_ms: i64,
+    last_ms: i64,
+}
+
+fn rfc3339_ms(ms: i64) -> String {
+    let at = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 /// Sums the backends' generations: any change to any of them changes it
@@ -296,6 +327,8 @@ impl Gateway {
                 order,
                 calls_per_minute: config.rate.calls_per_minute,
                 buckets: Mutex::new(HashMap::new()),
+                unwritten: Mutex::new(HashMap::new()),
+                executions: Mutex::new(HashMap::new()),
                 next_call: AtomicU64::new(1),
                 instance: hex::encode(instance),
                 clock: Arc::new(now_ms),
@@ -434,19 +467,32 @@ impl Gateway {
         let entry = match self.admit(&catalog, caller, name, &args, &args_hash, &mut line) {
             Ok(e) => e,
             Err(refusal) => {
+                let rate_limited = matches!(refusal, CallError::RateLimited { .. });
+                if rate_limited && !self.first_rate_limited(&caller.identity) {
+                    // Counted; the identity's next line carries the count.
+                    return Err(refusal);
+                }
                 line.insert("decision".into(), Value::String(refusal.decision().into()));
                 line.insert("reason".into(), audit_fields::code(refusal.code()));
-                self.audit
-                    .append("call", line)
-                    .map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
+                let written = if rate_limited {
+                    // The first of a run: its line starts the count.
+                    self.audit.append("call", line).inspect_err(|_| {
+                        self.unwritten
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&caller.identity);
+                    })
+                } else {
+                    self.append_for(&caller.identity, "call", line)
+                };
+                written.map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
                 return Err(refusal);
             }
         };
         let spec = entry.spec.clone();
         line.insert("backend".into(), Value::String(spec.backend.clone()));
         line.insert("decision".into(), Value::String("allowed".into()));
-        self.audit
-            .append("call", line)
+        self.append_for(&caller.identity, "call", line)
             .map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
 
         let (backend, slots) = self
@@ -617,6 +663,76 @@ impl Gateway {
         Ok(())
     }
 
+    /// Whether a rate-limited refusal of `identity` is the first since
+    /// its last line (and so gets a line of its own); if not, it is
+    /// counted for the next one.
+    fn first_rate_limited(&self, identity: &str) -> bool {
+        let now = self.now_ms();
+        let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+        match unwritten.get_mut(identity) {
+            Some(u) => {
+                if u.count == 0 {
+                    u.first_ms = now;
+                }
+                u.count += 1;
+                u.last_ms = u.last_ms.max(now);
+                false
+            }
+            None => {
+                unwritten.insert(
+                    identity.to_string(),
+                    Unwritten {
+                        count: 0,
+                        first_ms: now,
+                        last_ms: now,
+                    },
+                );
+                true
+            }
+        }
+    }
+
+    /// Appends a line of `identity`'s, carrying the rate-limited refusals
+    /// counted since its last one; after it, the next rate-limited
+    /// refusal is written again. If the line cannot be written, the
+    /// count is kept for the next.
+    fn append_for(
+        &self,
+        identity: &str,
+        event: &str,
+        mut line: Map<String, Value>,
+    ) -> Result<crate::audit::Head, AuditError> {
+        let taken = self
+            .unwritten
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(identity);
+        if let Some(u) = taken.filter(|u| u.count > 0) {
+            line.insert("rate_limited_since".into(), Value::from(u.count));
+            line.insert(
+                "rate_limited_first".into(),
+                Value::String(rfc3339_ms(u.first_ms)),
+            );
+            line.insert(
+                "rate_limited_last".into(),
+                Value::String(rfc3339_ms(u.last_ms)),
+            );
+        }
+        self.audit.append(event, line).inspect_err(|_| {
+            if let Some(u) = taken {
+                let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+                let now = unwritten.entry(identity.to_string()).or_insert(Unwritten {
+                    count: 0,
+                    first_ms: u.first_ms,
+                    last_ms: u.last_ms,
+                });
+                now.count += u.count;
+                now.first_ms = now.first_ms.min(u.first_ms);
+                now.last_ms = now.last_ms.max(u.last_ms);
+            }
+        })
+    }
+
     /// Records the start of a script's execution; returns its id.
     pub fn execution_started(&self, caller: &Caller, script: &str) -> Result<String, AuditError> {
         let id = format!(
@@ -636,7 +752,11 @@ impl Gateway {
             Value::String(sha256_hex(script.as_bytes())),
         );
         line.insert("script_bytes".into(), Value::from(script.len()));
-        self.audit.append("execution_start", line)?;
+        self.append_for(&caller.identity, "execution_start", line)?;
+        self.executions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), caller.identity.clone());
         Ok(id)
     }
 
@@ -654,7 +774,42 @@ impl Gateway {
         line.insert("outcome".into(), audit_fields::code(outcome));
         line.insert("tool_calls".into(), Value::from(tool_calls));
         line.insert("wall_ms".into(), Value::from(wall.as_millis() as u64));
-        self.audit.append("execution_end", line).map(|_| ())
+        let identity = self
+            .executions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(execution);
+        match identity {
+            Some(identity) => self.append_for(&identity, "execution_end", line),
+            None => self.audit.append("execution_end", line),
+        }
+        .map(|_| ())
+    }
+}
+
+impl Drop for Gateway {
+    /// Counts of rate-limited refusals no line has carried yet are written
+    /// as `rate_limited` events, one per identity.
+    fn drop(&mut self) {
+        let unwritten = std::mem::take(self.unwritten.get_mut().unwrap_or_else(|p| p.into_inner()));
+        let mut identities: Vec<_> = unwritten.into_iter().filter(|(_, u)| u.count > 0).collect();
+        identities.sort_by(|a, b| a.0.cmp(&b.0));
+        for (identity, u) in identities {
+            let mut line = Map::new();
+            line.insert("identity".into(), Value::String(identity));
+            line.insert("rate_limited_since".into(), Value::from(u.count));
+            line.insert(
+                "rate_limited_first".into(),
+                Value::String(rfc3339_ms(u.first_ms)),
+            );
+            line.insert(
+                "rate_limited_last".into(),
+                Value::String(rfc3339_ms(u.last_ms)),
+            );
+            if let Err(e) = self.audit.append("rate_limited", line) {
+                tracing::error!(error = %e, "could not record rate-limited calls in the audit log");
+            }
+        }
     }
 }
 

@@ -817,10 +817,10 @@ async fn refused_calls_are_rate_limited_before_any_host_work() {
     let log = std::fs::read_to_string(s.audit()).unwrap();
     assert_eq!(
         log.matches("\"event\":\"call\"").count(),
-        20,
-        "every call has its line"
+        6,
+        "every refusal has its line, but the rate-limited ones after the first are counted"
     );
-    assert_eq!(log.matches("\"decision\":\"rate_limited\"").count(), 15);
+    assert_eq!(log.matches("\"decision\":\"rate_limited\"").count(), 1);
 
     // Calls needing approval: requests are filed only for calls that got
     // a token.
@@ -840,7 +840,8 @@ async fn refused_calls_are_rate_limited_before_any_host_work() {
     }
     assert_eq!(filed, 5);
     assert_eq!(s.gateway.approvals().rows().unwrap(), 5);
-    // A minute later the bucket is full again.
+    // A minute later the bucket is full again; alice's next line carries
+    // the four refusals after her first rate-limited one.
     s.clock.fetch_add(60_000, Ordering::SeqCst);
     let e = s
         .gateway
@@ -849,6 +850,133 @@ async fn refused_calls_are_rate_limited_before_any_host_work() {
         .unwrap_err();
     assert_eq!(e.code(), "approval_required");
     assert_eq!(s.backend.count(), 0);
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (&last["identity"], &last["rate_limited_since"]),
+        (&json!("alice"), &json!(4)),
+        "{last}"
+    );
+}
+
+/// The review's flood: a name of 128 control characters and 32 keys of
+/// 64 control characters each, called 500 times by a rate-limited
+/// identity. Each refusal wrote a line of 2.7 KB (40 executions grew the
+/// log by 53.5 MB in 3.7 s); now the first refusal of a run writes one
+/// and the identity's next line carries the count.
+#[tokio::test]
+async fn rate_limited_refusals_leave_one_line_and_a_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = GatewayConfig::in_dir(dir.path());
+    config.rate.calls_per_minute = 5;
+    let backend = Arc::new(Counting::default());
+    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    let clock = Arc::new(AtomicI64::new(1_000_000));
+    let c = clock.clone();
+    let gateway = gateway.with_clock(move || c.load(Ordering::SeqCst));
+    let audit_path = gateway.audit_path().to_path_buf();
+    let lines = || {
+        std::fs::read_to_string(&audit_path)
+            .unwrap()
+            .lines()
+            .count()
+    };
+
+    let name = "\u{1}".repeat(128);
+    let mut wide = serde_json::Map::new();
+    for i in 0..32u8 {
+        wide.insert(format!("{}", char::from(i)).repeat(64), json!(1));
+    }
+    let wide = Value::Object(wide);
+    let execution = gateway
+        .execution_started(&Caller::new("mallory"), "for (;;) …")
+        .unwrap();
+    let mallory = Caller {
+        identity: "mallory".into(),
+        execution: Some(execution.clone()),
+    };
+    for _ in 0..5 {
+        gateway.call(&mallory, "read_status", args()).await.unwrap();
+    }
+    let before = lines();
+    for _ in 0..500 {
+        let e = gateway
+            .call(&mallory, &name, wide.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "rate_limited");
+    }
+    assert_eq!(
+        lines(),
+        before + 1,
+        "one line for 500 rate-limited refusals"
+    );
+    gateway
+        .execution_finished(
+            &execution,
+            "LimitExceeded",
+            505,
+            std::time::Duration::from_millis(9),
+        )
+        .unwrap();
+    let text = std::fs::read_to_string(&audit_path).unwrap();
+    let end: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(end["event"], "execution_end");
+    assert_eq!(end["rate_limited_since"], 499, "{end}");
+    assert!(end["rate_limited_first"].is_string() && end["rate_limited_last"].is_string());
+    let refusal = text
+        .lines()
+        .find(|l| l.contains("\"decision\":\"rate_limited\""))
+        .unwrap();
+    eprintln!(
+        "the written refusal: {} bytes; the log: {} lines, {} bytes for 505 calls",
+        refusal.len(),
+        text.lines().count(),
+        text.len()
+    );
+
+    // A new run after the count was written: its first refusal has a
+    // line again, and the next admitted call carries the rest.
+    for _ in 0..10 {
+        gateway
+            .call(&mallory, "read_status", args())
+            .await
+            .unwrap_err();
+    }
+    clock.fetch_add(60_000, Ordering::SeqCst);
+    gateway.call(&mallory, "read_status", args()).await.unwrap();
+    let text = std::fs::read_to_string(&audit_path).unwrap();
+    let admitted: Value = serde_json::from_str(
+        text.lines()
+            .rev()
+            .find(|l| l.contains("\"event\":\"call\""))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(admitted["decision"], "allowed");
+    assert_eq!(admitted["rate_limited_since"], 9, "{admitted}");
+    assert_eq!(text.matches("\"decision\":\"rate_limited\"").count(), 2);
+
+    // Refusals no line has carried when the gateway goes are written as
+    // one event.
+    for _ in 0..20 {
+        let _ = gateway.call(&mallory, "read_status", args()).await;
+    }
+    drop(gateway);
+    let text = std::fs::read_to_string(&audit_path).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (
+            &last["event"],
+            &last["identity"],
+            &last["rate_limited_since"]
+        ),
+        (&json!("rate_limited"), &json!("mallory"), &json!(15)),
+        "{last}"
+    );
+    assert_eq!(text.lines().count(), 2 * 5 + 2 + 1 + 1 + 2 + 4 * 2 + 1 + 1);
+    audit_is_sound(&audit_path);
+    assert_eq!(backend.count(), 10);
 }
 
 #[tokio::test]
