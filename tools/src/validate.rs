@@ -3,6 +3,8 @@
 //! path. Every problem names the argument's path (`args.disks[0].size`)
 //! and the rule it broke.
 
+use std::fmt::Write;
+
 use jsonschema::Validator;
 use serde_json::Value;
 
@@ -66,26 +68,32 @@ impl ArgsValidator {
     }
 }
 
-/// One problem: where, what, which rule. A value under a secret-named
-/// field, or one holding such a field, is never echoed (the rule and the
-/// path suffice); a long one is quoted by its start and length only.
+/// One problem: where, what, which rule. The validator's own text would
+/// quote the offending value whole (a megabyte string, or the whole
+/// arguments object, in every problem), so the value is replaced by a
+/// label made without copying or serialising it: a scalar is quoted, cut
+/// at [`QUOTED_CHARS`]; an object or array is named by its size, never
+/// quoted (nothing in it is echoed, secrets included); a value under a
+/// secret-named field is "the value". The message is written into a
+/// buffer that stops at [`MESSAGE_CHARS`], so lists the validator prints
+/// (every unexpected property name) are cut as they are written.
 fn describe(e: &jsonschema::ValidationError<'_>) -> String {
     let rule = e
         .schema_path()
         .as_str()
         .rsplit('/')
         .next()
-        .unwrap_or("schema")
-        .to_string();
+        .unwrap_or("schema");
+    let rule = crate::visible::cut_bytes(rule, 64);
     let path = e.instance_path().as_str();
-    let message = if holds_secret(path, e.instance()) {
-        e.masked_with("the value").to_string()
-    } else if let Some(label) = long_value_label(e.instance()) {
-        e.masked_with(label).to_string()
+    let label = if secret_path(path) {
+        "the value".to_string()
     } else {
-        e.to_string()
+        label(e.instance())
     };
-    format!("{}: {} (rule: {rule})", js_path(path), at_most(message))
+    let mut message = Bounded::new(MESSAGE_CHARS);
+    let _ = write!(message, "{}", e.masked_with(label));
+    format!("{}: {} (rule: {rule})", js_path(path), message.finish())
 }
 
 /// The most problems listed; an object with ten thousand unexpected keys
@@ -95,41 +103,103 @@ pub const MAX_PROBLEMS: usize = 20;
 /// The most characters of an argument's value a problem quotes.
 pub const QUOTED_CHARS: usize = 60;
 
-/// The validator's message quotes the offending value whole; a megabyte
-/// string (or object) would then travel back into the agent's context in
-/// every error. What to quote instead of a long value: its start and its
-/// length.
-fn long_value_label(instance: &Value) -> Option<String> {
-    let whole = instance.to_string();
-    let n = whole.chars().count();
-    (n > QUOTED_CHARS).then(|| {
-        let start: String = whole.chars().take(QUOTED_CHARS).collect();
-        format!("{start}… ({n} characters)")
-    })
+/// What a problem says instead of the value: a scalar as JSON, a string
+/// cut at `QUOTED_CHARS` characters with its length; an object or array
+/// by its size. Reads at most `QUOTED_CHARS` characters of a string
+/// (and counts the rest), allocates only the label.
+fn label(instance: &Value) -> String {
+    match instance {
+        Value::String(s) => {
+            let mut quoted = String::from("\"");
+            let mut chars = s.chars();
+            for c in chars.by_ref().take(QUOTED_CHARS) {
+                push_escaped(&mut quoted, c);
+            }
+            let rest = chars.count();
+            if rest == 0 {
+                quoted.push('"');
+            } else {
+                let n = QUOTED_CHARS + rest;
+                quoted.push_str(&format!("…\" ({n} characters)"));
+            }
+            quoted
+        }
+        Value::Array(items) => match items.len() {
+            1 => "an array (1 item)".into(),
+            n => format!("an array ({n} items)"),
+        },
+        Value::Object(map) => match map.len() {
+            1 => "an object (1 key)".into(),
+            n => format!("an object ({n} keys)"),
+        },
+        // Numbers, booleans and null are short.
+        scalar => scalar.to_string(),
+    }
+}
+
+/// `c` as it appears inside a JSON string.
+fn push_escaped(out: &mut String, c: char) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+        c => out.push(c),
+    }
 }
 
 /// The most characters of one problem's message: some messages list what
 /// they found (every unexpected property name), which has no bound either.
 pub const MESSAGE_CHARS: usize = 400;
 
-fn at_most(message: String) -> String {
-    match message.char_indices().nth(MESSAGE_CHARS) {
-        None => message,
-        Some((cut, _)) => {
-            let more = message[cut..].chars().count();
-            format!("{}… ({more} more characters)", &message[..cut])
+/// A `fmt::Write` that keeps at most `max` characters and then refuses
+/// more, which stops the formatting that feeds it.
+struct Bounded {
+    out: String,
+    left: usize,
+    cut: bool,
+}
+
+impl Bounded {
+    fn new(max: usize) -> Self {
+        Self {
+            out: String::new(),
+            left: max,
+            cut: false,
         }
+    }
+
+    fn finish(mut self) -> String {
+        if self.cut {
+            self.out
+                .push_str(&format!("… (cut at {MESSAGE_CHARS} characters)"));
+        }
+        self.out
     }
 }
 
-/// Whether the value at `pointer` is a secret: a field on its path has a
-/// secret-looking name, or the value itself holds such a field.
-fn holds_secret(pointer: &str, value: &Value) -> bool {
+impl Write for Bounded {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        for c in s.chars() {
+            if self.left == 0 {
+                self.cut = true;
+                return Err(std::fmt::Error);
+            }
+            self.out.push(c);
+            self.left -= 1;
+        }
+        Ok(())
+    }
+}
+
+/// Whether a field on the path to a value has a secret-looking name.
+fn secret_path(pointer: &str) -> bool {
     pointer
         .split('/')
         .skip(1)
         .any(|seg| crate::redact::is_secret(&seg.replace("~1", "/").replace("~0", "~")))
-        || crate::redact::redact(&mut value.clone()) > 0
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -176,18 +246,35 @@ pub fn check_segment(v: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// `/disks/0/size` → `args.disks[0].size`.
+/// The most characters of one path segment (a key) a problem names.
+pub const PATH_SEGMENT_CHARS: usize = 64;
+/// The most characters of a path a problem names, roughly: segments past
+/// it are left out.
+pub const PATH_CHARS: usize = 200;
+
+/// `/disks/0/size` → `args.disks[0].size`. A key longer than
+/// `PATH_SEGMENT_CHARS` is cut (`…`), and a path past `PATH_CHARS` ends
+/// in `…`: keys are the script's, of any length.
 pub fn js_path(pointer: &str) -> String {
     let mut out = String::from("args");
     for seg in pointer.split('/').skip(1) {
+        if out.chars().count() > PATH_CHARS {
+            out.push('…');
+            break;
+        }
         let seg = seg.replace("~1", "/").replace("~0", "~");
-        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+        let cut = seg.char_indices().nth(PATH_SEGMENT_CHARS).map(|(at, _)| at);
+        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) && cut.is_none() {
             out.push_str(&format!("[{seg}]"));
-        } else if crate::spec::is_js_identifier(&seg) {
+        } else if crate::spec::is_js_identifier(&seg) && cut.is_none() {
             out.push('.');
             out.push_str(&seg);
         } else {
-            out.push_str(&format!("[{}]", Value::String(seg)));
+            let shown = match cut {
+                Some(at) => format!("{}…", &seg[..at]),
+                None => seg,
+            };
+            out.push_str(&format!("[{}]", Value::String(shown)));
         }
     }
     out
@@ -229,14 +316,13 @@ mod tests {
             assert!(m.chars().count() < 300, "{}", &m[..300]);
         }
         assert!(
-            p[0].starts_with("args.node: \"xxx") && p[0].contains("… (1048579 characters)"),
+            p[0].starts_with("args.node: \"xxx") && p[0].contains("…\" (1048577 characters)"),
             "{}",
             p[0]
         );
-        assert!(
-            p[1].starts_with("args.vmid: {\"deep\"") && p[1].contains("(rule: type)"),
-            "{}",
-            p[1]
+        assert_eq!(
+            p[1],
+            "args.vmid: an object (1 key) is not of type \"integer\" (rule: type)"
         );
         let many: serde_json::Map<String, Value> = (0..10_000)
             .map(|i| (format!("unexpected_{i}"), json!(1)))
@@ -249,7 +335,8 @@ mod tests {
         let p = strict.problems(&Value::Object(many.clone()));
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(
-            p[0].chars().count() < 500 && p[0].contains("more characters)"),
+            p[0].chars().count() < 500
+                && p[0].ends_with("… (cut at 400 characters) (rule: additionalProperties)"),
             "{}",
             p[0]
         );
@@ -353,7 +440,12 @@ mod tests {
             assert_eq!(p.len(), 1, "{p:?}");
             assert!(!p[0].contains("hunter2"), "{p:?}");
             assert!(p[0].contains(&format!("(rule: {rule})")), "{p:?}");
-            assert!(p[0].contains("the value"), "{p:?}");
+            // A secret-named field is "the value"; an object is never
+            // quoted, whatever it holds.
+            assert!(
+                p[0].contains("the value") || p[0].contains("an object (2 keys)"),
+                "{p:?}"
+            );
         }
         let p = v.problems(&json!({"password": "hunter2-too-long"}));
         assert_eq!(
@@ -371,5 +463,14 @@ mod tests {
         assert_eq!(js_path("/a/0/b"), "args.a[0].b");
         assert_eq!(js_path("/net0"), "args.net0");
         assert_eq!(js_path("/a~1b"), "args[\"a/b\"]");
+        // Keys are the script's: a long one is cut, a deep path ends.
+        let long = format!("/{}", "k".repeat(1 << 20));
+        assert_eq!(js_path(&long), format!("args[\"{}…\"]", "k".repeat(64)));
+        let deep = "/abc".repeat(10_000);
+        let p = js_path(&deep);
+        assert!(
+            p.ends_with('…') && p.chars().count() < PATH_CHARS + 10,
+            "{p}"
+        );
     }
 }
