@@ -74,6 +74,28 @@ pub struct Called {
     pub redacted: usize,
 }
 
+/// A call that did not succeed, from [`Gateway::call_keeping_args`].
+#[derive(Debug)]
+pub struct Refused {
+    pub error: CallError,
+    /// The call's arguments, when it was refused before they were handed
+    /// to a backend.
+    pub args: Option<Value>,
+}
+
+impl Refused {
+    fn before_backend(error: CallError, args: Value) -> Self {
+        Self {
+            error,
+            args: Some(args),
+        }
+    }
+
+    fn after_backend(error: CallError) -> Self {
+        Self { error, args: None }
+    }
+}
+
 /// Why a call did not run or did not succeed. Each has a stable `code`
 /// that scripts see as `e.code`.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -447,6 +469,21 @@ impl Gateway {
         name: &str,
         args: Value,
     ) -> Result<Called, CallError> {
+        self.call_keeping_args(caller, name, args)
+            .await
+            .map_err(|r| r.error)
+    }
+
+    /// [`Gateway::call`], handing the arguments back with a refusal made
+    /// before the backend, so a caller that can settle it (a person in
+    /// the client approving an `ApprovalRequired`) calls again without
+    /// having kept a copy of every call's arguments.
+    pub async fn call_keeping_args(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+    ) -> Result<Called, Refused> {
         let call_id = format!(
             "{}-{}",
             self.instance,
@@ -470,7 +507,7 @@ impl Gateway {
                 let rate_limited = matches!(refusal, CallError::RateLimited { .. });
                 if rate_limited && !self.first_rate_limited(&caller.identity) {
                     // Counted; the identity's next line carries the count.
-                    return Err(refusal);
+                    return Err(Refused::before_backend(refusal, args));
                 }
                 line.insert("decision".into(), Value::String(refusal.decision().into()));
                 line.insert("reason".into(), audit_fields::code(refusal.code()));
@@ -485,15 +522,20 @@ impl Gateway {
                 } else {
                     self.append_for(&caller.identity, "call", line)
                 };
-                written.map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
-                return Err(refusal);
+                if let Err(e) = written {
+                    let error = CallError::AuditUnavailable(e.to_string());
+                    return Err(Refused::before_backend(error, args));
+                }
+                return Err(Refused::before_backend(refusal, args));
             }
         };
         let spec = entry.spec.clone();
         line.insert("backend".into(), Value::String(spec.backend.clone()));
         line.insert("decision".into(), Value::String("allowed".into()));
-        self.append_for(&caller.identity, "call", line)
-            .map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
+        if let Err(e) = self.append_for(&caller.identity, "call", line) {
+            let error = CallError::AuditUnavailable(e.to_string());
+            return Err(Refused::before_backend(error, args));
+        }
 
         let (backend, slots) = self
             .backends
@@ -541,10 +583,12 @@ impl Gateway {
         };
         // The call has happened; if even its result cannot be recorded the
         // result is withheld rather than handed on unrecorded.
-        self.audit
-            .append("call_result", done)
-            .map_err(|e| CallError::AuditUnavailable(e.to_string()))?;
-        outcome
+        if let Err(e) = self.audit.append("call_result", done) {
+            return Err(Refused::after_backend(CallError::AuditUnavailable(
+                e.to_string(),
+            )));
+        }
+        outcome.map_err(Refused::after_backend)
     }
 
     /// Rate limit, lookup, validation, policy and approval. Adds what it

@@ -33,7 +33,7 @@ pub mod visible;
 pub use backend::{Backend, BackendError, Reply};
 pub use catalog::{Catalog, Clash, SchemaAnswer};
 pub use config::{GatewayConfig, DEFAULT_APPROVE_COMMAND};
-pub use gateway::{CallError, Called, Caller, Gateway, GatewayError};
+pub use gateway::{CallError, Called, Caller, Gateway, GatewayError, Refused};
 pub use policy::Mode;
 pub use spec::{Hints, Tier, ToolSpec};
 
