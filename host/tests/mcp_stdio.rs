@@ -28,6 +28,9 @@ struct Person {
     can_ask: bool,
     approve: bool,
     asked: Arc<AtomicU32>,
+    /// Questions being answered right now, and the most at once.
+    answering: Arc<AtomicU32>,
+    most_at_once: Arc<AtomicU32>,
     progress: Arc<tokio::sync::Notify>,
     logs: tokio::sync::mpsc::UnboundedSender<Value>,
 }
@@ -48,7 +51,15 @@ impl ClientHandler for Person {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         self.asked.fetch_add(1, Ordering::SeqCst);
+        let now = self.answering.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_at_once.fetch_max(now, Ordering::SeqCst);
         let text = serde_json::to_string(&request).unwrap_or_default();
+        // A person takes a moment: give other questions a chance to
+        // arrive meanwhile, if the server sent any.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        self.answering.fetch_sub(1, Ordering::SeqCst);
         assert!(
             text.contains("vm_shutdown"),
             "the question names the tool: {text}"
@@ -101,6 +112,8 @@ fn listening_person() -> (Person, tokio::sync::mpsc::UnboundedReceiver<Value>) {
         can_ask: false,
         approve: false,
         asked: Arc::new(AtomicU32::new(0)),
+        answering: Arc::default(),
+        most_at_once: Arc::default(),
         progress: Arc::default(),
         logs,
     };
@@ -228,6 +241,85 @@ async fn a_declined_approval_denies_and_a_client_that_cannot_ask_gets_the_instru
     let r = call(&client, "execute", json!({"script": STOP_ALL})).await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
     assert_eq!(structured(&r)["result"].as_array().unwrap().len(), 3);
+    client.cancel().await.unwrap();
+}
+
+/// Ten shutdowns of one VM with different timeouts (ten distinct calls,
+/// each needing approval), fired at once and settled; each says `ok`, its
+/// error code, and whether it said the client is not asked again.
+const TEN_APPROVALS: &str = "const tries = await Promise.allSettled(Array.from({length: 10}, (_, i) =>\n\
+      tools.vm_shutdown({node: 'pve1', vmid: 101, timeout: 10 + i})));\n\
+    tries.map((t) => t.status === 'fulfilled' ? 'ok' : t.reason.code +\n\
+      (String(t.reason.details && t.reason.details.how).includes('not asked again in this execution') ? ' (not asked)' : ''))";
+
+fn tally(r: &CallToolResult) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for outcome in structured(r)["result"].as_array().expect("a list") {
+        *counts
+            .entry(outcome.as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_decline_the_client_is_not_asked_again_in_that_execution() {
+    let no = Person {
+        can_ask: true,
+        approve: false,
+        ..person()
+    };
+    let (asked, most) = (no.asked.clone(), no.most_at_once.clone());
+    let client = connect(no, &["--demo", "--identity", "alice"]).await;
+    let r = call(&client, "execute", json!({"script": TEN_APPROVALS})).await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(
+        tally(&r),
+        [
+            ("approval_required (not asked)".to_string(), 9),
+            ("policy_denied".to_string(), 1)
+        ]
+        .into(),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "asked once");
+    assert_eq!(most.load(Ordering::SeqCst), 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_asks_one_question_at_a_time_and_a_few_at_most() {
+    let yes = Person {
+        can_ask: true,
+        approve: true,
+        ..person()
+    };
+    let (asked, most) = (yes.asked.clone(), yes.most_at_once.clone());
+    let client = connect(yes, &["--demo", "--identity", "alice"]).await;
+    let r = call(&client, "execute", json!({"script": TEN_APPROVALS})).await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(
+        tally(&r),
+        [
+            ("approval_required (not asked)".to_string(), 5),
+            ("ok".to_string(), 5)
+        ]
+        .into(),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 5, "five questions");
+    assert_eq!(most.load(Ordering::SeqCst), 1, "never two at once");
+    // The next execution may ask again.
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": "await tools.vm_shutdown({node: 'pve1', vmid: 102, timeout: 5})"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(asked.load(Ordering::SeqCst), 6);
     client.cancel().await.unwrap();
 }
 

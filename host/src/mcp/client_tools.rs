@@ -6,6 +6,13 @@
 //! the same execution; otherwise the agent gets the operator's command.
 //! Each finished call is reported as progress and to the session log,
 //! naming the tool as the gateway quotes names (cut, visible).
+//!
+//! Against approval fatigue, the person is asked one call at a time per
+//! execution, and not again in that execution after they declined one or
+//! were asked [`MAX_PROMPTS`] times: later calls get the operator's
+//! command, saying so. The arguments of a call that may be asked about
+//! are handed back by the gateway with its `ApprovalRequired`, not copied
+//! for every call.
 
 use std::sync::{
     atomic::{AtomicU32, Ordering},
@@ -13,7 +20,9 @@ use std::sync::{
 };
 
 use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
-use airlock_tools::{catalog::quote_name, visible::visible, CallError, Caller, Gateway};
+use airlock_tools::{
+    catalog::quote_name, visible::visible, CallError, Called, Caller, Gateway, Refused,
+};
 use async_trait::async_trait;
 use rmcp::{
     model::{ProgressNotificationParam, ProgressToken},
@@ -35,6 +44,36 @@ pub struct Approval {
 
 rmcp::elicit_safe!(Approval);
 
+/// The most approval prompts one execution puts to the person in the
+/// client; after them (or after one decline) its calls wait for an
+/// operator.
+pub const MAX_PROMPTS: u32 = 5;
+
+/// The prompts of one execution, taken one at a time.
+#[derive(Default)]
+pub struct Asking(tokio::sync::Mutex<Prompts>);
+
+#[derive(Default)]
+struct Prompts {
+    asked: u32,
+    declined: bool,
+}
+
+impl Prompts {
+    /// Why the person is not asked again in this execution, if they are not.
+    fn done_asking(&self) -> Option<String> {
+        if self.declined {
+            Some("the person declined a call of this execution".into())
+        } else if self.asked >= MAX_PROMPTS {
+            Some(format!(
+                "the person was asked {MAX_PROMPTS} times in this execution"
+            ))
+        } else {
+            None
+        }
+    }
+}
+
 pub struct ClientTools {
     pub gateway: Arc<Gateway>,
     pub caller: Caller,
@@ -45,6 +84,8 @@ pub struct ClientTools {
     pub progress: Option<ProgressToken>,
     pub log: SessionLog,
     pub done: AtomicU32,
+    /// This execution's approval prompts: one at a time, a few at most.
+    pub asking: Asking,
 }
 
 fn failure(e: &CallError) -> ToolFailure {
@@ -107,65 +148,99 @@ impl ClientTools {
 #[async_trait]
 impl ToolHost for ClientTools {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure> {
-        let first = self
+        let ToolCall { name, args } = call;
+        let result = match self
             .gateway
-            .call(&self.caller, &call.name, call.args.clone())
-            .await;
-        let result = match first {
-            Err(CallError::ApprovalRequired {
-                tool,
-                request_id,
-                summary,
-                ..
+            .call_keeping_args(&self.caller, &name, args)
+            .await
+        {
+            Ok(called) => Ok(called),
+            Err(Refused {
+                error:
+                    CallError::ApprovalRequired {
+                        tool,
+                        request_id,
+                        summary,
+                        how,
+                    },
+                args: Some(args),
             }) if self.can_ask
                 && self
                     .gateway
                     .may_approve_in_client(&self.caller.identity, &tool) =>
             {
-                let asked = json!({"message": format!("asking the person in the client to approve {tool} ({request_id})"), "request_id": request_id, "tool": tool});
-                self.log.send(&self.peer, Level::Notice, asked).await;
-                match self.ask(&self.peer, &tool, &summary).await {
-                    Ok(true) => {
-                        let by = format!("{} (in the MCP client)", self.caller.identity);
-                        match self.gateway.approvals().approve(
-                            &request_id,
-                            &by,
-                            self.gateway.now_ms(),
-                        ) {
-                            Ok(_) => self.gateway.call(&self.caller, &call.name, call.args).await,
-                            Err(e) => Err(CallError::ApprovalUnavailable(e.to_string())),
-                        }
-                    }
-                    Ok(false) => {
-                        let _ = self.gateway.approvals().deny(
-                            &request_id,
-                            "the person in the MCP client",
-                            self.gateway.now_ms(),
-                        );
-                        Err(CallError::PolicyDenied {
-                            tool,
-                            reason: format!(
-                                "the person in the client declined (request {request_id})"
-                            ),
-                        })
-                    }
-                    // The client could not ask after all: leave the request
-                    // for an operator.
-                    Err(_) => Err(CallError::ApprovalRequired {
-                        how: self.gateway.approve_instruction(&request_id),
-                        tool,
-                        request_id,
-                        summary,
-                    }),
-                }
+                self.approve_in_client(&name, args, tool, request_id, summary, how)
+                    .await
             }
-            other => other,
+            Err(refused) => Err(refused.error),
         };
-        self.report(&call.name, result.as_ref().map(|_| ())).await;
+        self.report(&name, result.as_ref().map(|_| ())).await;
         result.map(|c| c.value).map_err(|e| failure(&e))
     }
 
     fn principal(&self) -> Option<&str> {
         Some(&self.caller.identity)
+    }
+}
+
+impl ClientTools {
+    /// Puts a call that needs approval to the person in the client (one
+    /// prompt at a time in this execution, none after a decline or
+    /// `MAX_PROMPTS`) and runs it again with `args` if they approve.
+    async fn approve_in_client(
+        &self,
+        name: &str,
+        args: Value,
+        tool: String,
+        request_id: String,
+        summary: String,
+        how: String,
+    ) -> Result<Called, CallError> {
+        let mut prompts = self.asking.0.lock().await;
+        if let Some(why) = prompts.done_asking() {
+            return Err(CallError::ApprovalRequired {
+                how: format!("{how}. The person in the MCP client is not asked again in this execution ({why})"),
+                tool,
+                request_id,
+                summary,
+            });
+        }
+        prompts.asked += 1;
+        let asked = json!({"message": format!("asking the person in the client to approve {tool} ({request_id})"), "request_id": request_id, "tool": tool});
+        self.log.send(&self.peer, Level::Notice, asked).await;
+        match self.ask(&self.peer, &tool, &summary).await {
+            Ok(true) => {
+                drop(prompts);
+                let by = format!("{} (in the MCP client)", self.caller.identity);
+                match self
+                    .gateway
+                    .approvals()
+                    .approve(&request_id, &by, self.gateway.now_ms())
+                {
+                    Ok(_) => self.gateway.call(&self.caller, name, args).await,
+                    Err(e) => Err(CallError::ApprovalUnavailable(e.to_string())),
+                }
+            }
+            Ok(false) => {
+                prompts.declined = true;
+                let _ = self.gateway.approvals().deny(
+                    &request_id,
+                    "the person in the MCP client",
+                    self.gateway.now_ms(),
+                );
+                Err(CallError::PolicyDenied {
+                    tool,
+                    reason: format!("the person in the client declined (request {request_id}); the client is not asked again in this execution"),
+                })
+            }
+            // The client could not ask after all: leave the request for an
+            // operator.
+            Err(_) => Err(CallError::ApprovalRequired {
+                how,
+                tool,
+                request_id,
+                summary,
+            }),
+        }
     }
 }

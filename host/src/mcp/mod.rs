@@ -158,6 +158,7 @@ impl AirlockServer {
             progress: context.meta.get_progress_token(),
             log: self.log.clone(),
             done: AtomicU32::new(0),
+            asking: Default::default(),
         };
         let t0 = Instant::now();
         // A `notifications/cancelled` drops the execution: the script
