@@ -18,7 +18,7 @@ seconds="${1:-10}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(abi arguments pve_schema upid template audit_verify)
+  targets=(abi arguments pve_schema upid template audit_verify json_budget)
 fi
 
 cargo_fuzz="$root/target/tools/bin/cargo-fuzz"

@@ -26,6 +26,7 @@ fn every_fuzz_target_holds_for_a_short_run() {
         "upid",
         "template",
         "audit_verify",
+        "json_budget",
     ] {
         assert!(
             log.contains(&format!("fuzz: {target}: Done ")),
