@@ -6,9 +6,7 @@
 //! than the limit allows. `parse_now` agrees with both.
 #![no_main]
 
-use airlock_tools::json_budget::{
-    count_values, parse_now, ParseError, CONTAINER_WEIGHT,
-};
+use airlock_tools::json_budget::{count_values, parse_now, ParseError, CONTAINER_WEIGHT};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -33,7 +31,10 @@ fuzz_target!(|data: &[u8]| {
     match serde_json::from_slice::<Value>(data) {
         Ok(v) => {
             let built = counted(&v);
-            assert!(whole >= built, "the scan counted {whole}, the parser built {built}");
+            assert!(
+                whole >= built,
+                "the scan counted {whole}, the parser built {built}"
+            );
             assert!(parse_now(data, whole).is_ok());
             if whole > 0 {
                 assert!(matches!(
