@@ -280,6 +280,30 @@ async fn an_endless_api_schema_stops_the_start_at_its_own_cap() {
 }
 
 #[tokio::test]
+async fn an_api_schema_of_tiny_values_is_refused_unparsed() {
+    let cap: u64 = 1 << 20;
+    let schema = format!(
+        "const apiSchema = [{}[]];",
+        "[[],[],[],[],[],[],[],[],[],[]],".repeat(30_000)
+    );
+    assert!(schema.len() as u64 <= cap);
+    let server = Server::tls(&["localhost"], move |_| Answer::Json {
+        status: 200,
+        body: schema.clone(),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&server, dir.path(), CatalogKind::Full);
+    c.max_schema_bytes = cap;
+    let err = ProxmoxBackend::new(&c).await.err().unwrap().to_string();
+    assert!(
+        err.contains("the API schema holds more than 65536 JSON values")
+            && err.contains("proxmox.max_schema_bytes = 1048576"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn caps_below_a_kilobyte_are_a_configuration_error() {
     let server = Server::tls(&["localhost"], |_| Answer::data(json!([]))).await;
     let dir = tempfile::tempdir().unwrap();

@@ -199,11 +199,18 @@ fn every_curated_tool_maps_to_a_real_operation() {
 fn the_real_schema_fits_the_default_schema_cap_with_room() {
     use airlock_tools::proxmox::body::DEFAULT_MAX_SCHEMA_BYTES;
     let Some(path) = schema_file() else { return };
-    let size = std::fs::metadata(path).unwrap().len();
+    let size = std::fs::metadata(&path).unwrap().len();
     assert!(
         size * 8 < DEFAULT_MAX_SCHEMA_BYTES,
         "{size} B against a cap of {DEFAULT_MAX_SCHEMA_BYTES} B"
     );
+    // And its values (counted before it is parsed) fit the count the cap
+    // allows, with room.
+    use airlock_tools::json_budget::{count_values, max_values};
+    let values = count_values(&std::fs::read(&path).unwrap(), u64::MAX);
+    let limit = max_values(DEFAULT_MAX_SCHEMA_BYTES);
+    eprintln!("the real schema: {size} B, {values} values (limit {limit})");
+    assert!(values * 4 < limit, "{values} values against {limit}");
 }
 
 /// Every path kept from the schema is clean, so a tier rule sees the

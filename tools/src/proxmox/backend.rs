@@ -23,6 +23,7 @@ use super::{
 use crate::{
     backend::{Backend, BackendError, Reply},
     gateway::Caller,
+    json_budget,
     spec::{Tier, ToolSpec},
 };
 
@@ -294,14 +295,30 @@ async fn fetch_schema(target: &Target, name: &str, cap: BodyCap) -> Result<Strin
             target: name.into(),
             message: "needs at least one token to fetch the API schema".into(),
         })?;
-    target
+    let text = target
         .client
         .fetch_text(token, "/pve-docs/api-viewer/apidata.js", cap)
         .await
         .map_err(|e| ProxmoxError::Target {
             target: name.into(),
             message: format!("fetching the API schema: {e}"),
-        })
+        })?;
+    // Counted before it is parsed, like every answer (`json_budget`); the
+    // script around the schema counts too, which only errs on the safe
+    // side. PVE 9.1's schema holds 137,036 values.
+    let limit = json_budget::max_values(cap.bytes);
+    if json_budget::count_values(text.as_bytes(), limit) > limit {
+        return Err(ProxmoxError::Target {
+            target: name.into(),
+            message: format!(
+                "the API schema holds more than {limit} JSON values (at most one per {} bytes of proxmox.{} = {}) and was not parsed",
+                json_budget::BYTES_PER_VALUE,
+                cap.setting,
+                cap.bytes
+            ),
+        });
+    }
+    Ok(text)
 }
 
 /// Turns validated arguments into a request for `route`.
