@@ -169,8 +169,16 @@ impl ToolHost for ClientTools {
                     .gateway
                     .may_approve_in_client(&self.caller.identity, &tool) =>
             {
-                self.approve_in_client(&name, args, tool, request_id, summary, how)
-                    .await
+                let (result, held) = self
+                    .approve_in_client(&name, args, tool, request_id, summary, how)
+                    .await;
+                // A decline keeps the prompt lock until its own result is
+                // out, so the calls waiting behind it (which will not be
+                // asked) cannot settle first: the decline is what a
+                // `Promise.all` over them reports.
+                self.report(&name, result.as_ref().map(|_| ())).await;
+                drop(held);
+                return result.map(|c| c.value).map_err(|e| failure(&e));
             }
             Err(refused) => Err(refused.error),
         };
@@ -186,7 +194,9 @@ impl ToolHost for ClientTools {
 impl ClientTools {
     /// Puts a call that needs approval to the person in the client (one
     /// prompt at a time in this execution, none after a decline or
-    /// `MAX_PROMPTS`) and runs it again with `args` if they approve.
+    /// `MAX_PROMPTS`) and runs it again with `args` if they approve. After
+    /// a decline it hands back the prompt lock, for the caller to release
+    /// once the decline is reported.
     async fn approve_in_client(
         &self,
         name: &str,
@@ -195,15 +205,18 @@ impl ClientTools {
         request_id: String,
         summary: String,
         how: String,
-    ) -> Result<Called, CallError> {
+    ) -> (
+        Result<Called, CallError>,
+        Option<tokio::sync::MutexGuard<'_, Prompts>>,
+    ) {
         let mut prompts = self.asking.0.lock().await;
         if let Some(why) = prompts.done_asking() {
-            return Err(CallError::ApprovalRequired {
+            return (Err(CallError::ApprovalRequired {
                 how: format!("{how}. The person in the MCP client is not asked again in this execution ({why})"),
                 tool,
                 request_id,
                 summary,
-            });
+            }), None);
         }
         prompts.asked += 1;
         let asked = json!({"message": format!("asking the person in the client to approve {tool} ({request_id})"), "request_id": request_id, "tool": tool});
@@ -212,14 +225,16 @@ impl ClientTools {
             Ok(true) => {
                 drop(prompts);
                 let by = format!("{} (in the MCP client)", self.caller.identity);
-                match self
-                    .gateway
-                    .approvals()
-                    .approve(&request_id, &by, self.gateway.now_ms())
-                {
-                    Ok(_) => self.gateway.call(&self.caller, name, args).await,
-                    Err(e) => Err(CallError::ApprovalUnavailable(e.to_string())),
-                }
+                let result =
+                    match self
+                        .gateway
+                        .approvals()
+                        .approve(&request_id, &by, self.gateway.now_ms())
+                    {
+                        Ok(_) => self.gateway.call(&self.caller, name, args).await,
+                        Err(e) => Err(CallError::ApprovalUnavailable(e.to_string())),
+                    };
+                (result, None)
             }
             Ok(false) => {
                 prompts.declined = true;
@@ -228,19 +243,22 @@ impl ClientTools {
                     "the person in the MCP client",
                     self.gateway.now_ms(),
                 );
-                Err(CallError::PolicyDenied {
+                (Err(CallError::PolicyDenied {
                     tool,
                     reason: format!("the person in the client declined (request {request_id}); the client is not asked again in this execution"),
-                })
+                }), Some(prompts))
             }
             // The client could not ask after all: leave the request for an
             // operator.
-            Err(_) => Err(CallError::ApprovalRequired {
-                how,
-                tool,
-                request_id,
-                summary,
-            }),
+            Err(_) => (
+                Err(CallError::ApprovalRequired {
+                    how,
+                    tool,
+                    request_id,
+                    summary,
+                }),
+                None,
+            ),
         }
     }
 }
