@@ -277,6 +277,21 @@ struct Unwritten {
     last_ms: i64,
 }
 
+impl Unwritten {
+    /// Writes the count and its time span onto an audit line.
+    fn record_on(&self, line: &mut Map<String, Value>) {
+        line.insert("rate_limited_since".into(), Value::from(self.count));
+        line.insert(
+            "rate_limited_first".into(),
+            Value::String(rfc3339_ms(self.first_ms)),
+        );
+        line.insert(
+            "rate_limited_last".into(),
+            Value::String(rfc3339_ms(self.last_ms)),
+        );
+    }
+}
+
 fn rfc3339_ms(ms: i64) -> String {
     let at = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
     humantime::format_rfc3339_millis(at).to_string()
@@ -751,16 +766,8 @@ impl Gateway {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(identity);
-        if let Some(u) = taken.filter(|u| u.count > 0) {
-            line.insert("rate_limited_since".into(), Value::from(u.count));
-            line.insert(
-                "rate_limited_first".into(),
-                Value::String(rfc3339_ms(u.first_ms)),
-            );
-            line.insert(
-                "rate_limited_last".into(),
-                Value::String(rfc3339_ms(u.last_ms)),
-            );
+        if let Some(u) = taken.as_ref().filter(|u| u.count > 0) {
+            u.record_on(&mut line);
         }
         self.audit.append(event, line).inspect_err(|_| {
             if let Some(u) = taken {
@@ -841,15 +848,7 @@ impl Drop for Gateway {
         for (identity, u) in identities {
             let mut line = Map::new();
             line.insert("identity".into(), Value::String(identity));
-            line.insert("rate_limited_since".into(), Value::from(u.count));
-            line.insert(
-                "rate_limited_first".into(),
-                Value::String(rfc3339_ms(u.first_ms)),
-            );
-            line.insert(
-                "rate_limited_last".into(),
-                Value::String(rfc3339_ms(u.last_ms)),
-            );
+            u.record_on(&mut line);
             if let Err(e) = self.audit.append("rate_limited", line) {
                 tracing::error!(error = %e, "could not record rate-limited calls in the audit log");
             }
