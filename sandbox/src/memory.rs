@@ -31,15 +31,7 @@ fn range(ptr: u32, len: u32) -> std::ops::Range<usize> {
 
 /// Copies `[ptr, ptr+len)` out of guest memory.
 pub fn read(caller: &mut Caller<'_, StoreData>, ptr: u32, len: u32) -> wasmtime::Result<Vec<u8>> {
-    let mem = handle(caller)?;
-    mem.data(&*caller)
-        .get(range(ptr, len))
-        .map(<[u8]>::to_vec)
-        .ok_or_else(|| {
-            violation(&format!(
-                "read of {len} bytes at {ptr:#x} is outside guest memory"
-            ))
-        })
+    with(caller, ptr, len, <[u8]>::to_vec)
 }
 
 /// Runs `f` over `[ptr, ptr+len)` in place, without copying it out (for
@@ -81,15 +73,6 @@ pub fn with_mut<T>(
 
 /// Copies `bytes` into guest memory at `ptr`.
 pub fn write(caller: &mut Caller<'_, StoreData>, ptr: u32, bytes: &[u8]) -> wasmtime::Result<()> {
-    let mem = handle(caller)?;
     let len = u32::try_from(bytes.len()).map_err(|_| violation("write larger than 4 GiB"))?;
-    mem.data_mut(&mut *caller)
-        .get_mut(range(ptr, len))
-        .ok_or_else(|| {
-            violation(&format!(
-                "write of {len} bytes at {ptr:#x} is outside guest memory"
-            ))
-        })?
-        .copy_from_slice(bytes);
-    Ok(())
+    with_mut(caller, ptr, len, |dst| dst.copy_from_slice(bytes))
 }
