@@ -186,26 +186,25 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         abi::IMPORT_LOG,
         |mut c: Caller<'_, StoreData>, level: u32, ptr: u32, len: u32| {
             let level = LogLevel::from_u32(level).ok_or_else(|| violation("unknown log level"))?;
+            // A line is charged as the answer will carry it: escaped (a
+            // control character is six bytes there). That is never less
+            // than its raw length, so a line whose raw length does not fit
+            // is dropped unread, charged what it is known to cost.
             let run = run_state(&mut c)?;
-            let charge = len as u64 + LOG_LINE_OVERHEAD;
-            run.log_bytes_total = run.log_bytes_total.saturating_add(charge);
-            if run.log_bytes_kept + charge > run.limits.log_bytes {
-                run.logs_dropped += 1;
-                return Ok(()); // dropped unread and counted; reported in the outcome
+            let raw = len as u64 + LOG_LINE_OVERHEAD;
+            if run.log_bytes_kept + raw > run.limits.log_bytes {
+                run.drop_log(raw);
+                return Ok(());
             }
             let bytes = memory::read(&mut c, ptr, len)?;
             let message = String::from_utf8_lossy(&bytes).into_owned();
-            // Charged again as the answer will carry it: escaped (a control
-            // character is six bytes there), not as the guest wrote it.
             let charge = escaped_len(&message) as u64 + LOG_LINE_OVERHEAD;
             let run = run_state(&mut c)?;
-            run.log_bytes_total = run
-                .log_bytes_total
-                .saturating_add(charge.saturating_sub(len as u64 + LOG_LINE_OVERHEAD));
             if run.log_bytes_kept + charge > run.limits.log_bytes {
-                run.logs_dropped += 1;
+                run.drop_log(charge);
                 return Ok(());
             }
+            run.log_bytes_total = run.log_bytes_total.saturating_add(charge);
             run.log_bytes_kept += charge;
             run.logs.push(LogEntry {
                 level: level.into(),
@@ -246,15 +245,10 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
 /// enough of the name to show where it came from.
 fn refuse_long_name(c: &mut Caller<'_, StoreData>, ptr: u32, len: u32) -> wasmtime::Result<u32> {
     memory::with(c, ptr, len, |_| ())?; // in bounds, like any other range
-    let shown = memory::with(c, ptr, NAME_SHOWN_BYTES, |b| {
+    let start = memory::with(c, ptr, NAME_SHOWN_BYTES, |b| {
         String::from_utf8_lossy(b).into_owned()
     })?;
-    let shown: String = shown
-        .trim_end_matches('\u{FFFD}')
-        .chars()
-        .flat_map(char::escape_default)
-        .collect();
-    let shown = format!("{shown}… ({len} bytes)");
+    let shown = cut_escaped(start.trim_end_matches('\u{FFFD}'), len as usize);
     let failure = ToolFailure::new(
         codes::NOT_FOUND,
         format!(
@@ -283,23 +277,35 @@ fn escaped_len(s: &str) -> usize {
         .sum()
 }
 
+/// How many characters of a tool name the trace and messages show.
+const NAME_SHOWN_CHARS: usize = 64;
+
 /// A tool name as the trace and every message about it show it: as it is
 /// when it looks like a name (short, printable ASCII), else escaped and cut
 /// to 64 characters, so a script's name cannot grow an answer or carry
 /// terminal controls.
 fn shown_name(name: &str) -> String {
-    const SHOWN: usize = 64;
-    if name.len() <= SHOWN && name.bytes().all(|b| b.is_ascii_graphic()) {
+    if name.len() <= NAME_SHOWN_CHARS && name.bytes().all(|b| b.is_ascii_graphic()) {
         return name.to_string();
     }
     let escaped: String = name
         .chars()
         .flat_map(char::escape_default)
-        .take(SHOWN + 1)
+        .take(NAME_SHOWN_CHARS + 1)
         .collect();
-    if escaped.chars().count() <= SHOWN {
+    if escaped.chars().count() <= NAME_SHOWN_CHARS {
         return escaped;
     }
-    let cut: String = escaped.chars().take(SHOWN).collect();
-    format!("{cut}… ({} bytes)", name.len())
+    cut_escaped(name, name.len())
+}
+
+/// `start` of a name of `bytes` bytes, escaped and cut to 64 characters,
+/// with the name's real length.
+fn cut_escaped(start: &str, bytes: usize) -> String {
+    let cut: String = start
+        .chars()
+        .flat_map(char::escape_default)
+        .take(NAME_SHOWN_CHARS)
+        .collect();
+    format!("{cut}… ({bytes} bytes)")
 }

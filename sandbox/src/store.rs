@@ -187,6 +187,13 @@ impl RunState {
         id
     }
 
+    /// Counts a console line that did not fit, and what it would have
+    /// cost.
+    pub fn drop_log(&mut self, charge: u64) {
+        self.log_bytes_total = self.log_bytes_total.saturating_add(charge);
+        self.logs_dropped += 1;
+    }
+
     /// Ends the execution at `limit` (the first limit hit wins).
     pub fn hit(&mut self, limit: Limit, value: u64, used: u64) {
         if self.limit_hit.is_none() {
