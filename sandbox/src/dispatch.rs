@@ -11,6 +11,7 @@ use std::{
     collections::{HashMap, VecDeque},
     future::Future,
     pin::Pin,
+    sync::atomic::{AtomicU32, AtomicU64, Ordering},
     time::{Duration, Instant},
 };
 
@@ -49,10 +50,10 @@ type Running<'a> = Pin<Box<dyn Future<Output = Finished> + Send + 'a>>;
 pub struct Records<'a> {
     pub trace: &'a Trace,
     pub failures: &'a Failures,
-    pub peak_in_flight: &'a std::sync::atomic::AtomicU32,
+    pub peak_in_flight: &'a AtomicU32,
     /// Payload bytes sent to the guest and not yet taken (see
     /// `RunState::backlog`).
-    pub backlog: &'a std::sync::atomic::AtomicU64,
+    pub backlog: &'a AtomicU64,
 }
 
 pub async fn run(
@@ -70,10 +71,7 @@ pub async fn run(
         backlog,
     } = records;
     let send = |done: Done| {
-        backlog.fetch_add(
-            done.payload.len() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        backlog.fetch_add(done.payload.len() as u64, Ordering::Relaxed);
         completions.send(done).is_ok()
     };
     let mut running: FuturesUnordered<Running<'_>> = FuturesUnordered::new();
@@ -124,7 +122,7 @@ pub async fn run(
                 Some(Request::Call { id, name, args }) => {
                     if in_flight < max_in_flight {
                         in_flight += 1;
-                        peak_in_flight.fetch_max(in_flight, std::sync::atomic::Ordering::Relaxed);
+                        peak_in_flight.fetch_max(in_flight, Ordering::Relaxed);
                         running.push(start_call(id, name, args));
                     } else {
                         queued.push_back((id, name, args));
@@ -180,7 +178,7 @@ pub async fn run(
                 // Results the guest has not taken fill its memory budget:
                 // the execution ends at its next check (in `wait` or on the
                 // next epoch tick); until then nothing more is run.
-                if backlog.load(std::sync::atomic::Ordering::Relaxed) > limits.memory_bytes {
+                if backlog.load(Ordering::Relaxed) > limits.memory_bytes {
                     std::future::pending::<()>().await;
                 }
             }

@@ -143,22 +143,14 @@ pub async fn run_on(
         Some(Ok(())) => match run.finished {
             Some((status, bytes)) => {
                 poisoned = false;
-                match decode_finish(status, &bytes, &failures, limits) {
-                    Ok(Finished::Value(v)) => Ok(v),
-                    Ok(Finished::Truncated {
-                        value,
+                decode_finish(status, &bytes, &failures, limits).map(|(value, original)| {
+                    truncated = original.map(|original_bytes| Truncation {
+                        limit: Limit::ResultBytes,
+                        value: limits.result_bytes,
                         original_bytes,
-                    }) => {
-                        truncated = Some(Truncation {
-                            limit: Limit::ResultBytes,
-                            value: limits.result_bytes,
-                            original_bytes,
-                        });
-                        Ok(value)
-                    }
-                    Ok(Finished::Error(_)) => unreachable!("decoded into an ExecError"),
-                    Err(e) => Err(e),
-                }
+                    });
+                    value
+                })
             }
             None => Err(ExecError::Internal {
                 message: "the guest returned without reporting an outcome".into(),
@@ -255,21 +247,20 @@ fn classify_trap(
     }
     // What the guest wrote is shown with its control characters escaped:
     // it must not forge log lines or terminal output.
-    let output = output.escape_default().to_string();
-    let output = output.as_str();
-    tracing::warn!(error = %format!("{trap:?}"), guest_output = %output, "sandbox guest trapped");
+    tracing::warn!(error = %format!("{trap:?}"), guest_output = %output.escape_default(), "sandbox guest trapped");
     let what = match trap.downcast_ref::<Trap>() {
         Some(t) => t.to_string(),
         None => trap.root_cause().to_string(),
     };
     let mut message = format!("the JavaScript runtime stopped: {what}");
-    // After escaping, the guest's line breaks are the two characters `\n`.
-    let mut lines = output.split("\\n");
+    let mut lines = output.lines();
     let first = lines.next().unwrap_or("");
-    if let Some(panic) = lines.next().filter(|_| output.starts_with("thread")) {
-        message.push_str(&format!(" ({})", panic.trim()));
-    } else if !output.is_empty() {
-        message.push_str(&format!(" ({})", first.trim()));
+    let shown = match lines.next().filter(|_| output.starts_with("thread")) {
+        Some(panic) => panic,
+        None => first,
+    };
+    if !output.is_empty() {
+        message.push_str(&format!(" ({})", shown.trim().escape_default()));
     }
     ExecError::Internal { message }
 }
@@ -280,14 +271,14 @@ fn allocation_failure(output: &str) -> Option<u64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
-/// Turns the guest's `finish` payload into the execution's result: a value
-/// (possibly cut by the guest) or an error, never a `Finished::Error`.
+/// Turns the guest's `finish` payload into the execution's result: the
+/// value, with its original size when the guest cut it, or an error.
 fn decode_finish(
     status: u32,
     bytes: &[u8],
     failures: &Failures,
     limits: &Limits,
-) -> Result<Finished, ExecError> {
+) -> Result<(Value, Option<u64>), ExecError> {
     match wire::finish(status, bytes) {
         Ok(Finished::Error(e)) => Err(guest_error(e, failures, limits)),
         Ok(Finished::Value(v)) if fit::json_len(&v) as u64 > limits.result_bytes => {
@@ -296,7 +287,11 @@ fn decode_finish(
                 message: "the guest reported a result larger than result_bytes".into(),
             })
         }
-        Ok(done) => Ok(done),
+        Ok(Finished::Value(v)) => Ok((v, None)),
+        Ok(Finished::Truncated {
+            value,
+            original_bytes,
+        }) => Ok((value, Some(original_bytes))),
         Err(violation) => Err(ExecError::Internal {
             message: violation.to_string(),
         }),
