@@ -85,11 +85,10 @@ fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Whether `path` is a regular file of this user's that no one else can
-/// write (checked without following a symlink).
-fn owned_file(path: &Path) -> bool {
-    fs::symlink_metadata(path)
-        .is_ok_and(|m| m.file_type().is_file() && m.uid() == euid() && m.mode() & 0o022 == 0)
+/// Whether `meta` (taken without following a symlink) is of a regular file
+/// of this user's that no one else can write.
+fn owned_file(meta: &fs::Metadata) -> bool {
+    meta.file_type().is_file() && meta.uid() == euid() && meta.mode() & 0o022 == 0
 }
 
 /// Where a module's SHA-256 is recorded.
@@ -141,20 +140,19 @@ impl Record {
 /// file last checked (same identity) or its bytes match the recorded
 /// SHA-256 (then the record is refreshed). `false` means: compile again.
 pub fn verified(path: &Path) -> bool {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false; // not compiled yet
+    };
     let digest = digest_path(path);
-    if !path.exists() {
-        return false;
-    }
-    if !owned_file(path) || !owned_file(&digest) {
+    let digest_owned = fs::symlink_metadata(&digest).is_ok_and(|m| owned_file(&m));
+    if !owned_file(&meta) || !digest_owned {
         tracing::warn!(path = %path.display(), "ignoring a compiled module that is not this user's own file, or has no recorded digest; compiling again");
         return false;
     }
-    let (Some(record), Ok(meta)) = (
-        fs::read_to_string(&digest)
-            .ok()
-            .and_then(|t| Record::parse(&t)),
-        fs::symlink_metadata(path),
-    ) else {
+    let Some(record) = fs::read_to_string(&digest)
+        .ok()
+        .and_then(|t| Record::parse(&t))
+    else {
         return false;
     };
     if Record::identity(&meta) == record.identity {
