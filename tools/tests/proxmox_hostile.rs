@@ -17,7 +17,7 @@ use airlock_tools::{
         tls::{parse_fingerprint, Trust},
     },
     redact::REDACTED,
-    Backend, Caller,
+    Backend, Caller, ToolSpec,
 };
 use hostile::{Answer, Server};
 use serde_json::{json, Value};
@@ -77,6 +77,15 @@ fn config(server: &Server, dir: &Path, catalog: CatalogKind) -> ProxmoxConfig {
 /// receive and send buffers the kernel grows them to), plus a MiB for the
 /// HTTP and TLS libraries' own buffers: the most a server can have written
 /// that the client never read.
+/// The backend's tool of that name.
+fn tool_named(backend: &ProxmoxBackend, name: &str) -> ToolSpec {
+    backend
+        .tools()
+        .into_iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no tool {name}"))
+}
+
 fn in_flight_slack() -> u64 {
     let max_of = |file: &str| {
         std::fs::read_to_string(file)
@@ -98,11 +107,7 @@ async fn an_answer_larger_than_the_cap_is_refused_and_no_longer_read() {
     let mut c = config(&server, dir.path(), CatalogKind::Curated);
     c.max_response_bytes = cap;
     let backend = ProxmoxBackend::new(&c).await.unwrap();
-    let tool = backend
-        .tools()
-        .into_iter()
-        .find(|t| t.name == "vm_list")
-        .unwrap();
+    let tool = tool_named(&backend, "vm_list");
     let err = backend
         .call(&Caller::new("alice"), &tool, json!({"node": "pve1"}))
         .await
@@ -149,11 +154,7 @@ async fn an_answer_of_tiny_values_within_the_byte_cap_is_refused_unparsed() {
     let backend = ProxmoxBackend::new(&config(&server, dir.path(), CatalogKind::Curated))
         .await
         .unwrap();
-    let tool = backend
-        .tools()
-        .into_iter()
-        .find(|t| t.name == "vm_list")
-        .unwrap();
+    let tool = tool_named(&backend, "vm_list");
     let alice = Caller::new("alice");
     let err = backend
         .call(&alice, &tool, json!({"node": "pve1"}))
@@ -333,11 +334,7 @@ async fn a_huge_or_malformed_upid_is_never_a_request_id() {
     let backend = ProxmoxBackend::new(&config(&server, dir.path(), CatalogKind::Curated))
         .await
         .unwrap();
-    let start = backend
-        .tools()
-        .into_iter()
-        .find(|t| t.name == "vm_start")
-        .unwrap();
+    let start = tool_named(&backend, "vm_start");
     let alice = Caller::new("alice");
     let call = || backend.call(&alice, &start, json!({"node": "pve1", "vmid": 103}));
     let r = call().await.unwrap();
@@ -482,11 +479,7 @@ async fn a_host_name_that_does_not_resolve_is_said_so_without_the_name() {
     })
     .await
     .unwrap();
-    let tool = backend
-        .tools()
-        .into_iter()
-        .find(|t| t.name == "node_list")
-        .unwrap();
+    let tool = tool_named(&backend, "node_list");
     let err = backend
         .call(&Caller::new("alice"), &tool, json!({}))
         .await
