@@ -7,12 +7,11 @@
 
 use std::sync::Arc;
 
-use airlock_tools::{
-    audit::AuditLog,
-    proxmox::{curated, tiers::TierRules},
-    search::Query,
-    Backend, BackendError, Caller, Catalog, Gateway, GatewayConfig, Reply, ToolSpec,
+use airlock_gateway::{
+    audit::AuditLog, search::Query, Backend, BackendError, Caller, Catalog, Gateway, GatewayConfig,
+    Reply, ToolSpec,
 };
+use airlock_proxmox::{curated, tiers::TierRules};
 use async_trait::async_trait;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Map, Value};

@@ -6,15 +6,13 @@
 
 use std::sync::OnceLock;
 
-use airlock_tools::{
-    proxmox::{
+use airlock_gateway::validate::{ArgsValidator, MAX_PROBLEMS};
+use airlock_proxmox::{
         backend::build_request,
         curated,
         route::{Route, RouteKind},
         tiers::TierRules,
-    },
-    validate::{ArgsValidator, MAX_PROBLEMS},
-};
+    };
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

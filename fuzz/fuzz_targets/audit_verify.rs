@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use airlock_tools::audit::{verify_lines, AuditLog};
+use airlock_gateway::audit::{verify_lines, AuditLog};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 

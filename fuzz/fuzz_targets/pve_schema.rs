@@ -9,11 +9,8 @@
 
 use std::collections::HashSet;
 
-use airlock_tools::{
-    proxmox::{apidata, full, schema, tiers::TierRules},
-    spec::is_js_identifier,
-    validate::ArgsValidator,
-};
+use airlock_gateway::{spec::is_js_identifier, validate::ArgsValidator};
+use airlock_proxmox::{apidata, full, schema, tiers::TierRules};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use airlock_tools::collector::template::Template;
+use airlock_collector::template::Template;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

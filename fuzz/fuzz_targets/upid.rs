@@ -3,7 +3,7 @@
 //! (numbers in canonical hex aside) and parses again to the same value.
 #![no_main]
 
-use airlock_tools::proxmox::upid::Upid;
+use airlock_proxmox::upid::Upid;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

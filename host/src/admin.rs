@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use airlock_tools::{
+use airlock_gateway::{
     approval::{ApprovalStore, Request},
     audit,
     visible::visible,

@@ -1,17 +1,20 @@
-//! The simulated cluster as a ready-made configuration: `airlock demo` runs
-//! scripts against it in-process with zero configuration, and `airlock sim`
-//! serves it on a port and writes a configuration file that points at it,
-//! so it can be used exactly like a real cluster.
+//! The simulated cluster as a ready-made configuration. It is what Airlock
+//! runs against when a configuration names no backend: `airlock demo`,
+//! `serve --demo`, and `exec`, `serve`, `search` and `schema` without a
+//! `[proxmox]` target or a `[collector]`; so there is one vocabulary of
+//! tool names, the real cluster's. `airlock sim` serves it on a port and
+//! writes a configuration file that points at it, so it can be used
+//! exactly like a real cluster.
 
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
-use airlock_tools::{
-    collector::{sim::CollectorSim, CollectorConfig, TierRule},
+use airlock_collector::{CollectorConfig, TierRule};
+use airlock_gateway::{
     policy::{Grant, Mode},
-    proxmox::backend::{ProxmoxConfig, TargetConfig},
-    sim::{Role, SimConfig, Simulator},
     Tier,
 };
+use airlock_proxmox::backend::{ProxmoxConfig, TargetConfig};
+use airlock_sim::{collector::CollectorSim, Role, SimConfig, Simulator};
 
 use crate::settings::ConfigFile;
 
@@ -98,6 +101,9 @@ pub fn config_file(proxmox: ProxmoxConfig, state_dir: &Path) -> ConfigFile {
 pub async fn start(task_delay: Duration, port: u16) -> Result<(Simulator, SimConfig), String> {
     let mut config = SimConfig::with_default_tokens(task_delay);
     config.port = port;
+    // The API viewer's tree of what the simulator implements: the curated
+    // catalog, so the full-catalog generator can be pointed at it.
+    config.api_viewer = Some(airlock_proxmox::viewer::apidata_js());
     let sim = Simulator::start(&config).await.map_err(|e| e.to_string())?;
     Ok((sim, config))
 }
@@ -169,6 +175,98 @@ pub async fn start_collector(
     }
     let toml = toml::to_string(&Section { collector: &config }).map_err(|e| e.to_string())?;
     Ok((sim, config, format!("\n{toml}")))
+}
+
+/// The simulated cluster (and collector) running in this process for one
+/// command, with the temporary state directory its configuration points
+/// at. Dropping it stops both and removes the directory.
+pub struct Simulated {
+    pub sim: Simulator,
+    pub collector: Option<CollectorSim>,
+    _state: tempfile::TempDir,
+}
+
+/// How to start the simulated systems.
+#[derive(Clone, Copy, Debug)]
+pub struct SimOptions {
+    /// How long a simulated task runs.
+    pub task_delay: Duration,
+    /// Also start a simulated QuoxCORE collector.
+    pub collector: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            task_delay: Duration::from_millis(300),
+            collector: false,
+        }
+    }
+}
+
+/// Starts the simulated cluster and points `file` at it: its `[proxmox]`
+/// section, the demo identities the file does not define itself, and a
+/// temporary state directory (a simulation's approvals and audit never
+/// mix with a real deployment's). Everything else in `file` (limits,
+/// sandbox, policy) stays as it is. The approval hint names a written copy
+/// of this configuration, so an operator can approve from another shell
+/// while the command runs.
+pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simulated, String> {
+    let (sim, config) = start(options.task_delay, 0)
+        .await
+        .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
+    let state = tempfile::tempdir()
+        .map_err(|e| format!("cannot create a temporary state directory: {e}"))?;
+    let proxmox = proxmox_section(&sim, &config, &state.path().join("tokens"))
+        .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
+    let config_path = state.path().join("airlock.toml");
+    let mut toml = config_toml(&proxmox, state.path());
+    file.state_dir = Some(state.path().to_path_buf());
+    file.proxmox = Some(proxmox);
+    for (identity, mode, _) in IDENTITIES {
+        file.identities
+            .entry(identity.to_string())
+            .or_insert_with(|| Grant {
+                mode: *mode,
+                ..Grant::default()
+            });
+    }
+    let collector = if options.collector {
+        let (sim, config, section) = start_collector(state.path())
+            .await
+            .map_err(|e| format!("cannot start the simulated collector: {e}"))?;
+        toml.push_str(&section);
+        file.collector = Some(config);
+        Some(sim)
+    } else {
+        None
+    };
+    std::fs::write(&config_path, toml)
+        .map_err(|e| format!("cannot write the simulator's configuration: {e}"))?;
+    let program = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "airlock".into());
+    file.approve_command = Some(crate::settings::approve_command(&program, &config_path));
+    Ok(Simulated {
+        sim,
+        collector,
+        _state: state,
+    })
+}
+
+/// `file` as it is when it names a backend; otherwise pointed at the
+/// simulated cluster (kept running by the returned value), with a warning
+/// that says so.
+pub async fn or_simulated(file: &mut ConfigFile) -> Result<Option<Simulated>, String> {
+    if file.configures_backend() {
+        return Ok(None);
+    }
+    let simulated = simulate(file, SimOptions::default()).await?;
+    tracing::warn!(
+        url = %simulated.sim.url(),
+        "no backend configured ([proxmox] or [collector]): using the simulated Proxmox VE cluster, as `airlock demo` does"
+    );
+    Ok(Some(simulated))
 }
 
 #[cfg(test)]

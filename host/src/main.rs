@@ -38,11 +38,11 @@ enum Command {
     /// Run a JavaScript file in the sandbox and print its result.
     ///
     /// Every tool call passes the gateway: validation, policy, approval,
-    /// audit. With no other backend configured, tools come from the DEMO
-    /// TOOL HOST: an in-memory fleet of 3 nodes and 12 guests with a
-    /// simulated 20 ms round trip (list_nodes, list_guests, guest_status,
-    /// guest_config, start_guest, stop_guest, delete_guest). It is not a
-    /// Proxmox backend.
+    /// audit. Without a configured backend ([proxmox] or [collector]) it
+    /// runs against the simulated Proxmox VE cluster, started in-process
+    /// as `airlock demo` does: the same tool names as a real cluster
+    /// (node_list, vm_list, vm_stop, ...), identities local and rita (ro),
+    /// olga (operator), alice (rw).
     Exec {
         /// Script to run; `-` reads standard input.
         file: PathBuf,
@@ -56,7 +56,12 @@ enum Command {
         sandbox: SandboxFlags,
     },
     /// Start a simulated Proxmox VE cluster in-process and run a script
-    /// against it (default: examples/fleet-report.js). No configuration.
+    /// against it (default: examples/fleet-report.js), ignoring any
+    /// configured backend. No configuration needed.
+    ///
+    /// What it adds to `exec`: the fleet report by default, the simulator
+    /// even when a backend is configured, a simulated collector
+    /// (--collector) and the simulated tasks' duration.
     ///
     /// Identities: local and rita (mode ro), olga (operator), alice (rw).
     /// Approvals and the audit log go to a temporary state directory.
@@ -152,7 +157,7 @@ enum Command {
         query: Vec<String>,
         /// Only these tiers (read, operate, admin, forbidden).
         #[arg(long = "tier")]
-        tiers: Vec<airlock_tools::Tier>,
+        tiers: Vec<airlock_gateway::Tier>,
         /// Only this backend.
         #[arg(long)]
         backend: Option<String>,
@@ -197,7 +202,7 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let file = match settings::load_file(cli.config.as_deref()) {
+    let mut file = match settings::load_file(cli.config.as_deref()) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");
@@ -215,7 +220,13 @@ fn main() -> ExitCode {
                 identity,
                 json,
                 sandbox,
-            } => run::exec(&file, run::Script::File(script), &identity, json, &sandbox).await,
+            } => {
+                let _simulated = match demo::or_simulated(&mut file).await {
+                    Ok(s) => s,
+                    Err(e) => return fail(&e),
+                };
+                run::exec(&file, run::Script::File(script), &identity, json, &sandbox).await
+            }
             Command::Demo {
                 file: script,
                 identity,
@@ -243,15 +254,21 @@ fn main() -> ExitCode {
                 requests_per_minute,
                 sandbox,
             } => {
-                let setup = if demo {
-                    match demo_setup(300, collector).await {
-                        Ok(s) => Some(s),
-                        Err(code) => return code,
-                    }
+                let started = if demo {
+                    file = settings::ConfigFile::default();
+                    let options = demo::SimOptions {
+                        collector,
+                        ..demo::SimOptions::default()
+                    };
+                    demo::simulate(&mut file, options).await.map(Some)
                 } else {
-                    None
+                    demo::or_simulated(&mut file).await
                 };
-                let config = setup.as_ref().map(|s| &s.file).unwrap_or(&file);
+                let _simulated = match started {
+                    Ok(s) => s,
+                    Err(e) => return fail(&e),
+                };
+                let config = &file;
                 match http {
                     None => serve::stdio(config, &identity, &prefix, &sandbox).await,
                     Some(listen) => {
@@ -286,8 +303,20 @@ fn main() -> ExitCode {
                 backend,
                 limit,
                 json,
-            } => lookup::search(&file, &query.join(" "), tiers, backend, limit, json).await,
-            Command::Schema { names, json } => lookup::schema(&file, &names, json).await,
+            } => {
+                let _simulated = match demo::or_simulated(&mut file).await {
+                    Ok(s) => s,
+                    Err(e) => return fail(&e),
+                };
+                lookup::search(&file, &query.join(" "), tiers, backend, limit, json).await
+            }
+            Command::Schema { names, json } => {
+                let _simulated = match demo::or_simulated(&mut file).await {
+                    Ok(s) => s,
+                    Err(e) => return fail(&e),
+                };
+                lookup::schema(&file, &names, json).await
+            }
             Command::Approvals { action } => admin::approvals(&file, action),
             Command::Audit { action } => admin::audit(&file, action),
             Command::Bench(args) => airlock::bench::run(args).await,
@@ -295,55 +324,9 @@ fn main() -> ExitCode {
     })
 }
 
-/// The simulated cluster running in this process, and a configuration
-/// for it in a temporary state directory (removed when dropped).
-struct DemoSetup {
-    sim: airlock_tools::sim::Simulator,
-    collector: Option<airlock_tools::collector::sim::CollectorSim>,
-    file: settings::ConfigFile,
-    _state: tempfile::TempDir,
-}
-
-async fn demo_setup(task_delay_ms: u64, with_collector: bool) -> Result<DemoSetup, ExitCode> {
-    let fail = |what: &str, e: String| {
-        eprintln!("error: {what}: {e}");
-        ExitCode::from(2)
-    };
-    let (sim, config) = demo::start(Duration::from_millis(task_delay_ms), 0)
-        .await
-        .map_err(|e| fail("cannot start the simulated cluster", e))?;
-    let state = tempfile::tempdir()
-        .map_err(|e| fail("cannot create a temporary state directory", e.to_string()))?;
-    let proxmox = demo::proxmox_section(&sim, &config, &state.path().join("tokens"))
-        .map_err(|e| fail("cannot write the demo's token files", e.to_string()))?;
-    // The same configuration as a file, so that an operator can approve a
-    // request from another shell while the demo runs (the approval hint
-    // names this file and this binary).
-    let config_path = state.path().join("airlock.toml");
-    let mut toml = demo::config_toml(&proxmox, state.path());
-    let mut file = demo::config_file(proxmox, state.path());
-    let collector = if with_collector {
-        let (sim, config, section) = demo::start_collector(state.path())
-            .await
-            .map_err(|e| fail("cannot start the simulated collector", e))?;
-        toml.push_str(&section);
-        file.collector = Some(config);
-        Some(sim)
-    } else {
-        None
-    };
-    std::fs::write(&config_path, toml)
-        .map_err(|e| fail("cannot write the demo's configuration", e.to_string()))?;
-    let program = std::env::current_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "airlock".into());
-    file.approve_command = Some(settings::approve_command(&program, &config_path));
-    Ok(DemoSetup {
-        sim,
-        collector,
-        file,
-        _state: state,
-    })
+fn fail(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
 }
 
 async fn demo_command(
@@ -354,15 +337,24 @@ async fn demo_command(
     with_collector: bool,
     flags: &SandboxFlags,
 ) -> ExitCode {
-    let setup = match demo_setup(task_delay_ms, with_collector).await {
-        Ok(s) => s,
-        Err(code) => return code,
+    let mut file = settings::ConfigFile::default();
+    let options = demo::SimOptions {
+        task_delay: Duration::from_millis(task_delay_ms),
+        collector: with_collector,
     };
+    let simulated = match demo::simulate(&mut file, options).await {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let (nodes, guests) = simulated
+        .sim
+        .with_cluster(|c| (c.nodes.len(), c.guests.len()))
+        .await;
     eprintln!(
-        "Simulated Proxmox VE cluster at {} (3 nodes, 15 guests); running as identity {identity}.",
-        setup.sim.url()
+        "Simulated Proxmox VE cluster at {} ({nodes} nodes, {guests} guests); running as identity {identity}.",
+        simulated.sim.url()
     );
-    if let Some(c) = &setup.collector {
+    if let Some(c) = &simulated.collector {
         eprintln!(
             "Simulated QuoxCORE collector at {} (3 tools, 2 resources, 1 prompt).",
             c.url()
@@ -372,7 +364,7 @@ async fn demo_command(
         Some(path) => run::Script::File(path),
         None => run::Script::Demo,
     };
-    run::exec(&setup.file, script, identity, json, flags).await
+    run::exec(&file, script, identity, json, flags).await
 }
 
 async fn sim_command(port: u16, dir: &std::path::Path, task_delay_ms: u64) -> ExitCode {

@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
+use airlock_gateway::{visible, Mode, UNTRUSTED_NOTE};
 use airlock_sandbox::{ExecError, LogLevel, Outcome};
-use airlock_tools::{visible, Mode, UNTRUSTED_NOTE};
 use serde_json::{json, Value};
 
 /// Largest compact JSON that is shown indented. Indenting costs two spaces

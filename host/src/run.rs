@@ -1,15 +1,15 @@
 //! `airlock exec` and `airlock demo`: one script, run as an identity,
 //! through the sandbox and the gateway, audited from start to end.
 
-use std::{io::Read, path::PathBuf, process::ExitCode, time::Instant};
+use std::{io::Read, path::PathBuf, process::ExitCode};
 
 use airlock_sandbox::Sandbox;
-use airlock_tools::Caller;
 
 use crate::{
+    execution::Execution,
     report,
     settings::{ConfigFile, SandboxFlags},
-    wiring::{self, ScriptTools},
+    wiring,
 };
 
 pub const DEMO_SCRIPT: &str = include_str!("../../examples/fleet-report.js");
@@ -46,33 +46,16 @@ pub async fn exec(
         Err(e) => return fail(&format!("cannot start the sandbox: {e}")),
     };
     if banner {
-        eprintln!("Running examples/fleet-report.js against the demo tool host (in-memory fleet, 20 ms per call):\n");
+        eprintln!("Running examples/fleet-report.js against the simulated cluster:\n");
         eprintln!("{DEMO_SCRIPT}");
     }
-    let caller = Caller::new(identity);
-    let execution = match gateway.execution_started(&caller, &source) {
-        Ok(id) => id,
-        Err(e) => {
-            return fail(&format!(
-                "the audit log cannot be written, so nothing runs: {e}"
-            ))
-        }
+    let execution = match Execution::start(&gateway, identity, &source) {
+        Ok(e) => e,
+        Err(e) => return fail(&e.to_string()),
     };
-    let tools = ScriptTools {
-        gateway: gateway.clone(),
-        caller: Caller {
-            identity: identity.into(),
-            execution: Some(execution.clone()),
-        },
-    };
-    let t0 = Instant::now();
-    let outcome = sandbox.execute(&source, &limits, &tools).await;
-    let kind = outcome.error().map(|e| e.kind()).unwrap_or("ok");
-    if let Err(e) =
-        gateway.execution_finished(&execution, kind, outcome.stats.tool_calls, t0.elapsed())
-    {
-        eprintln!("warning: could not record the end of the execution in the audit log: {e}");
-    }
+    let tools = execution.tools();
+    let (outcome, finished) = execution.run(&sandbox, &source, &limits, &tools).await;
+    let execution = finished.id;
     let view = report::View {
         outcome: &outcome,
         identity,

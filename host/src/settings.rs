@@ -8,13 +8,13 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use airlock_sandbox::{Limits, Mode, SandboxConfig};
-use airlock_tools::{
+use airlock_gateway::{
     config::{default_state_dir, ApprovalConfig, NoStateDir, RateConfig},
     policy::{Grant, PolicyConfig},
-    proxmox::backend::ProxmoxConfig,
     GatewayConfig,
 };
+use airlock_proxmox::backend::ProxmoxConfig;
+use airlock_sandbox::{Limits, Mode, SandboxConfig};
 use clap::Args;
 use serde::Deserialize;
 
@@ -34,8 +34,12 @@ pub struct ConfigFile {
     /// Proxmox VE clusters; see docs/CONFIGURATION.md.
     pub proxmox: Option<ProxmoxConfig>,
     /// A QuoxCORE collector; see docs/CONFIGURATION.md.
-    pub collector: Option<airlock_tools::collector::CollectorConfig>,
-    pub backends: BackendsSection,
+    pub collector: Option<airlock_collector::CollectorConfig>,
+    /// Removed: `[backends.demo]` served an in-memory fleet with tool
+    /// names of its own. Kept only to refuse it with a message that says
+    /// what replaced it (see [`ConfigFile::check_removed`]).
+    #[serde(rename = "backends")]
+    pub removed_backends: Option<toml::Value>,
     /// How an operator approves requests for this configuration (not a
     /// file setting: it names the file the configuration came from).
     #[serde(skip)]
@@ -54,31 +58,6 @@ pub struct PolicySection {
 pub struct AuditSection {
     /// The audit log; default `<state_dir>/audit.jsonl`.
     pub file: Option<PathBuf>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BackendsSection {
-    pub demo: DemoSection,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DemoSection {
-    /// Serve the in-memory demo fleet's tools. Default: only when no
-    /// Proxmox target is configured.
-    pub enabled: Option<bool>,
-    /// Simulated round trip per call.
-    pub latency_ms: u64,
-}
-
-impl Default for DemoSection {
-    fn default() -> Self {
-        Self {
-            enabled: None,
-            latency_ms: 20,
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +89,11 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
         path: path.display().to_string(),
         message: e.to_string(),
     })?;
+    file.check_removed()
+        .map_err(|message| SettingsError::Parse {
+            path: path.display().to_string(),
+            message,
+        })?;
     file.approve_command = Some(approve_command("airlock", path));
     Ok(file)
 }
@@ -146,11 +130,26 @@ impl ConfigFile {
         }
     }
 
-    /// Whether the in-memory demo fleet is served.
-    pub fn demo_fleet(&self) -> bool {
-        self.backends.demo.enabled.unwrap_or_else(|| {
-            self.proxmox.as_ref().is_none_or(|p| p.targets.is_empty()) && self.collector.is_none()
-        })
+    /// Whether the file names a backend (a Proxmox target or a
+    /// collector). Without one, commands run against the simulated
+    /// cluster, as `airlock demo` does (see `demo::simulate`).
+    pub fn configures_backend(&self) -> bool {
+        self.proxmox.as_ref().is_some_and(|p| !p.targets.is_empty()) || self.collector.is_some()
+    }
+
+    /// Sections that were removed, refused with what replaced them.
+    fn check_removed(&self) -> Result<(), String> {
+        if self.removed_backends.is_some() {
+            return Err(
+                "[backends] (the in-memory demo fleet and its tools list_nodes, \
+                list_guests, stop_guest, ...) was removed: without [proxmox] or [collector], \
+                Airlock runs against the simulated Proxmox VE cluster, whose tools have the \
+                same names as on a real cluster (node_list, vm_list, vm_stop, ...). \
+                Delete the [backends] section."
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     /// The gateway's settings, with `AIRLOCK_READ_ONLY` and
@@ -336,7 +335,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use airlock_tools::{Mode as Access, Tier};
+    use airlock_gateway::{Mode as Access, Tier};
 
     #[test]
     fn sizes() {
@@ -380,17 +379,17 @@ mod tests {
     #[test]
     fn gateway_sections() {
         let (dir, path) = write(&format!(
-            "state_dir = \"{}\"\n[policy]\nread_only = true\ndeny = [\"delete_guest\"]\n\
-             [identities.alice]\nmode = \"rw\"\ndeny = [\"stop_guest\"]\n\
+            "state_dir = \"{}\"\n[policy]\nread_only = true\ndeny = [\"vm_delete\"]\n\
+             [identities.alice]\nmode = \"rw\"\ndeny = [\"vm_stop\"]\n\
              [approval]\ntiers = [\"admin\"]\nttl_secs = 60\nmax_open_per_identity = 4\nin_client = [\"operate\"]\n\
              [identities.otto]\nmode = \"operator\"\napprove_in_client = false\n[rate]\ncalls_per_minute = 5\n\
-             [audit]\nfile = \"/tmp/x/audit.jsonl\"\n[backends.demo]\nlatency_ms = 0\n",
+             [audit]\nfile = \"/tmp/x/audit.jsonl\"\n",
             "/srv/airlock"
         ));
         let file = load_file(Some(&path)).unwrap();
         let g = file.gateway().unwrap();
         assert!(g.policy.read_only);
-        assert!(g.policy.deny.contains("delete_guest"));
+        assert!(g.policy.deny.contains("vm_delete"));
         assert_eq!(g.policy.identities["alice"].mode, Access::Rw);
         assert_eq!(g.approval.tiers, [Tier::Admin]);
         assert_eq!(g.approval.ttl_secs, 60);
@@ -401,8 +400,10 @@ mod tests {
         assert_eq!(g.rate.calls_per_minute, 5);
         assert_eq!(g.approvals_db, PathBuf::from("/srv/airlock/approvals.db"));
         assert_eq!(g.audit_file, PathBuf::from("/tmp/x/audit.jsonl"));
-        assert_eq!(file.backends.demo.latency_ms, 0);
-        assert!(file.demo_fleet(), "no proxmox target: the demo fleet is on");
+        assert!(
+            !file.configures_backend(),
+            "no proxmox target, no collector: commands run on the simulator"
+        );
         drop(dir);
     }
 
@@ -422,5 +423,20 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("tool_calls"), "{err}");
+    }
+
+    #[test]
+    fn the_removed_demo_fleet_section_says_what_replaced_it() {
+        let (_d, path) = write("[backends.demo]\nlatency_ms = 0\n");
+        let err = load_file(Some(&path)).unwrap_err().to_string();
+        for part in [
+            "[backends]",
+            "removed",
+            "simulated Proxmox VE cluster",
+            "vm_list",
+            "Delete",
+        ] {
+            assert!(err.contains(part), "{part}: {err}");
+        }
     }
 }

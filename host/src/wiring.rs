@@ -3,13 +3,10 @@
 
 use std::{sync::Arc, time::Duration};
 
+use airlock_collector::{Collector, CollectorConfig};
+use airlock_gateway::{Backend, Caller, Gateway};
+use airlock_proxmox::backend::ProxmoxBackend;
 use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
-use airlock_tools::{
-    backends::demo::DemoFleet,
-    collector::{Collector, CollectorConfig},
-    proxmox::backend::ProxmoxBackend,
-    Backend, Caller, Gateway,
-};
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -60,11 +57,6 @@ pub async fn wire(file: &ConfigFile) -> Result<Wired, String> {
     if let Some(p) = file.proxmox.as_ref().filter(|p| !p.targets.is_empty()) {
         let backend = ProxmoxBackend::new(p).await.map_err(|e| e.to_string())?;
         backends.push(Arc::new(backend));
-    }
-    if file.demo_fleet() {
-        backends.push(Arc::new(DemoFleet::new(Duration::from_millis(
-            file.backends.demo.latency_ms,
-        ))));
     }
     let quox = match &file.collector {
         Some(c) => {

@@ -1,7 +1,8 @@
 //! The attack corpus (`tests/attacks/*.js`): hostile scripts run through
 //! the real sandbox and gateway as an operator-mode identity against the
-//! demo fleet behind a counting backend. Each script says in its header
-//! what it must end with and how many requests the backend may see:
+//! Proxmox backend (curated tools) and a simulated cluster in this process,
+//! behind a counting backend. Each script says in its header what it must
+//! end with and how many requests the backend may see:
 //!
 //! ```text
 //! // expect: LimitExceeded wall_time_ms   (an error kind, optionally the limit; or `ok`)
@@ -27,19 +28,21 @@ use std::{
     time::{Duration, Instant},
 };
 
-use airlock_sandbox::{Limits, Sandbox, SandboxConfig};
-use airlock_tools::{
+use airlock::demo;
+use airlock_gateway::{
     audit,
-    backends::demo::DemoFleet,
     policy::{Grant, PolicyConfig},
     Backend, BackendError, Caller, Gateway, GatewayConfig, Mode, Reply, ToolSpec,
 };
+use airlock_proxmox::backend::ProxmoxBackend;
+use airlock_sandbox::{Limits, Sandbox, SandboxConfig};
+use airlock_sim::{Role, SimConfig, Simulator};
 use async_trait::async_trait;
 use serde_json::Value;
 
-/// The demo fleet, counting what reaches it.
+/// The Proxmox backend, counting the calls that reach it.
 struct Counting {
-    inner: DemoFleet,
+    inner: ProxmoxBackend,
     calls: AtomicUsize,
 }
 
@@ -113,16 +116,26 @@ async fn the_attack_corpus() {
         .collect();
     scripts.sort();
     assert!(
-        scripts.len() >= 30,
+        scripts.len() >= 79,
         "the corpus has {} scripts",
         scripts.len()
     );
 
+    // The simulated cluster, answering at once; it stops when `sim` is
+    // dropped, on every way out of this test.
+    let sim_config = SimConfig::with_default_tokens(Duration::ZERO);
+    let sim = Simulator::start(&sim_config).await.unwrap();
     let state = tempfile::tempdir().unwrap();
+    let proxmox = demo::proxmox_section(&sim, &sim_config, &state.path().join("tokens")).unwrap();
+    // The demo identity that acts with the simulator's operator token.
+    let (identity, _, _) = demo::IDENTITIES
+        .iter()
+        .find(|(_, _, role)| *role == Role::Operator)
+        .expect("a demo identity with the operator token");
     let mut config = GatewayConfig::in_dir(state.path());
     config.policy = PolicyConfig {
         identities: [(
-            "agent".to_string(),
+            identity.to_string(),
             Grant {
                 mode: Mode::Operator,
                 ..Grant::default()
@@ -133,7 +146,7 @@ async fn the_attack_corpus() {
     };
     config.rate.calls_per_minute = 0;
     let backend = Arc::new(Counting {
-        inner: DemoFleet::new(Duration::ZERO),
+        inner: ProxmoxBackend::new(&proxmox).await.unwrap(),
         calls: AtomicUsize::new(0),
     });
     let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
@@ -153,7 +166,7 @@ async fn the_attack_corpus() {
         let before = backend.calls.load(Ordering::SeqCst);
         let host = airlock::wiring::ScriptTools {
             gateway: gateway.clone(),
-            caller: Caller::new("agent"),
+            caller: Caller::new(*identity),
         };
         let audit_before = std::fs::metadata(gateway.audit_path()).unwrap().len();
         std::fs::write("/proc/self/clear_refs", "5").expect("reset peak RSS");
@@ -248,4 +261,5 @@ async fn the_attack_corpus() {
     );
     let v = audit::verify(gateway.audit_path()).unwrap();
     assert!(v.ok(), "the audit log verifies after the corpus: {v:?}");
+    drop(sim);
 }

@@ -10,7 +10,8 @@ mod common;
 use std::{ffi::OsString, path::PathBuf, process::Command, sync::mpsc, time::Duration};
 
 use airlock::demo;
-use airlock_tools::{audit, sim::Simulator};
+use airlock_gateway::audit;
+use airlock_sim::Simulator;
 use common::{call, enroll, text, Server};
 use serde_json::{json, Value};
 

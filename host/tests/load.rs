@@ -23,14 +23,11 @@ use std::{
 };
 
 use airlock::demo;
-use airlock_tools::{
-    audit,
-    digest::sha256_json,
-    proxmox::{backend::build_request, curated, tiers::TierRules},
-    sim::{
-        cluster::{Kind, Power},
-        Simulator,
-    },
+use airlock_gateway::{audit, digest::sha256_json};
+use airlock_proxmox::{backend::build_request, curated, tiers::TierRules};
+use airlock_sim::{
+    pve::cluster::{Kind, Power},
+    Simulator,
 };
 use common::{enroll, Server};
 use rmcp::{model::CallToolRequestParams, service::RunningService, RoleClient};

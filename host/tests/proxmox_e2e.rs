@@ -5,16 +5,17 @@
 use std::{sync::Arc, time::Duration};
 
 use airlock::{demo, wiring, wiring::ScriptTools};
+use airlock_gateway::{audit, Caller};
 use airlock_sandbox::{ExecError, Limits, Sandbox, SandboxConfig};
-use airlock_tools::{audit, sim::cluster::Power, Caller};
+use airlock_sim::pve::cluster::Power;
 use serde_json::json;
 
 const STOP_ALL: &str = include_str!("../../examples/stop-node-vms.js");
 
 struct Deployment {
-    sim: airlock_tools::sim::Simulator,
+    sim: airlock_sim::Simulator,
     secrets: Vec<String>,
-    gateway: Arc<airlock_tools::Gateway>,
+    gateway: Arc<airlock_gateway::Gateway>,
     sandbox: Sandbox,
     _state: tempfile::TempDir,
 }

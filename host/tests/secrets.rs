@@ -26,11 +26,10 @@ use std::{
     time::Duration,
 };
 
-use airlock_tools::{
-    collector::{sim::CollectorSim, CollectorConfig, TierRule},
-    sim::{Role, SimConfig, SimToken, Simulator},
-    Tier,
-};
+use airlock_collector::{CollectorConfig, TierRule};
+use airlock_gateway::Tier;
+use airlock_sim::collector::CollectorSim;
+use airlock_sim::{Role, SimConfig, SimToken, Simulator};
 use common::{call, text};
 use rmcp::{
     model::{
@@ -239,6 +238,7 @@ impl World {
                 token("reader", Role::Reader),
             ],
             port: 0,
+            api_viewer: None,
         };
         let sim = Simulator::start(&sim_config).await.unwrap();
         let mut proxmox =

@@ -6,7 +6,7 @@
 //! use airlock_sandbox::{Limits, Sandbox, SandboxConfig};
 //! let sandbox = Sandbox::new(SandboxConfig::default()).await?;
 //! let outcome = sandbox
-//!     .execute("const n = await tools.list_nodes({}); n.length", &Limits::default(), host)
+//!     .execute("const n = await tools.node_list({}); n.length", &Limits::default(), host)
 //!     .await;
 //! println!("{}", serde_json::to_string_pretty(&outcome).unwrap());
 //! # Ok(()) }

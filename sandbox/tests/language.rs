@@ -11,7 +11,7 @@ use serde_json::json;
 async fn last_expression_statement_is_the_result() {
     assert_eq!(ok(&run("1 + 1").await), &json!(2));
     assert_eq!(
-        ok(&run("const nodes = await tools.list_nodes({});\nnodes.length").await),
+        ok(&run("const nodes = await tools.node_list({});\nnodes.length").await),
         &json!(3)
     );
     assert_eq!(

@@ -1,3 +1,3 @@
 // expect: ApprovalRequired
 // backend: 0
-await tools.stop_guest({node: 'pve1', vmid: 100})
+await tools.vm_stop({node: 'pve1', vmid: 100})

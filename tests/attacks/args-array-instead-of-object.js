@@ -1,3 +1,3 @@
 // expect: ToolError
 // backend: 0
-await callTool('list_nodes', [1, 2])
+await callTool('node_list', [1, 2])

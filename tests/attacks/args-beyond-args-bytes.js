@@ -1,3 +1,3 @@
 // expect: LimitExceeded args_bytes
 // backend: 0
-await tools.guest_status({node: 'a'.repeat(2 << 20), vmid: 100})
+await tools.vm_status({node: 'a'.repeat(2 << 20), vmid: 100})

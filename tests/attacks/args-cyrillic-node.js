@@ -1,3 +1,3 @@
 // expect: ToolError
 // backend: 0
-await tools.guest_status({node: 'pv\u0435' + '1', vmid: 100})
+await tools.vm_status({node: 'pv\u0435' + '1', vmid: 100})

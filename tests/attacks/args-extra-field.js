@@ -1,3 +1,3 @@
 // expect: ToolError
 // backend: 0
-await tools.guest_status({node: 'pve1', vmid: 100, target: 'https://evil.example'})
+await tools.vm_status({node: 'pve1', vmid: 100, url: 'https://evil.example'})

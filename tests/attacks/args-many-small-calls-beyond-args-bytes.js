@@ -1,4 +1,4 @@
 // expect: LimitExceeded args_bytes
 // backend: 0
 const node = 'n'.repeat(100000);
-for (let i = 0; i < 50; i++) { try { await tools.guest_status({node, vmid: 100}) } catch (e) {} }
+for (let i = 0; i < 50; i++) { try { await tools.vm_status({node, vmid: 100}) } catch (e) {} }

@@ -1,3 +1,3 @@
 // expect: ToolError
 // backend: 0
-await tools.guest_status({node: 'a'.repeat(1 << 16), vmid: 100})
+await tools.vm_status({node: 'a'.repeat(1 << 16), vmid: 100})

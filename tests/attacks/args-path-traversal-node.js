@@ -1,3 +1,3 @@
 // expect: ToolError
 // backend: 0
-await tools.guest_status({node: '../../access/users', vmid: 100})
+await tools.vm_status({node: '../../access/users', vmid: 100})

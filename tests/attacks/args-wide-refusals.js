@@ -7,5 +7,5 @@
 const args = {node: 'pve1', vmid: 100};
 for (let i = 0; i < 3000; i++) args['k' + i] = 1;
 let refused = 0;
-for (let i = 0; i < 2; i++) { try { await tools.guest_status(args) } catch (e) { if (e.code === 'invalid_arguments') refused++; } }
+for (let i = 0; i < 2; i++) { try { await tools.vm_status(args) } catch (e) { if (e.code === 'invalid_arguments') refused++; } }
 refused

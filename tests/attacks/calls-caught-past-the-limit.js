@@ -1,3 +1,3 @@
 // expect: LimitExceeded tool_calls
 // backend: 50
-for (let i = 0; i < 1000; i++) { try { await tools.list_nodes({}); } catch (e) {} }
+for (let i = 0; i < 1000; i++) { try { await tools.node_list({}); } catch (e) {} }

@@ -1,4 +1,4 @@
 // expect: LimitExceeded tool_calls
 // backend: 50
-for (let i = 0; i < 200; i++) setTimeout(() => tools.list_nodes({}).catch(() => {}), 0);
+for (let i = 0; i < 200; i++) setTimeout(() => tools.node_list({}).catch(() => {}), 0);
 await new Promise((r) => setTimeout(r, 500))

@@ -1,3 +1,3 @@
 // expect: LimitExceeded tool_calls
 // backend: 50
-for (let i = 0; i < 1000; i++) await tools.list_nodes({});
+for (let i = 0; i < 1000; i++) await tools.node_list({});

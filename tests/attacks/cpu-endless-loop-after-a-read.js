@@ -1,4 +1,4 @@
 // expect: LimitExceeded wall_time_ms
 // backend: 1
-await tools.list_nodes({});
+await tools.node_list({});
 for (;;) {}

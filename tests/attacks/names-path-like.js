@@ -1,3 +1,3 @@
 // expect: ToolError
 // backend: 0
-await callTool('../list_nodes', {})
+await callTool('../node_list', {})

@@ -1,3 +1,3 @@
 // expect: ToolError
 // backend: 0
-await callTool('LIST_NODES', {})
+await callTool('NODE_LIST', {})

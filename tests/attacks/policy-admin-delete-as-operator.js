@@ -1,3 +1,3 @@
 // expect: PolicyDenied
 // backend: 0
-await tools.delete_guest({node: 'pve1', vmid: 100})
+await tools.vm_delete({node: 'pve1', vmid: 100})

@@ -1,3 +1,3 @@
 // expect: PolicyDenied
 // backend: 0
-await tools.guest_console({node: 'pve1', vmid: 100})
+await tools.vm_console({node: 'pve1', vmid: 100})

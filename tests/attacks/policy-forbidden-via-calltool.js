@@ -1,3 +1,3 @@
 // expect: PolicyDenied
 // backend: 0
-await callTool('guest_console', {node: 'pve1', vmid: 100})
+await callTool('vm_console', {node: 'pve1', vmid: 100})

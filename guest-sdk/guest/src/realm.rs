@@ -208,7 +208,7 @@ fn call_tool(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<J
     let Some(name) = name.as_string() else {
         return Err(JsNativeError::typ()
             .with_message(
-                "callTool(name, args): name must be a string, e.g. callTool(\"list_nodes\", {})",
+                "callTool(name, args): name must be a string, e.g. callTool(\"node_list\", {})",
             )
             .into());
     };

@@ -6,12 +6,12 @@
 //! last top-level statement when that statement is an expression statement:
 //!
 //! ```js
-//! const nodes = await tools.list_nodes({});
+//! const nodes = await tools.node_list({});
 //! nodes.length            // result: the number of nodes
 //! ```
 //!
 //! ```js
-//! const nodes = await tools.list_nodes({});
+//! const nodes = await tools.node_list({});
 //! for (const n of nodes) console.log(n.node)   // result: null (a `for` is not an expression)
 //! ```
 //!

@@ -9,11 +9,9 @@ mod workloads;
 
 use std::{path::PathBuf, process::ExitCode, sync::Arc};
 
+use airlock_gateway::Catalog;
+use airlock_proxmox::{apidata, curated, full, tiers::TierRules};
 use airlock_sandbox::Mode;
-use airlock_tools::{
-    proxmox::{apidata, curated, full, tiers::TierRules},
-    Catalog,
-};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 

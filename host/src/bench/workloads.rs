@@ -11,16 +11,16 @@ use std::{
 };
 
 use airlock_benches::{EchoHost, WORKLOADS};
+use airlock_gateway::{search::Query, Catalog};
 use airlock_sandbox::{
     Capacity, Limits, Mode, Sandbox, SandboxConfig, ToolCall, ToolFailure, ToolHost,
 };
-use airlock_tools::{search::Query, Caller, Catalog};
 use async_trait::async_trait;
 use indicatif::ProgressBar;
 use serde_json::Value as Json;
 
 use super::measure::{rss_bytes, Row, Summary, Value};
-use crate::{demo, run::DEMO_SCRIPT, wiring};
+use crate::{demo, execution::Execution, run::DEMO_SCRIPT, wiring};
 
 pub const ECHO: &str = "in-process echo";
 pub const CLUSTER: &str = "simulated cluster (HTTPS, loopback)";
@@ -64,22 +64,19 @@ async fn timed(
     }
 }
 
-/// `warmup` untimed executions (the first ones fill pools and caches),
-/// then `runs` timed ones, one after another.
+/// `warmup` untimed runs (the first ones fill pools and caches), then
+/// `runs` timed ones, one after another.
 async fn sequential(
-    sandbox: &Sandbox,
-    script: &str,
-    host: &dyn ToolHost,
-    limits: &Limits,
+    mut run: impl AsyncFnMut() -> Result<Duration, String>,
     (warmup, runs): (usize, usize),
     bar: &ProgressBar,
 ) -> Result<Summary, String> {
     for _ in 0..warmup {
-        timed(sandbox, script, host, limits).await?;
+        run().await?;
     }
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
-        samples.push(timed(sandbox, script, host, limits).await?);
+        samples.push(run().await?);
         bar.inc(1);
     }
     Ok(Summary::of(&samples))
@@ -97,10 +94,7 @@ pub async fn latencies(
     let mut rows = Vec::new();
     for (name, script) in WORKLOADS {
         let s = sequential(
-            sandbox,
-            script,
-            &EchoHost,
-            &limits,
+            async || timed(sandbox, script, &EchoHost, &limits).await,
             (runs.min(20), runs),
             bar,
         )
@@ -259,16 +253,22 @@ pub async fn fleet_report(
     // Measuring, not protecting a cluster: no per-identity call budget.
     file.rate.calls_per_minute = 0;
     let gateway = wiring::gateway(&file).await?;
-    let host = wiring::ScriptTools {
-        gateway,
-        caller: Caller::new("local"),
-    };
     let limits = Limits::default();
+    // Each run is a whole execution as `exec` and `serve` make it: audited
+    // start, the script's calls through the gateway, audited end.
     let s = sequential(
-        sandbox,
-        DEMO_SCRIPT,
-        &host,
-        &limits,
+        async || {
+            let t0 = Instant::now();
+            let execution =
+                Execution::start(&gateway, "local", DEMO_SCRIPT).map_err(|e| e.to_string())?;
+            let tools = execution.tools();
+            let (outcome, _) = execution.run(sandbox, DEMO_SCRIPT, &limits, &tools).await;
+            let took = t0.elapsed();
+            match outcome.error() {
+                None => Ok(took),
+                Some(e) => Err(format!("the workload failed: {e}")),
+            }
+        },
         (runs.min(10), runs),
         bar,
     )
@@ -382,7 +382,12 @@ pub async fn fuel_cost(runs: usize, bar: &ProgressBar) -> Result<Vec<Row>, Strin
         };
         let label = if fuel { "fresh+fuel" } else { "fresh+epoch" };
         for (name, script) in [("one_plus_one", "1+1"), ("cpu_loop_100k", CPU)] {
-            let s = sequential(&sandbox, script, &EchoHost, &limits, (1, runs), bar).await?;
+            let s = sequential(
+                async || timed(&sandbox, script, &EchoHost, &limits).await,
+                (1, runs),
+                bar,
+            )
+            .await?;
             rows.push(Row {
                 workload: name.into(),
                 mode: label.into(),

@@ -19,10 +19,10 @@ use std::sync::{
     Arc,
 };
 
-use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
-use airlock_tools::{
+use airlock_gateway::{
     catalog::quote_name, visible::visible, CallError, Called, Caller, Gateway, Refused,
 };
+use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
 use async_trait::async_trait;
 use rmcp::{
     model::{ProgressNotificationParam, ProgressToken},

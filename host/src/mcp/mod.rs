@@ -10,13 +10,10 @@ mod render;
 pub mod resources;
 pub mod tools;
 
-use std::{
-    sync::{atomic::AtomicU32, Arc},
-    time::Instant,
-};
+use std::sync::{atomic::AtomicU32, Arc};
 
+use airlock_gateway::{search::Query, Gateway, Tier};
 use airlock_sandbox::{Limits, Sandbox};
-use airlock_tools::{search::Query, Caller, Gateway, Tier};
 #[allow(deprecated)]
 use rmcp::model::SetLevelRequestParams;
 use rmcp::{
@@ -32,6 +29,7 @@ use rmcp::{
 };
 use serde_json::{json, Value};
 
+use crate::execution::{Ended, Execution, Finished};
 use client_tools::ClientTools;
 use logging::{Level, SessionLog};
 
@@ -43,7 +41,7 @@ pub struct Shared {
     /// Prepended to the three tool names (e.g. `proxmox_code_`).
     pub prefix: String,
     /// A QuoxCORE collector, whose resources and prompts are offered too.
-    pub collector: Option<Arc<airlock_tools::collector::Collector>>,
+    pub collector: Option<Arc<airlock_collector::Collector>>,
 }
 
 /// Who an HTTP request authenticated as; put into the request's
@@ -132,27 +130,18 @@ impl AirlockServer {
         let Some(script) = args.get("script").and_then(Value::as_str) else {
             return Self::invalid("`script` (JavaScript source) is required");
         };
-        let gateway = &self.shared.gateway;
         let identity = self.identity(context);
-        let caller = Caller::new(identity.clone());
-        let execution = match gateway.execution_started(&caller, script) {
-            Ok(id) => id,
-            Err(e) => {
-                return Self::invalid(format!(
-                    "the audit log cannot be written, so nothing runs: {e}"
-                ))
-            }
+        let execution = match Execution::start(&self.shared.gateway, &identity, script) {
+            Ok(e) => e,
+            Err(e) => return Self::invalid(e.to_string()),
         };
         let peer = context.peer.clone();
         let can_ask = peer
             .peer_info()
             .is_some_and(|info| info.capabilities.elicitation.is_some());
         let tools = ClientTools {
-            gateway: gateway.clone(),
-            caller: Caller {
-                identity: identity.clone(),
-                execution: Some(execution.clone()),
-            },
+            gateway: self.shared.gateway.clone(),
+            caller: execution.caller().clone(),
             peer: peer.clone(),
             can_ask,
             progress: context.meta.get_progress_token(),
@@ -160,27 +149,23 @@ impl AirlockServer {
             done: AtomicU32::new(0),
             asking: Default::default(),
         };
-        let t0 = Instant::now();
         // A `notifications/cancelled` drops the execution: the script
         // stops, its tool calls are cancelled, its slot is freed.
         let outcome = tokio::select! {
             o = self.shared.sandbox.execute(script, &self.shared.limits, &tools) => Some(o),
             _ = context.ct.cancelled() => None,
         };
-        let (kind, calls) = match &outcome {
-            Some(o) => (
-                o.error().map(|e| e.kind()).unwrap_or("ok"),
-                o.stats.tool_calls,
-            ),
-            None => (
-                "Cancelled",
-                tools.done.load(std::sync::atomic::Ordering::SeqCst),
-            ),
-        };
-        let took = t0.elapsed();
-        if let Err(e) = gateway.execution_finished(&execution, kind, calls, took) {
-            tracing::warn!(error = %e, "could not record the end of an execution");
-        }
+        let Finished {
+            id: execution,
+            kind,
+            calls,
+            took,
+        } = execution.finish(match &outcome {
+            Some(o) => Ended::Ran(o),
+            None => Ended::Cancelled {
+                calls: tools.done.load(std::sync::atomic::Ordering::SeqCst),
+            },
+        });
         let level = if kind == "ok" {
             Level::Info
         } else {

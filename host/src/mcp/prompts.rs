@@ -5,7 +5,7 @@
 //! QuoxCORE collector's prompts follow, rendered from its templates with
 //! the client's arguments (values are never read as template syntax).
 
-use airlock_tools::collector::Collector;
+use airlock_collector::Collector;
 use rmcp::model::{GetPromptResult, Prompt, PromptArgument, PromptMessage, Role};
 use serde_json::{Map, Value};
 
@@ -17,7 +17,7 @@ pub enum PromptError {
     #[error("no prompt `{0}`; prompts/list shows the ones this server has")]
     Unknown(String),
     #[error("{0}")]
-    Collector(#[from] airlock_tools::collector::PromptError),
+    Collector(#[from] airlock_collector::PromptError),
     #[error("prompt `{OPERATE}` needs the argument `task` (what to do, e.g. \"stop every running VM on pve2\")")]
     MissingTask,
 }

@@ -1,8 +1,8 @@
 //! Turning results into what an MCP client shows: structured content for
 //! programs, and a compact text rendering for the model to read.
 
+use airlock_gateway::{search::Results, visible, SchemaAnswer, UNTRUSTED_NOTE};
 use airlock_sandbox::{ExecError, LogLevel, Outcome};
-use airlock_tools::{search::Results, visible, SchemaAnswer, UNTRUSTED_NOTE};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use airlock_tools::{
+use airlock_gateway::{
     catalog::{name_too_long, quote_name},
     visible, Catalog, Mode, SchemaAnswer, Tier,
 };
@@ -267,7 +267,7 @@ fn tool_in(catalog: &Catalog, name: &str) -> Result<String, ResourceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use airlock_tools::{Hints, ToolSpec};
+    use airlock_gateway::{Hints, ToolSpec};
     use serde_json::json;
 
     fn catalog() -> Catalog {

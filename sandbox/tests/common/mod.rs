@@ -126,7 +126,7 @@ impl ToolHost for TestHost {
                 self.gate.acquire().await.unwrap().forget();
                 Ok(json!("opened"))
             }
-            "list_nodes" => Ok(json!([
+            "node_list" => Ok(json!([
                 {"node": "pve1", "status": "online"},
                 {"node": "pve2", "status": "online"},
                 {"node": "pve3", "status": "offline"},

@@ -1,0 +1,123 @@
+//! One execution's life, the same for `exec`, `demo`, `serve` and `bench`:
+//! its start is written to the audit log before the sandbox runs anything
+//! (when that write fails, nothing runs), every tool call goes through the
+//! gateway as the execution's caller, and its end is written with the
+//! outcome's kind, the number of calls and the time it took, also when
+//! the client cancelled it.
+//!
+//! The callers differ only in what they do around it: the MCP server
+//! races the run against the client's cancellation and asks for approval
+//! in the client; `exec` prints a report; `bench` times it.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use airlock_gateway::{audit::AuditError, Caller, Gateway};
+use airlock_sandbox::{Limits, Outcome, Sandbox, ToolHost};
+
+use crate::wiring::ScriptTools;
+
+/// The audit log refused the start line, so the script did not run.
+#[derive(Debug, thiserror::Error)]
+#[error("the audit log cannot be written, so nothing runs: {0}")]
+pub struct NotStarted(#[from] pub AuditError);
+
+/// An execution whose start is in the audit log and whose end is not yet.
+/// Dropping it without [`Execution::finish`] leaves the end unwritten;
+/// every path in this crate finishes it.
+pub struct Execution {
+    gateway: Arc<Gateway>,
+    caller: Caller,
+    started: Instant,
+}
+
+/// How an execution ended.
+pub enum Ended<'a> {
+    /// The sandbox returned an outcome (a value or an error).
+    Ran(&'a Outcome),
+    /// The client cancelled it; `calls` had been made by then.
+    Cancelled { calls: u32 },
+}
+
+/// What was written as the execution's end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finished {
+    /// The execution's id in the audit log.
+    pub id: String,
+    /// `ok`, an error kind (`LimitExceeded`, ...) or `Cancelled`.
+    pub kind: &'static str,
+    pub calls: u32,
+    pub took: Duration,
+}
+
+impl Execution {
+    /// Writes the start line: who runs it, in which mode, the script's
+    /// hash and size.
+    pub fn start(gateway: &Arc<Gateway>, identity: &str, script: &str) -> Result<Self, NotStarted> {
+        let id = gateway.execution_started(&Caller::new(identity), script)?;
+        Ok(Self {
+            gateway: gateway.clone(),
+            caller: Caller {
+                identity: identity.into(),
+                execution: Some(id),
+            },
+            started: Instant::now(),
+        })
+    }
+
+    /// The caller every tool call of this execution is made as.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    pub fn id(&self) -> &str {
+        self.caller.execution.as_deref().unwrap_or_default()
+    }
+
+    /// The gateway as this execution's tool host.
+    pub fn tools(&self) -> ScriptTools {
+        ScriptTools {
+            gateway: self.gateway.clone(),
+            caller: self.caller.clone(),
+        }
+    }
+
+    /// Runs `script` with `host` answering its tool calls, then writes the
+    /// end. For callers with nothing to race the run against.
+    pub async fn run(
+        self,
+        sandbox: &Sandbox,
+        script: &str,
+        limits: &Limits,
+        host: &dyn ToolHost,
+    ) -> (Outcome, Finished) {
+        let outcome = sandbox.execute(script, limits, host).await;
+        let finished = self.finish(Ended::Ran(&outcome));
+        (outcome, finished)
+    }
+
+    /// Writes the end line. A failure to write it is logged, not returned:
+    /// the work is done, and its calls are in the log line by line.
+    pub fn finish(self, ended: Ended<'_>) -> Finished {
+        let (kind, calls) = match ended {
+            Ended::Ran(o) => (
+                o.error().map(|e| e.kind()).unwrap_or("ok"),
+                o.stats.tool_calls,
+            ),
+            Ended::Cancelled { calls } => ("Cancelled", calls),
+        };
+        let took = self.started.elapsed();
+        let id = self.id().to_string();
+        if let Err(e) = self.gateway.execution_finished(&id, kind, calls, took) {
+            tracing::warn!(execution = %id, error = %e, "could not record the end of an execution in the audit log");
+        }
+        Finished {
+            id,
+            kind,
+            calls,
+            took,
+        }
+    }
+}

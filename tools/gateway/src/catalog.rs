@@ -1,0 +1,472 @@
+//! The catalog: every backend's tools under one namespace, each with its
+//! compiled validator, TypeScript signature and a place in the search
+//! index.
+//!
+//! Name clashes are settled by backend order (the order of the
+//! configuration): the first backend keeps the name, a later one's tool is
+//! renamed `<backend>_<name>`, and if that is taken too it is left out.
+//! Every clash is reported so startup can log it.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{
+    search::{self, Hit, Index, Query, Results},
+    spec::{is_js_identifier, Hints, Tier, ToolSpec},
+    typescript,
+    validate::ArgsValidator,
+    visible,
+};
+
+/// The longest tool name looked up, in bytes. A longer one is refused
+/// before any lookup or suggestion: fuzzy matching costs time in the
+/// name's length for every tool, and a script or client chooses the name.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// How much of an unknown name a message quotes, in characters.
+pub const QUOTED_NAME_CHARS: usize = 64;
+
+/// Why `name` cannot name a tool, when it is longer than [`MAX_NAME_BYTES`].
+pub fn name_too_long(name: &str) -> Option<String> {
+    (name.len() > MAX_NAME_BYTES).then(|| {
+        format!(
+            "a tool name is at most {MAX_NAME_BYTES} bytes; this one is {}",
+            name.len()
+        )
+    })
+}
+
+/// An unknown name as messages quote it: its first
+/// [`QUOTED_NAME_CHARS`] characters, made visible, and its length if cut.
+pub fn quote_name(name: &str) -> String {
+    visible::quote(name, QUOTED_NAME_CHARS)
+}
+
+pub struct Entry {
+    pub spec: ToolSpec,
+    pub signature: String,
+    validator: ArgsValidator,
+}
+
+impl Entry {
+    /// Problems with `args` under this tool's schema; empty when valid.
+    pub fn problems(&self, args: &Value) -> Vec<String> {
+        self.validator.problems(args)
+    }
+}
+
+/// A name two backends both offered, and how it was settled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Clash {
+    pub name: String,
+    pub kept_by: String,
+    pub other: String,
+    /// The other backend's tool's new name, or `None` if it was left out.
+    pub renamed_to: Option<String>,
+}
+
+impl std::fmt::Display for Clash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.renamed_to {
+            Some(n) => write!(f, "tool `{}` is offered by {} and {}; {}'s is available as `{n}`", self.name, self.kept_by, self.other, self.other),
+            None => write!(f, "tool `{}` is offered by {} and {}; {}'s is left out (its prefixed name is taken too)", self.name, self.kept_by, self.other, self.other),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CatalogError {
+    #[error("backend {backend} offers a tool named `{name}`, which is not a valid JavaScript identifier")]
+    InvalidName { backend: String, name: String },
+    #[error("tool `{tool}`: {message}")]
+    BadSchema { tool: String, message: String },
+}
+
+pub struct Catalog {
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+    index: Index,
+}
+
+/// Example queries offered when a search finds nothing.
+const EXAMPLES: &[&str] = &[
+    "list vms",
+    "start container",
+    "snapshot a vm",
+    "node status",
+];
+
+/// The answer for one name asked of `get_schema`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum SchemaAnswer {
+    Found {
+        name: String,
+        tier: Tier,
+        hints: Hints,
+        backend: String,
+        json_schema: Value,
+        typescript: String,
+    },
+    Unknown {
+        name: String,
+        error: String,
+        did_you_mean: Vec<String>,
+    },
+}
+
+impl Catalog {
+    /// Merges backends' tools in the given order.
+    pub fn build(
+        sources: Vec<(String, Vec<ToolSpec>)>,
+    ) -> Result<(Self, Vec<Clash>), CatalogError> {
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut clashes = Vec::new();
+        for (backend, specs) in sources {
+            for mut spec in specs {
+                spec.backend = backend.clone();
+                if !is_js_identifier(&spec.name) {
+                    return Err(CatalogError::InvalidName {
+                        backend,
+                        name: spec.name,
+                    });
+                }
+                if let Some(&i) = by_name.get(&spec.name) {
+                    let renamed = format!("{backend}_{}", spec.name);
+                    let free = is_js_identifier(&renamed) && !by_name.contains_key(&renamed);
+                    clashes.push(Clash {
+                        name: spec.name.clone(),
+                        kept_by: entries[i].spec.backend.clone(),
+                        other: backend.clone(),
+                        renamed_to: free.then(|| renamed.clone()),
+                    });
+                    if !free {
+                        continue;
+                    }
+                    spec.name = renamed;
+                }
+                let validator =
+                    ArgsValidator::new(&spec).map_err(|message| CatalogError::BadSchema {
+                        tool: spec.name.clone(),
+                        message,
+                    })?;
+                let signature = typescript::signature(&spec);
+                by_name.insert(spec.name.clone(), entries.len());
+                entries.push(Entry {
+                    spec,
+                    signature,
+                    validator,
+                });
+            }
+        }
+        let index = Index::build(entries.iter().map(|e| &e.spec));
+        Ok((
+            Self {
+                entries,
+                by_name,
+                index,
+            },
+            clashes,
+        ))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Entry> {
+        self.by_name.get(name).map(|&i| &self.entries[i])
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    /// Ranked hits for `query`. Forbidden tools are only listed when the
+    /// query asks for that tier explicitly: they can never be called.
+    pub fn search(&self, query: &Query) -> Results {
+        let limit = query
+            .limit
+            .unwrap_or(search::DEFAULT_LIMIT)
+            .clamp(1, search::MAX_LIMIT);
+        let wanted = |e: &Entry| {
+            let tier_ok = if query.tiers.is_empty() {
+                e.spec.tier != Tier::Forbidden
+            } else {
+                query.tiers.contains(&e.spec.tier)
+            };
+            tier_ok && query.backend.as_ref().is_none_or(|b| &e.spec.backend == b)
+        };
+        let ranked = self.index.rank(&query.text);
+        let hits: Vec<Hit> = ranked
+            .into_iter()
+            .map(|(i, score)| (&self.entries[i], score))
+            .filter(|(e, _)| wanted(e))
+            .take(limit)
+            .map(|(e, score)| Hit {
+                name: e.spec.name.clone(),
+                summary: e.spec.summary.clone(),
+                tier: e.spec.tier,
+                backend: e.spec.backend.clone(),
+                signature: e.signature.clone(),
+                score: (score * 100.0).round() / 100.0,
+            })
+            .collect();
+        let hint = hits
+            .is_empty()
+            .then(|| search::guidance(self.len(), EXAMPLES));
+        Results { hits, hint }
+    }
+
+    /// One answer per requested name: the schema and its TypeScript, or an
+    /// error with suggestions. Never all-or-nothing. A name longer than
+    /// [`MAX_NAME_BYTES`] is answered by that rule, without a lookup or
+    /// suggestions; an unknown name is quoted by [`quote_name`].
+    pub fn schemas(&self, names: &[String]) -> Vec<SchemaAnswer> {
+        names
+            .iter()
+            .map(|name| match name_too_long(name) {
+                Some(error) => SchemaAnswer::Unknown {
+                    name: quote_name(name),
+                    error,
+                    did_you_mean: Vec::new(),
+                },
+                None => self.schema(name),
+            })
+            .collect()
+    }
+
+    fn schema(&self, name: &str) -> SchemaAnswer {
+        match self.get(name) {
+            Some(e) => SchemaAnswer::Found {
+                name: name.to_string(),
+                tier: e.spec.tier,
+                hints: e.spec.hints,
+                backend: e.spec.backend.clone(),
+                json_schema: e.spec.input_schema.clone(),
+                typescript: typescript::declarations([&e.spec]),
+            },
+            None => SchemaAnswer::Unknown {
+                name: quote_name(name),
+                error: format!("no tool named `{}`", quote_name(name)),
+                did_you_mean: self.suggest(name),
+            },
+        }
+    }
+
+    /// Up to three names close to `name`: similar spelling first, then what
+    /// a search for its words finds. None for a name longer than
+    /// [`MAX_NAME_BYTES`]: it names no tool, and matching it would cost
+    /// time in its length.
+    pub fn suggest(&self, name: &str) -> Vec<String> {
+        if name_too_long(name).is_some() {
+            return Vec::new();
+        }
+        let lower = name.to_lowercase();
+        let mut close: Vec<(f64, &str)> = self
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    strsim::jaro_winkler(&lower, &e.spec.name.to_lowercase()),
+                    e.spec.name.as_str(),
+                )
+            })
+            .filter(|(s, _)| *s >= 0.85)
+            .collect();
+        close.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut out: Vec<String> = close
+            .into_iter()
+            .map(|(_, n)| n.to_string())
+            .take(3)
+            .collect();
+        for (i, _) in self.index.rank(&name.replace(['_', '-', '.'], " ")) {
+            if out.len() >= 3 {
+                break;
+            }
+            let n = &self.entries[i].spec.name;
+            if !out.contains(n) {
+                out.push(n.clone());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, tier: Tier, summary: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            summary: summary.into(),
+            description: String::new(),
+            input_schema: json!({"type": "object", "properties": {"node": {"type": "string"}}}),
+            output_schema: None,
+            tier,
+            hints: Hints::for_tier(tier),
+            backend: String::new(),
+            path_params: vec![],
+        }
+    }
+
+    #[test]
+    fn clashes_are_settled_by_order_and_reported() {
+        let (cat, clashes) = Catalog::build(vec![
+            (
+                "pve".into(),
+                vec![tool("node_list", Tier::Read, "List nodes")],
+            ),
+            (
+                "quox".into(),
+                vec![
+                    tool("node_list", Tier::Read, "Collector nodes"),
+                    tool("pve_x", Tier::Read, "x"),
+                ],
+            ),
+            ("extra".into(), vec![tool("node_list", Tier::Read, "again")]),
+        ])
+        .unwrap();
+        assert_eq!(cat.get("node_list").unwrap().spec.backend, "pve");
+        assert_eq!(
+            cat.get("quox_node_list").unwrap().spec.summary,
+            "Collector nodes"
+        );
+        assert_eq!(clashes.len(), 2);
+        assert_eq!(clashes[0].renamed_to.as_deref(), Some("quox_node_list"));
+        assert!(clashes[1].to_string().contains("extra"));
+        // Same input, same outcome.
+        let (again, _) = Catalog::build(vec![
+            (
+                "pve".into(),
+                vec![tool("node_list", Tier::Read, "List nodes")],
+            ),
+            (
+                "quox".into(),
+                vec![tool("node_list", Tier::Read, "Collector nodes")],
+            ),
+        ])
+        .unwrap();
+        assert!(again.contains("quox_node_list"));
+    }
+
+    #[test]
+    fn bad_names_and_schemas_fail_the_build() {
+        let err = Catalog::build(vec![("b".into(), vec![tool("vm-start", Tier::Read, "")])])
+            .err()
+            .unwrap();
+        assert!(matches!(err, CatalogError::InvalidName { .. }));
+        let mut bad = tool("x", Tier::Read, "");
+        bad.input_schema = json!({"type": 12});
+        let err = Catalog::build(vec![("b".into(), vec![bad])]).err().unwrap();
+        assert!(matches!(err, CatalogError::BadSchema { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn schemas_answer_per_name_with_suggestions() {
+        let (cat, _) = Catalog::build(vec![(
+            "pve".into(),
+            vec![
+                tool("start_vm", Tier::Operate, "Start a VM"),
+                tool("stop_vm", Tier::Operate, "Stop a VM"),
+            ],
+        )])
+        .unwrap();
+        let answers = cat.schemas(&["start_vm".into(), "strat_vm".into()]);
+        assert!(
+            matches!(&answers[0], SchemaAnswer::Found { typescript, .. } if typescript.contains("function start_vm"))
+        );
+        match &answers[1] {
+            SchemaAnswer::Unknown { did_you_mean, .. } => assert_eq!(did_you_mean[0], "start_vm"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn long_names_are_refused_without_lookup_or_suggestions() {
+        let (cat, _) = Catalog::build(vec![(
+            "pve".into(),
+            vec![tool("start_vm", Tier::Operate, "Start a VM")],
+        )])
+        .unwrap();
+        // Long, but close enough to a tool that matching would suggest it.
+        let near = format!("start_vm{}", " start vm".repeat(300_000));
+        assert!(cat.suggest(&near[..200]).contains(&"start_vm".to_string()));
+        assert!(cat.suggest(&near).is_empty());
+        let answers = cat.schemas(&[near.clone(), format!("x\u{1b}[2K{}", "x".repeat(100))]);
+        match &answers[0] {
+            SchemaAnswer::Unknown {
+                name,
+                error,
+                did_you_mean,
+            } => {
+                assert_eq!(
+                    error,
+                    &format!(
+                        "a tool name is at most 256 bytes; this one is {}",
+                        near.len()
+                    )
+                );
+                assert!(did_you_mean.is_empty(), "no suggestions for a long name");
+                assert!(name.len() < 100 && name.ends_with(&format!("({} bytes)", near.len())));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(serde_json::to_string(&answers).unwrap().len() < 1024);
+        match &answers[1] {
+            SchemaAnswer::Unknown { name, error, .. } => {
+                assert!(
+                    !name.contains('\u{1b}') && !error.contains('\u{1b}'),
+                    "{error}"
+                );
+                assert!(
+                    error.contains("x\\u{1b}[2K") && error.contains("(105 bytes)"),
+                    "{error}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn forbidden_tools_are_hidden_from_search_unless_asked_for() {
+        let (cat, _) = Catalog::build(vec![(
+            "pve".into(),
+            vec![
+                tool("vm_console", Tier::Forbidden, "Open a VM console"),
+                tool("vm_status", Tier::Read, "VM status"),
+            ],
+        )])
+        .unwrap();
+        let r = cat.search(&Query {
+            text: "vm console".into(),
+            ..Query::default()
+        });
+        assert!(r.hits.iter().all(|h| h.name != "vm_console"));
+        let r = cat.search(&Query {
+            text: "vm console".into(),
+            tiers: vec![Tier::Forbidden],
+            ..Query::default()
+        });
+        assert_eq!(r.hits[0].name, "vm_console");
+        let r = cat.search(&Query {
+            text: "the of".into(),
+            ..Query::default()
+        });
+        assert!(r.hits.is_empty());
+        assert!(r.hint.unwrap().contains("e.g."));
+    }
+}

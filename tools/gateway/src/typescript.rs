@@ -1,0 +1,410 @@
+//! TypeScript declarations generated from a tool's JSON Schema, because
+//! agents write correct calls from a typed signature far more reliably than
+//! from raw JSON Schema.
+//!
+//! ```ts
+//! declare namespace tools {
+//!   /** Start a guest. ... */
+//!   function vm_start(args: {
+//!     /** Node the guest runs on. */
+//!     node: string;
+//!     /** Guest id. integer, minimum 100 */
+//!     vmid: number;
+//!   }): Promise<unknown>;
+//! }
+//! ```
+
+use serde_json::{Map, Value};
+
+use crate::spec::{is_js_identifier, ToolSpec};
+
+/// Longest one-line signature before parameters are elided.
+const SIGNATURE_MAX: usize = 160;
+
+/// `declare namespace tools { ... }` for the given tools, with JSDoc.
+pub fn declarations<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> String {
+    let mut out = String::from("declare namespace tools {\n");
+    for (i, spec) in specs.into_iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        function(spec, &mut out);
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn function(spec: &ToolSpec, out: &mut String) {
+    let mut doc = vec![spec.summary.clone()];
+    if !spec.description.is_empty() && spec.description != spec.summary {
+        doc.push(String::new());
+        doc.extend(spec.description.lines().map(str::to_string));
+    }
+    doc.push(String::new());
+    let mut flags = vec![format!("tier: {}", spec.tier)];
+    if spec.hints.read_only {
+        flags.push("read-only".into());
+    }
+    if spec.hints.destructive {
+        flags.push("destructive".into());
+    }
+    if spec.hints.idempotent {
+        flags.push("idempotent".into());
+    }
+    doc.push(format!("@remarks {}", flags.join(", ")));
+    jsdoc(&doc, 1, out);
+    let args = object_type(&spec.input_schema, 1);
+    let ret = spec
+        .output_schema
+        .as_ref()
+        .map(|s| ts_type(s, 1))
+        .unwrap_or_else(|| "unknown".into());
+    let optional = required(&spec.input_schema).is_empty();
+    out.push_str(&format!(
+        "  function {}(args{}: {args}): Promise<{ret}>;\n",
+        spec.name,
+        if optional { "?" } else { "" }
+    ));
+}
+
+/// `name(args: { a: string; b?: number }): Promise<unknown>` on one line.
+pub fn signature(spec: &ToolSpec) -> String {
+    let props = properties(&spec.input_schema);
+    let req = required(&spec.input_schema);
+    let mut parts: Vec<(bool, String)> = props
+        .iter()
+        .map(|(name, schema)| {
+            let opt = !req.contains(&name.as_str());
+            (
+                opt,
+                format!(
+                    "{}{}: {}",
+                    key(name),
+                    if opt { "?" } else { "" },
+                    flat_type(schema)
+                ),
+            )
+        })
+        .collect();
+    // Required parameters first when something has to be left out.
+    parts.sort_by_key(|(opt, _)| *opt);
+    let ret = spec
+        .output_schema
+        .as_ref()
+        .map(flat_type)
+        .unwrap_or_else(|| "unknown".into());
+    let head = format!("{}(args", spec.name);
+    let tail = format!("): Promise<{ret}>");
+    let mut shown = Vec::new();
+    let mut len = head.len() + tail.len() + 8;
+    for (i, (_, p)) in parts.iter().enumerate() {
+        if len + p.len() + 2 > SIGNATURE_MAX && i > 0 {
+            shown.push(format!("… {} more", parts.len() - i));
+            break;
+        }
+        len += p.len() + 2;
+        shown.push(p.clone());
+    }
+    let q = if req.is_empty() { "?" } else { "" };
+    if shown.is_empty() {
+        format!("{head}{q}: {{}}{tail}")
+    } else {
+        format!("{head}{q}: {{ {} }}{tail}", shown.join("; "))
+    }
+}
+
+fn properties(schema: &Value) -> Vec<(String, Value)> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+fn required(schema: &Value) -> Vec<&str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn key(name: &str) -> String {
+    if is_js_identifier(name) {
+        name.to_string()
+    } else {
+        Value::String(name.to_string()).to_string()
+    }
+}
+
+/// A type on one line; nested objects are shown as `{...}` or in full when
+/// short.
+fn flat_type(schema: &Value) -> String {
+    let t = ts_type(schema, 0);
+    if t.contains('\n') {
+        if t.trim_start().starts_with('{') {
+            "{...}".into()
+        } else {
+            t.split_whitespace().collect::<Vec<_>>().join(" ")
+        }
+    } else {
+        t
+    }
+}
+
+/// An object type with one documented property per line.
+fn object_type(schema: &Value, indent: usize) -> String {
+    let props = properties(schema);
+    let extra = schema.get("additionalProperties");
+    if props.is_empty() {
+        return match extra {
+            Some(Value::Object(_)) => format!(
+                "{{ [key: string]: {} }}",
+                ts_type(&extra.cloned().unwrap_or_default(), indent)
+            ),
+            Some(Value::Bool(false)) => "{}".into(),
+            _ => "{ [key: string]: unknown }".into(),
+        };
+    }
+    let req = required(schema);
+    let pad = "  ".repeat(indent + 1);
+    let mut out = String::from("{\n");
+    for (name, prop) in &props {
+        let doc = property_doc(prop);
+        if !doc.is_empty() {
+            jsdoc(&doc, indent + 1, &mut out);
+        }
+        let opt = if req.contains(&name.as_str()) {
+            ""
+        } else {
+            "?"
+        };
+        out.push_str(&format!(
+            "{pad}{}{opt}: {};\n",
+            key(name),
+            ts_type(prop, indent + 1)
+        ));
+    }
+    if let Some(Value::Object(_)) = extra {
+        out.push_str(&format!(
+            "{pad}[key: string]: {};\n",
+            ts_type(extra.unwrap(), indent + 1)
+        ));
+    }
+    out.push_str(&"  ".repeat(indent));
+    out.push('}');
+    out
+}
+
+/// Lines of JSDoc for a property: its description, then what the type
+/// alone cannot say (integer, bounds, pattern, format, default).
+fn property_doc(schema: &Value) -> Vec<String> {
+    let mut doc: Vec<String> = schema
+        .get("description")
+        .and_then(Value::as_str)
+        .map(|d| d.lines().map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut notes = Vec::new();
+    if schema.get("type").and_then(Value::as_str) == Some("integer") {
+        notes.push("integer".to_string());
+    }
+    for (k, label) in [
+        ("minimum", "minimum"),
+        ("maximum", "maximum"),
+        ("minLength", "min length"),
+        ("maxLength", "max length"),
+        ("pattern", "pattern"),
+        ("format", "format"),
+    ] {
+        if let Some(v) = schema.get(k) {
+            notes.push(format!(
+                "{label} {}",
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        doc.push(notes.join(", "));
+    }
+    if let Some(d) = schema.get("default") {
+        doc.push(format!("@default {d}"));
+    }
+    doc
+}
+
+fn jsdoc(lines: &[String], indent: usize, out: &mut String) {
+    let pad = "  ".repeat(indent);
+    let lines: Vec<&String> = lines.iter().collect();
+    if lines.len() == 1 {
+        out.push_str(&format!("{pad}/** {} */\n", escape_doc(lines[0])));
+        return;
+    }
+    out.push_str(&format!("{pad}/**\n"));
+    for l in lines {
+        if l.is_empty() {
+            out.push_str(&format!("{pad} *\n"));
+        } else {
+            out.push_str(&format!("{pad} * {}\n", escape_doc(l)));
+        }
+    }
+    out.push_str(&format!("{pad} */\n"));
+}
+
+fn escape_doc(s: &str) -> String {
+    s.replace("*/", "*\\/")
+}
+
+/// The TypeScript type of a schema.
+pub fn ts_type(schema: &Value, indent: usize) -> String {
+    let Some(obj) = schema.as_object() else {
+        return match schema {
+            Value::Bool(false) => "never".into(),
+            _ => "unknown".into(),
+        };
+    };
+    if let Some(values) = obj.get("enum").and_then(Value::as_array) {
+        return union(values.iter().map(literal));
+    }
+    if let Some(c) = obj.get("const") {
+        return literal(c);
+    }
+    for (k, sep) in [("oneOf", " | "), ("anyOf", " | "), ("allOf", " & ")] {
+        if let Some(variants) = obj.get(k).and_then(Value::as_array) {
+            let parts: Vec<String> = variants
+                .iter()
+                .map(|v| parenthesise(ts_type(v, indent)))
+                .collect();
+            return parts.join(sep);
+        }
+    }
+    match obj.get("type") {
+        Some(Value::String(t)) => typed(t, obj, indent),
+        Some(Value::Array(ts)) => union(
+            ts.iter()
+                .filter_map(Value::as_str)
+                .map(|t| typed(t, obj, indent)),
+        ),
+        _ if obj.contains_key("properties") => object_type(schema, indent),
+        _ => "unknown".into(),
+    }
+}
+
+fn typed(t: &str, obj: &Map<String, Value>, indent: usize) -> String {
+    match t {
+        "string" => "string".into(),
+        "integer" | "number" => "number".into(),
+        "boolean" => "boolean".into(),
+        "null" => "null".into(),
+        "array" => match obj.get("items") {
+            Some(items) => format!("{}[]", parenthesise(ts_type(items, indent))),
+            None => "unknown[]".into(),
+        },
+        "object" => object_type(&Value::Object(obj.clone()), indent),
+        _ => "unknown".into(),
+    }
+}
+
+fn literal(v: &Value) -> String {
+    match v {
+        Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null => v.to_string(),
+        _ => "unknown".into(),
+    }
+}
+
+fn union(parts: impl Iterator<Item = String>) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for p in parts {
+        if !seen.contains(&p) {
+            seen.push(p);
+        }
+    }
+    if seen.is_empty() {
+        "never".into()
+    } else {
+        seen.join(" | ")
+    }
+}
+
+fn parenthesise(t: String) -> String {
+    if (t.contains(" | ") || t.contains(" & ")) && !t.starts_with('{') {
+        format!("({t})")
+    } else {
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Hints, Tier};
+    use serde_json::json;
+
+    fn spec() -> ToolSpec {
+        ToolSpec {
+            name: "vm_start".into(),
+            summary: "Start a guest.".into(),
+            description: "Powers on a stopped VM or container.".into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "node": {"type": "string", "description": "Node the guest runs on."},
+                    "vmid": {"type": "integer", "minimum": 100, "description": "Guest id."},
+                    "mode": {"enum": ["fast", "safe"], "default": "safe"},
+                    "tags": {"type": "array", "items": {"type": ["string", "null"]}},
+                    "net-0": {"type": "object", "properties": {"bridge": {"type": "string"}}}
+                },
+                "required": ["node", "vmid"]
+            }),
+            output_schema: Some(json!({"type": "string", "description": "UPID"})),
+            tier: Tier::Operate,
+            hints: Hints::for_tier(Tier::Operate),
+            backend: "demo".into(),
+            path_params: vec![],
+        }
+    }
+
+    #[test]
+    fn declaration_has_jsdoc_unions_optionals_and_defaults() {
+        let d = declarations([&spec()]);
+        assert!(d.starts_with("declare namespace tools {\n"), "{d}");
+        assert!(d.contains("function vm_start(args: {"), "{d}");
+        assert!(d.contains("    node: string;"), "{d}");
+        assert!(d.contains("    /**\n     * Guest id.\n     * integer, minimum 100\n     */\n    vmid: number;"), "{d}");
+        assert!(d.contains("mode?: \"fast\" | \"safe\";"), "{d}");
+        assert!(d.contains("@default \"safe\""), "{d}");
+        assert!(d.contains("tags?: (string | null)[];"), "{d}");
+        assert!(
+            d.contains("\"net-0\"?: {\n      bridge?: string;\n    };"),
+            "{d}"
+        );
+        assert!(d.contains("}): Promise<string>;"), "{d}");
+        assert!(d.contains("@remarks tier: operate, idempotent"), "{d}");
+    }
+
+    #[test]
+    fn one_line_signature() {
+        let s = signature(&spec());
+        assert_eq!(
+            s,
+            "vm_start(args: { node: string; vmid: number; mode?: \"fast\" | \"safe\"; tags?: (string | null)[]; \"net-0\"?: {...} }): Promise<string>"
+        );
+        let mut many = spec();
+        let props: Map<String, Value> = (0..40)
+            .map(|i| (format!("param{i}"), json!({"type": "string"})))
+            .collect();
+        many.input_schema = json!({"type": "object", "properties": props, "required": ["param39"]});
+        let s = signature(&many);
+        assert!(s.len() <= SIGNATURE_MAX + 20, "{s}");
+        assert!(s.contains("param39: string"), "required first: {s}");
+        assert!(s.contains("more }"), "{s}");
+    }
+
+    #[test]
+    fn empty_args_are_optional() {
+        let mut s = spec();
+        s.input_schema = json!({"type": "object", "properties": {}});
+        assert_eq!(signature(&s), "vm_start(args?: {}): Promise<string>");
+    }
+}

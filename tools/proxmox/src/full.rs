@@ -1,0 +1,87 @@
+//! The full catalog: one tool per API operation, generated from the API
+//! schema (`proxmox.catalog = "full"`).
+
+use serde_json::{json, Value};
+
+use crate::{apidata::Operation, naming, route::Route, schema, tiers::TierRules};
+use airlock_gateway::spec::{Hints, ToolSpec};
+
+/// PVE's own `target` (a destination node) is offered as `target_node`,
+/// because `target` selects the cluster.
+const TARGET_NODE: &str = "target_node";
+
+/// Adds the optional `target` every Proxmox tool takes (which configured
+/// cluster to talk to).
+pub fn with_target(mut input: Value) -> Value {
+    if let Some(props) = input.get_mut("properties").and_then(Value::as_object_mut) {
+        props.entry("target").or_insert_with(|| {
+            json!({"type": "string", "description": "Which configured cluster to use; the default target when omitted.", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
+        });
+    }
+    input
+}
+
+pub fn generate(ops: &[Operation], rules: &TierRules, backend: &str) -> Vec<(ToolSpec, Route)> {
+    let names = naming::names(ops);
+    ops.iter()
+        .zip(names)
+        .map(|(op, name)| {
+            let tier = rules.tier(op.method, &op.path);
+            let summary = first_sentence(&op.description);
+            let description = format!("{}\n\n{} {}", op.description.trim(), op.method, op.path);
+            let mut route = Route::api(op.method, op.path.clone());
+            let mut input = schema::parameters(&op.parameters);
+            rename_target(&mut input, &mut route);
+            let output_schema = op
+                .returns
+                .get("type")
+                .and_then(Value::as_str)
+                .filter(|t| *t == "string")
+                .map(|_| json!({"type": "string", "description": "For a mutating call, the task id (UPID); pass it to wait_task."}));
+            let spec = ToolSpec {
+                name,
+                summary,
+                description,
+                input_schema: with_target(input),
+                output_schema,
+                tier,
+                hints: Hints::for_tier(tier),
+                backend: backend.into(),
+                path_params: op.path_params(),
+            };
+            (spec, route)
+        })
+        .collect()
+}
+
+/// Offers PVE's `target` as `target_node`.
+fn rename_target(input: &mut Value, route: &mut Route) {
+    let Some(props) = input.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(t) = props.shift_remove("target") else {
+        return;
+    };
+    props.insert(TARGET_NODE.into(), t);
+    route.renames.push((TARGET_NODE.into(), "target".into()));
+    if let Some(req) = input.get_mut("required").and_then(Value::as_array_mut) {
+        for r in req.iter_mut().filter(|r| *r == "target") {
+            *r = Value::String(TARGET_NODE.into());
+        }
+    }
+}
+
+fn first_sentence(text: &str) -> String {
+    let t = text.trim();
+    let end = t
+        .find(". ")
+        .map(|i| i + 1)
+        .or_else(|| t.find('\n'))
+        .unwrap_or(t.len());
+    let s = t[..end].trim();
+    if s.is_empty() {
+        "(no description)".into()
+    } else {
+        s.to_string()
+    }
+}
