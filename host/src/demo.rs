@@ -178,12 +178,13 @@ pub async fn start_collector(
 }
 
 /// The simulated cluster (and collector) running in this process for one
-/// command, with the temporary state directory its configuration points
-/// at. Dropping it stops both and removes the directory.
+/// command, with the temporary directory of its token and key files (and,
+/// for the demo, its state). Dropping it stops both and removes the
+/// directory.
 pub struct Simulated {
     pub sim: Simulator,
     pub collector: Option<CollectorSim>,
-    _state: tempfile::TempDir,
+    _scratch: tempfile::TempDir,
 }
 
 /// How to start the simulated systems.
@@ -193,6 +194,10 @@ pub struct SimOptions {
     pub task_delay: Duration,
     /// Also start a simulated QuoxCORE collector.
     pub collector: bool,
+    /// Keep approvals and the audit log in a temporary state directory of
+    /// the run's own (`demo`), instead of the configured one (`exec`
+    /// without a backend, so approvals outlive the run as usual).
+    pub own_state: bool,
 }
 
 impl Default for SimOptions {
@@ -200,29 +205,33 @@ impl Default for SimOptions {
         Self {
             task_delay: Duration::from_millis(300),
             collector: false,
+            own_state: false,
         }
+    }
+}
+
+/// The simulator role an identity's token gets: the one its mode needs.
+fn role_for(mode: Mode) -> Role {
+    match mode {
+        Mode::Ro => Role::Reader,
+        Mode::Operator => Role::Operator,
+        Mode::Rw => Role::Admin,
     }
 }
 
 /// Starts the simulated cluster and points `file` at it: its `[proxmox]`
 /// section, the demo identities the file does not define itself, and a
-/// temporary state directory (a simulation's approvals and audit never
-/// mix with a real deployment's). Everything else in `file` (limits,
-/// sandbox, policy) stays as it is. The approval hint names a written copy
-/// of this configuration, so an operator can approve from another shell
-/// while the command runs.
+/// token for every identity with the simulator role its mode needs.
+/// Everything else in `file` (limits, sandbox, policy) stays as it is.
+/// With `own_state`, approvals and audit go to a temporary directory and
+/// the approval hint names a written copy of this configuration, so an
+/// operator can approve from another shell while the command runs.
 pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simulated, String> {
     let (sim, config) = start(options.task_delay, 0)
         .await
         .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
-    let state = tempfile::tempdir()
-        .map_err(|e| format!("cannot create a temporary state directory: {e}"))?;
-    let proxmox = proxmox_section(&sim, &config, &state.path().join("tokens"))
-        .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
-    let config_path = state.path().join("airlock.toml");
-    let mut toml = config_toml(&proxmox, state.path());
-    file.state_dir = Some(state.path().to_path_buf());
-    file.proxmox = Some(proxmox);
+    let scratch =
+        tempfile::tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
     for (identity, mode, _) in IDENTITIES {
         file.identities
             .entry(identity.to_string())
@@ -231,8 +240,31 @@ pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simu
                 ..Grant::default()
             });
     }
+    let mut proxmox = proxmox_section(&sim, &config, &scratch.path().join("tokens"))
+        .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
+    let target = proxmox
+        .targets
+        .get_mut("sim")
+        .expect("the simulator's section has its target");
+    for (identity, grant) in &file.identities {
+        if target.tokens.contains_key(identity) {
+            continue;
+        }
+        let token = config
+            .token(role_for(grant.mode))
+            .expect("the simulator has a token per role");
+        let path = scratch
+            .path()
+            .join("tokens")
+            .join(format!("{identity}.token"));
+        write_private(&path, &token.line())
+            .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
+        target.tokens.insert(identity.clone(), path);
+    }
+    let mut toml = config_toml(&proxmox, scratch.path());
+    file.proxmox = Some(proxmox);
     let collector = if options.collector {
-        let (sim, config, section) = start_collector(state.path())
+        let (sim, config, section) = start_collector(scratch.path())
             .await
             .map_err(|e| format!("cannot start the simulated collector: {e}"))?;
         toml.push_str(&section);
@@ -241,16 +273,21 @@ pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simu
     } else {
         None
     };
-    std::fs::write(&config_path, toml)
-        .map_err(|e| format!("cannot write the simulator's configuration: {e}"))?;
-    let program = std::env::current_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "airlock".into());
-    file.approve_command = Some(crate::settings::approve_command(&program, &config_path));
+    if options.own_state {
+        let config_path = scratch.path().join("airlock.toml");
+        std::fs::write(&config_path, toml)
+            .map_err(|e| format!("cannot write the simulator's configuration: {e}"))?;
+        let program = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "airlock".into());
+        file.state_dir = Some(scratch.path().to_path_buf());
+        file.audit.file = None;
+        file.approve_command = Some(crate::settings::approve_command(&program, &config_path));
+    }
     Ok(Simulated {
         sim,
         collector,
-        _state: state,
+        _scratch: scratch,
     })
 }
 

@@ -258,6 +258,7 @@ fn main() -> ExitCode {
                     file = settings::ConfigFile::default();
                     let options = demo::SimOptions {
                         collector,
+                        own_state: true,
                         ..demo::SimOptions::default()
                     };
                     demo::simulate(&mut file, options).await.map(Some)
@@ -341,6 +342,7 @@ async fn demo_command(
     let options = demo::SimOptions {
         task_delay: Duration::from_millis(task_delay_ms),
         collector: with_collector,
+        own_state: true,
     };
     let simulated = match demo::simulate(&mut file, options).await {
         Ok(s) => s,

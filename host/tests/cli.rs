@@ -67,32 +67,36 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn exec_reads_stdin_and_prints_the_result() {
-    let out = airlock(&["exec", "-"], "const n = await tools.list_nodes({});\nconsole.log('nodes', n.length);\nn.map((x) => x.node)", &[]);
+    let out = airlock(&["exec", "-"], "const n = await tools.node_list({});\nconsole.log('nodes', n.length);\nn.map((x) => x.node)", &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(value, serde_json::json!(["pve1", "pve2", "pve3"]));
     let err = text(&out.stderr);
     assert!(err.contains("[log] nodes 3"), "{err}");
     assert!(err.contains("ok: 1 tool call"), "{err}");
+    assert!(
+        err.contains("no backend configured") && err.contains("simulated Proxmox VE cluster"),
+        "says what answered: {err}"
+    );
 }
 
 #[test]
 fn json_output_carries_the_whole_outcome() {
     let out = airlock(
         &["exec", "--json", "-"],
-        "await tools.guest_status({node: 'pve1', vmid: 100})",
+        "await tools.vm_status({node: 'pve1', vmid: 100})",
         &[],
     );
     assert!(out.status.success());
     let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(outcome["result"]["ok"]["name"], "web-1");
-    assert_eq!(outcome["trace"][0]["tool"], "guest_status");
+    assert_eq!(outcome["trace"][0]["tool"], "vm_status");
     assert_eq!(outcome["stats"]["mode"], "fresh");
 }
 
 #[test]
 fn a_hit_limit_exits_1_and_names_it() {
-    let script = "for (const n of ['pve1', 'pve2']) await tools.list_guests({node: n})";
+    let script = "for (const n of ['pve1', 'pve2']) await tools.vm_list({node: n})";
     let out = airlock(&["exec", "--tool-calls", "1", "-"], script, &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
@@ -177,7 +181,7 @@ fn the_first_start_says_what_it_compiles_and_the_second_loads_the_cache() {
 fn empty_airlock_variables_count_as_unset() {
     // As an MCP client passes an optional setting nobody filled in.
     let env = [("AIRLOCK_CONFIG", ""), ("AIRLOCK_IDENTITY", "")];
-    let out = airlock(&["exec", "-"], "(await tools.list_nodes({})).length", &env);
+    let out = airlock(&["exec", "-"], "(await tools.node_list({})).length", &env);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "3");
 }
@@ -324,12 +328,29 @@ fn demo_runs_other_scripts_and_identities() {
 }
 
 #[test]
-fn help_labels_the_demo_tool_host() {
+fn help_says_what_answers_without_a_backend() {
     let out = airlock(&["exec", "--help"], "", &[]);
-    assert!(text(&out.stdout).contains("DEMO TOOL HOST"));
+    let help = text(&out.stdout);
+    assert!(
+        help.contains("simulated Proxmox VE cluster") && help.contains("node_list"),
+        "{help}"
+    );
 }
 
-const CONFIG: &str = "[identities.alice]\nmode = \"rw\"\n[identities.bob]\nmode = \"operator\"\ndeny = [\"stop_guest\"]\n[backends.demo]\nlatency_ms = 0\n";
+#[test]
+fn the_removed_demo_fleet_section_is_refused_with_what_replaced_it() {
+    let state = State::new();
+    let config = state.config("[backends.demo]\nlatency_ms = 0\n");
+    let out = state.run(&["--config", &config, "exec", "-"], "1");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("[backends]") && err.contains("removed") && err.contains("vm_list"),
+        "{err}"
+    );
+}
+
+const CONFIG: &str = "[identities.alice]\nmode = \"rw\"\n[identities.bob]\nmode = \"operator\"\ndeny = [\"vm_stop\"]\n";
 
 fn json_of(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
@@ -349,7 +370,7 @@ fn policy_denials_are_reported_and_audited() {
             "bob",
             "-",
         ],
-        "await tools.stop_guest({node: 'pve1', vmid: 100})",
+        "await tools.vm_stop({node: 'pve1', vmid: 100})",
     );
     assert_eq!(out.status.code(), Some(1));
     let o = json_of(&out);
@@ -363,7 +384,7 @@ fn policy_denials_are_reported_and_audited() {
     // The default identity is read-only.
     let out = state.run(
         &["--config", &config, "exec", "-"],
-        "await tools.start_guest({node: 'pve1', vmid: 101})",
+        "await tools.vm_start({node: 'pve1', vmid: 103})",
     );
     assert!(
         text(&out.stderr).contains("identity local has mode ro"),
@@ -380,7 +401,7 @@ fn policy_denials_are_reported_and_audited() {
 fn approval_round_trip_from_the_command_line() {
     let state = State::new();
     let config = state.config(CONFIG);
-    let script = "await tools.start_guest({node: 'pve1', vmid: 101})";
+    let script = "await tools.vm_start({node: 'pve1', vmid: 103})";
     let exec = |state: &State| {
         state.run(
             &[
@@ -411,7 +432,7 @@ fn approval_round_trip_from_the_command_line() {
 
     let listed = json_of(&state.run(&["--config", &config, "approvals", "list", "--json"], ""));
     assert_eq!(listed[0]["id"], id.as_str());
-    assert_eq!(listed[0]["summary"], "node=pve1, vmid=101");
+    assert_eq!(listed[0]["summary"], "node=pve1, vmid=103");
     assert_eq!(listed[0]["identity"], "alice");
 
     let out = state.run(
@@ -428,10 +449,13 @@ fn approval_round_trip_from_the_command_line() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
 
+    // Each exec starts a fresh simulated cluster; the approval lives in
+    // the configured state directory, so it outlives the first run.
     let second = json_of(&exec(&state));
-    assert_eq!(
-        second["result"]["ok"],
-        serde_json::json!({"vmid": 101, "status": "running"})
+    let task = second["result"]["ok"].as_str().unwrap_or_default();
+    assert!(
+        task.starts_with("UPID:pve1:") && task.contains(":qmstart:103:"),
+        "the start ran as a task: {second}"
     );
     assert_eq!(second["untrusted_data"], true);
 
@@ -456,7 +480,7 @@ fn audit_verify_finds_the_edited_line() {
     let state = State::new();
     for _ in 0..2 {
         assert!(state
-            .run(&["exec", "-"], "await tools.list_nodes({})")
+            .run(&["exec", "-"], "await tools.node_list({})")
             .status
             .success());
     }
@@ -480,43 +504,47 @@ fn audit_verify_finds_the_edited_line() {
 fn secrets_in_results_are_redacted() {
     let out = airlock(
         &["exec", "-"],
-        "await tools.guest_config({node: 'pve1', vmid: 100})",
+        "await tools.vm_config({node: 'pve1', vmid: 100})",
         &[],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = json_of(&out);
-    assert_eq!(v["cloudinit"]["password"], "[redacted]");
-    assert!(!text(&out.stdout).contains("demo-100-pw"));
+    assert_eq!(v["ciuser"], "admin", "other fields pass");
+    assert_eq!(v["cipassword"], "[redacted]");
+    assert!(!text(&out.stdout).contains("*****"));
 }
 
 #[test]
 fn search_and_schema() {
     let out = airlock(&["search", "--json", "power", "on", "a", "guest"], "", &[]);
     let r = json_of(&out);
-    assert_eq!(r["hits"][0]["name"], "start_guest");
-    assert_eq!(
-        r["hits"][0]["signature"],
-        "start_guest(args: { node: string; vmid: number }): Promise<unknown>"
+    assert_eq!(r["hits"][0]["name"], "vm_start");
+    assert!(
+        r["hits"][0]["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("vm_start(args: { node: string; vmid: number;"),
+        "{r}"
     );
-    let out = airlock(&["schema", "--json", "list_guests", "list_guest"], "", &[]);
+    let out = airlock(&["schema", "--json", "vm_list", "vm_lst"], "", &[]);
     assert_eq!(out.status.code(), Some(1), "one name was unknown");
     let a = json_of(&out);
     assert!(a[0]["typescript"]
         .as_str()
         .unwrap()
-        .contains("function list_guests(args: {"));
-    assert_eq!(a[1]["did_you_mean"][0], "list_guests");
+        .contains("function vm_list(args: {"));
+    assert_eq!(a[1]["did_you_mean"][0], "vm_list");
 }
 
 #[test]
 fn unknown_names_in_policy_lists_fail_startup() {
     let state = State::new();
-    let config = state.config("[identities.bob]\ndeny = [\"stop_guets\"]\n");
+    let config = state.config("[identities.bob]\ndeny = [\"vm_stpo\"]\n");
     let out = state.run(&["--config", &config, "exec", "-"], "1");
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
-        err.contains("identities.bob.deny names `stop_guets`") && err.contains("stop_guest"),
+        err.contains("identities.bob.deny names `vm_stpo`") && err.contains("vm_stop"),
         "{err}"
     );
 }

@@ -329,7 +329,7 @@ async fn an_identity_that_needs_an_operator_is_never_asked_in_the_client() {
     let config = config_dir.path().join("airlock.toml");
     std::fs::write(
         &config,
-        "[identities.alice]\nmode = \"rw\"\napprove_in_client = false\n[backends.demo]\nlatency_ms = 0\n",
+        "[identities.alice]\nmode = \"rw\"\napprove_in_client = false\n",
     )
     .unwrap();
     let alice = Person {
@@ -343,7 +343,7 @@ async fn an_identity_that_needs_an_operator_is_never_asked_in_the_client() {
     let r = call(
         &client,
         "execute",
-        json!({"script": "await tools.stop_guest({node: 'pve1', vmid: 101})"}),
+        json!({"script": "await tools.vm_stop({node: 'pve1', vmid: 101})"}),
     )
     .await;
     assert_eq!(r.is_error, Some(true), "{}", text(&r));

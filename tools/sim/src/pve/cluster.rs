@@ -426,6 +426,11 @@ impl Cluster {
         if let Some(t) = guests.get_mut(&9000) {
             t.config.insert("template".into(), json!(1));
         }
+        // Cloud-init on web-1: PVE shows the password only as asterisks.
+        if let Some(g) = guests.get_mut(&100) {
+            g.config.insert("ciuser".into(), json!("admin"));
+            g.config.insert("cipassword".into(), json!("**********"));
+        }
         let storages = vec![
             Storage {
                 id: "local".into(),
