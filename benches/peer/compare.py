@@ -2,11 +2,13 @@
 Python `mcp` SDK) drives both servers over stdio, on equivalent code-mode
 workloads, in fresh and reuse modes, interleaved A/B in one run.
 
-Tool calls do no real work on either side: Airlock's in-memory demo fleet
-answers `list_nodes` at once (latency 0); ProxmoxMCP-Plus answers a stub
-`echo` registered through its own tool registry (pmp_launcher.py). What is
-measured is each server's code-mode machinery: sandbox start, the
-language runtime, tool dispatch, the MCP round trip.
+Airlock's tool calls go to the simulated Proxmox VE cluster it starts
+in-process when no backend is configured (`node_list`, HTTPS on loopback,
+tasks instant); ProxmoxMCP-Plus answers a stub `echo` registered through
+its own tool registry (pmp_launcher.py), which does no work at all. So
+Airlock's side carries a real HTTPS round trip per call that the peer's
+does not. (Until issue 13, Airlock answered from an in-memory fleet with
+no round trip; the numbers in docs/PERFORMANCE.md are from then.)
 
 Run it with benches/peer/run.sh, which builds Airlock and the venv.
 """
@@ -30,11 +32,11 @@ HERE = Path(__file__).resolve().parent
 WORKLOADS = {
     "1+1": ("1+1", "1 + 1"),
     "one_call": (
-        "(await tools.list_nodes({})).length",
+        "(await tools.node_list({})).length",
         'r = await call_tool("echo", {"n": 1})\nlen(r)',
     ),
     "ten_sequential": (
-        "let s = 0; for (let i = 0; i < 10; i++) { s += (await tools.list_nodes({})).length } s",
+        "let s = 0; for (let i = 0; i < 10; i++) { s += (await tools.node_list({})).length } s",
         'n = 0\nfor i in range(10):\n    r = await call_tool("echo", {"n": i})\n    n = n + len(r)\nn',
     ),
 }
@@ -59,7 +61,7 @@ class Server:
 
 def airlock(binary, mode, scratch):
     config = Path(scratch) / "airlock.toml"
-    config.write_text("[backends.demo]\nenabled = true\nlatency_ms = 0\n\n[rate]\ncalls_per_minute = 0\n")
+    config.write_text("[rate]\ncalls_per_minute = 0\n")
     env = dict(os.environ, AIRLOCK_STATE_DIR=str(Path(scratch) / "state"), AIRLOCK_LOG="error")
     params = StdioServerParameters(
         command=str(binary), args=["serve", "--config", str(config), "--mode", mode], env=env

@@ -149,7 +149,7 @@ pub async fn start_collector(
     getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
     let key = format!("quox-demo-{}", hex::encode(bytes));
     let key_file = state_dir.join("quox.key");
-    std::fs::write(&key_file, &key).map_err(|e| e.to_string())?;
+    write_private(&key_file, &key).map_err(|e| e.to_string())?;
     let sim = CollectorSim::start(0, &key)
         .await
         .map_err(|e| e.to_string())?;
@@ -219,48 +219,71 @@ fn role_for(mode: Mode) -> Role {
     }
 }
 
-/// Starts the simulated cluster and points `file` at it: its `[proxmox]`
-/// section, the demo identities the file does not define itself, and a
-/// token for every identity with the simulator role its mode needs.
-/// Everything else in `file` (limits, sandbox, policy) stays as it is.
-/// With `own_state`, approvals and audit go to a temporary directory and
-/// the approval hint names a written copy of this configuration, so an
-/// operator can approve from another shell while the command runs.
+/// Starts the simulated cluster and points `file` at it, with a token for
+/// every identity of the role its mode needs (an identity the file does not
+/// list is read-only, so its token is a reader's). The demo identities
+/// (local, rita, olga, alice) are added only when the file defines none, so
+/// a configuration's own identities are never joined by an `alice` with
+/// mode rw. Everything else in `file` (limits, sandbox, policy) stays.
+///
+/// With `own_state` (the demo), approvals and audit go to a temporary
+/// directory and the approval hint names a written copy of this
+/// configuration, so an operator can approve from another shell while the
+/// command runs. Without it, they stay in the file's state directory for
+/// simulations (`ConfigFile::state_dir`), so an approval outlives the run.
 pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simulated, String> {
+    if !options.own_state {
+        // Fixed before the backend is filled in, which would otherwise
+        // make it the real cluster's directory.
+        file.state_dir = Some(file.state_dir().map_err(|e| e.to_string())?);
+    }
     let (sim, config) = start(options.task_delay, 0)
         .await
         .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
-    let scratch =
-        tempfile::tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
-    for (identity, mode, _) in IDENTITIES {
-        file.identities
-            .entry(identity.to_string())
-            .or_insert_with(|| Grant {
-                mode: *mode,
-                ..Grant::default()
-            });
-    }
-    let mut proxmox = proxmox_section(&sim, &config, &scratch.path().join("tokens"))
-        .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
-    let target = proxmox
-        .targets
-        .get_mut("sim")
-        .expect("the simulator's section has its target");
-    for (identity, grant) in &file.identities {
-        if target.tokens.contains_key(identity) {
-            continue;
+    let scratch = private_scratch()?;
+    if file.identities.is_empty() {
+        for (identity, mode, _) in IDENTITIES {
+            file.identities.insert(
+                identity.to_string(),
+                Grant {
+                    mode: *mode,
+                    ..Grant::default()
+                },
+            );
         }
+    }
+    let tokens_dir = scratch.path().join("tokens");
+    std::fs::create_dir_all(&tokens_dir)
+        .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
+    let mut names: Vec<String> = file.identities.keys().cloned().collect();
+    names.extend(IDENTITIES.iter().map(|(name, _, _)| name.to_string()));
+    names.sort();
+    names.dedup();
+    let mut tokens = std::collections::HashMap::new();
+    for identity in names {
+        let mode = file.identities.get(&identity).map_or(Mode::Ro, |g| g.mode);
         let token = config
-            .token(role_for(grant.mode))
+            .token(role_for(mode))
             .expect("the simulator has a token per role");
-        let path = scratch
-            .path()
-            .join("tokens")
-            .join(format!("{identity}.token"));
+        let path = tokens_dir.join(format!("{identity}.token"));
         write_private(&path, &token.line())
             .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
-        target.tokens.insert(identity.clone(), path);
+        tokens.insert(identity, path);
     }
+    let mut targets = BTreeMap::new();
+    targets.insert(
+        "sim".to_string(),
+        TargetConfig {
+            url: sim.url(),
+            fingerprint: Some(sim.fingerprint().to_string()),
+            tokens,
+            ..TargetConfig::default()
+        },
+    );
+    let proxmox = ProxmoxConfig {
+        targets,
+        ..ProxmoxConfig::default()
+    };
     let mut toml = config_toml(&proxmox, scratch.path());
     file.proxmox = Some(proxmox);
     let collector = if options.collector {
@@ -289,6 +312,20 @@ pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simu
         collector,
         _scratch: scratch,
     })
+}
+
+/// A temporary directory only this user can enter: it holds token files
+/// and the collector's key.
+fn private_scratch() -> Result<tempfile::TempDir, String> {
+    let scratch =
+        tempfile::tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot make the temporary directory private: {e}"))?;
+    }
+    Ok(scratch)
 }
 
 /// `file` as it is when it names a backend; otherwise pointed at the

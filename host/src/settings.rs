@@ -18,6 +18,10 @@ use airlock_sandbox::{Limits, Mode, SandboxConfig};
 use clap::Args;
 use serde::Deserialize;
 
+/// Where, below the state directory, a configuration without a backend
+/// keeps the simulated cluster's approvals and audit log.
+pub const SIMULATED_STATE: &str = "simulated";
+
 /// The file's shape; see `docs/CONFIGURATION.md`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -123,18 +127,29 @@ impl ConfigFile {
     /// The state directory: the file's `state_dir`, else `AIRLOCK_STATE_DIR`
     /// / XDG state home / `~/.local/state/airlock`; an error when none is
     /// set (never a shared fallback such as `/tmp`).
+    ///
+    /// A configuration without a backend runs against the simulated
+    /// cluster, whose tool names are a real cluster's: its approvals and
+    /// audit live in `simulated/` below that directory, so an approval
+    /// granted in a simulation can never be used against a real cluster
+    /// that shares the state directory, and the two audit chains stay apart.
     pub fn state_dir(&self) -> Result<PathBuf, SettingsError> {
-        match &self.state_dir {
-            Some(d) => Ok(d.clone()),
-            None => default_state_dir().map_err(SettingsError::NoStateDir),
-        }
+        let base = match &self.state_dir {
+            Some(d) => d.clone(),
+            None => default_state_dir().map_err(SettingsError::NoStateDir)?,
+        };
+        Ok(if self.configures_backend() {
+            base
+        } else {
+            base.join(SIMULATED_STATE)
+        })
     }
 
     /// Whether the file names a backend (a Proxmox target or a
     /// collector). Without one, commands run against the simulated
     /// cluster, as `airlock demo` does (see `demo::simulate`).
     pub fn configures_backend(&self) -> bool {
-        self.proxmox.as_ref().is_some_and(|p| !p.targets.is_empty()) || self.collector.is_some()
+        self.proxmox.is_some() || self.collector.is_some()
     }
 
     /// Sections that were removed, refused with what replaced them.
@@ -398,11 +413,19 @@ mod tests {
         assert!(!g.policy.identities["otto"].approve_in_client);
         assert!(g.policy.identities["alice"].approve_in_client, "default");
         assert_eq!(g.rate.calls_per_minute, 5);
-        assert_eq!(g.approvals_db, PathBuf::from("/srv/airlock/approvals.db"));
+        assert_eq!(
+            g.approvals_db,
+            PathBuf::from("/srv/airlock/simulated/approvals.db")
+        );
         assert_eq!(g.audit_file, PathBuf::from("/tmp/x/audit.jsonl"));
         assert!(
             !file.configures_backend(),
             "no proxmox target, no collector: commands run on the simulator"
+        );
+        assert_eq!(
+            file.state_dir().unwrap(),
+            PathBuf::from("/srv/airlock/simulated"),
+            "a simulation's state stays apart from a real cluster's"
         );
         drop(dir);
     }

@@ -54,7 +54,15 @@ async fn collector(config: &CollectorConfig) -> Result<Arc<Collector>, String> {
 
 pub async fn wire(file: &ConfigFile) -> Result<Wired, String> {
     let mut backends: Vec<Arc<dyn Backend>> = Vec::new();
-    if let Some(p) = file.proxmox.as_ref().filter(|p| !p.targets.is_empty()) {
+    if let Some(p) = &file.proxmox {
+        if p.targets.is_empty() {
+            return Err(
+                "[proxmox] names no target: add a [proxmox.targets.NAME] table (url, \
+                fingerprint or ca_file, tokens), or remove [proxmox] to run against the \
+                simulated cluster"
+                    .into(),
+            );
+        }
         let backend = ProxmoxBackend::new(p).await.map_err(|e| e.to_string())?;
         backends.push(Arc::new(backend));
     }

@@ -19,8 +19,10 @@ impl State {
         self.0.path()
     }
 
+    /// The audit log of runs without a backend: the simulated cluster's
+    /// state lives apart from a real cluster's, in `simulated/`.
     fn audit(&self) -> std::path::PathBuf {
-        self.path().join("audit.jsonl")
+        self.path().join("simulated").join("audit.jsonl")
     }
 
     /// Writes a config file in the state directory and returns its path.
@@ -348,6 +350,38 @@ fn the_removed_demo_fleet_section_is_refused_with_what_replaced_it() {
         err.contains("[backends]") && err.contains("removed") && err.contains("vm_list"),
         "{err}"
     );
+}
+
+#[test]
+fn a_proxmox_section_without_targets_is_refused_not_simulated() {
+    let state = State::new();
+    let config = state.config("[proxmox]\ncatalog = \"full\"\n");
+    let out = state.run(&["--config", &config, "exec", "-"], "1");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("[proxmox] names no target"), "{err}");
+    assert!(!err.contains("simulated Proxmox VE cluster at"), "{err}");
+}
+
+#[test]
+fn a_configuration_s_own_identities_are_not_joined_by_the_demo_ones() {
+    let state = State::new();
+    let config = state.config("[identities.bob]\nmode = \"operator\"\n");
+    let out = state.run(
+        &[
+            "--config",
+            &config,
+            "exec",
+            "--json",
+            "--identity",
+            "alice",
+            "-",
+        ],
+        "await tools.vm_start({node: 'pve1', vmid: 103})",
+    );
+    let o = json_of(&out);
+    assert_eq!(o["access_mode"], "ro", "alice is not listed, so read-only");
+    assert_eq!(o["result"]["error"]["kind"], "PolicyDenied", "{o}");
 }
 
 const CONFIG: &str = "[identities.alice]\nmode = \"rw\"\n[identities.bob]\nmode = \"operator\"\ndeny = [\"vm_stop\"]\n";
