@@ -27,22 +27,36 @@ pub const IDENTITIES: &[(&str, Mode, Role)] = &[
     ("alice", Mode::Rw, Role::Admin),
 ];
 
-/// Writes one token file per identity into `dir` (mode 0600) and returns
-/// the `[proxmox]` section for the simulator.
+/// Writes one token file per demo identity into `dir` (mode 0600) and
+/// returns the `[proxmox]` section for the simulator.
 pub fn proxmox_section(
     sim: &Simulator,
     config: &SimConfig,
     dir: &Path,
 ) -> std::io::Result<ProxmoxConfig> {
+    let demo = IDENTITIES
+        .iter()
+        .map(|(identity, _, role)| (identity.to_string(), *role));
+    section_for(sim, config, dir, demo)
+}
+
+/// The `[proxmox]` section for the simulator, with a token file (mode
+/// 0600, in `dir`) of the given role for each identity.
+fn section_for(
+    sim: &Simulator,
+    config: &SimConfig,
+    dir: &Path,
+    identities: impl IntoIterator<Item = (String, Role)>,
+) -> std::io::Result<ProxmoxConfig> {
     std::fs::create_dir_all(dir)?;
     let mut tokens = std::collections::HashMap::new();
-    for (identity, _, role) in IDENTITIES {
+    for (identity, role) in identities {
         let token = config
-            .token(*role)
+            .token(role)
             .expect("the simulator has a token per role");
         let path = dir.join(format!("{identity}.token"));
         write_private(&path, &token.line())?;
-        tokens.insert(identity.to_string(), path);
+        tokens.insert(identity, path);
     }
     let mut targets = BTreeMap::new();
     targets.insert(
@@ -252,38 +266,16 @@ pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simu
             );
         }
     }
-    let tokens_dir = scratch.path().join("tokens");
-    std::fs::create_dir_all(&tokens_dir)
-        .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
     let mut names: Vec<String> = file.identities.keys().cloned().collect();
     names.extend(IDENTITIES.iter().map(|(name, _, _)| name.to_string()));
     names.sort();
     names.dedup();
-    let mut tokens = std::collections::HashMap::new();
-    for identity in names {
+    let roles = names.into_iter().map(|identity| {
         let mode = file.identities.get(&identity).map_or(Mode::Ro, |g| g.mode);
-        let token = config
-            .token(role_for(mode))
-            .expect("the simulator has a token per role");
-        let path = tokens_dir.join(format!("{identity}.token"));
-        write_private(&path, &token.line())
-            .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
-        tokens.insert(identity, path);
-    }
-    let mut targets = BTreeMap::new();
-    targets.insert(
-        "sim".to_string(),
-        TargetConfig {
-            url: sim.url(),
-            fingerprint: Some(sim.fingerprint().to_string()),
-            tokens,
-            ..TargetConfig::default()
-        },
-    );
-    let proxmox = ProxmoxConfig {
-        targets,
-        ..ProxmoxConfig::default()
-    };
+        (identity, role_for(mode))
+    });
+    let proxmox = section_for(&sim, &config, &scratch.path().join("tokens"), roles)
+        .map_err(|e| format!("cannot write the simulator's token files: {e}"))?;
     let mut toml = config_toml(&proxmox, scratch.path());
     file.proxmox = Some(proxmox);
     let collector = if options.collector {
