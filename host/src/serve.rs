@@ -26,7 +26,7 @@ pub async fn stdio(
         }
     };
     tracing::info!(identity, mode = %shared.gateway.mode_of(identity), tools = shared.gateway.catalog().len(), "serving MCP on stdio");
-    let service = match AirlockServer::new(shared, identity)
+    let service = match AirlockServer::new(shared.clone(), identity)
         .serve(rmcp::transport::stdio())
         .await
     {
@@ -36,7 +36,11 @@ pub async fn stdio(
             return ExitCode::from(1);
         }
     };
-    match service.waiting().await {
+    let ended = service.waiting().await;
+    // The client is gone and rmcp has cancelled what was still running;
+    // let those executions write their end line before the process exits.
+    executions_ended(&shared).await;
+    match ended {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: the MCP session ended abnormally: {e}");
@@ -59,12 +63,30 @@ pub async fn http(
             return ExitCode::from(2);
         }
     };
-    match crate::http::serve(shared, options).await {
+    let served = crate::http::serve(shared.clone(), options).await;
+    executions_ended(&shared).await;
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// How long a stopping server waits for cancelled executions to record
+/// their end: a cancelled sandbox stops at its next epoch tick, so this
+/// is only reached when something is badly stuck.
+const END_LINE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn executions_ended(shared: &Shared) {
+    let stuck = shared.executions_ended(END_LINE_WAIT).await;
+    if stuck > 0 {
+        tracing::warn!(
+            executions = stuck,
+            "stopping with executions that did not record their end within {} s; their audit has a start without an end",
+            END_LINE_WAIT.as_secs()
+        );
     }
 }
 
@@ -87,5 +109,6 @@ pub async fn shared(
         limits,
         prefix: prefix.to_string(),
         collector,
+        executions: Default::default(),
     }))
 }

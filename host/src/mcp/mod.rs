@@ -42,6 +42,24 @@ pub struct Shared {
     pub prefix: String,
     /// A QuoxCORE collector, whose resources and prompts are offered too.
     pub collector: Option<Arc<airlock_collector::Collector>>,
+    /// Every running execution holds a token of this tracker, so a server
+    /// that stops (stdin closed, SIGTERM) can wait for the cancelled ones
+    /// to write their audit end line before the process exits.
+    pub executions: tokio_util::task::TaskTracker,
+}
+
+impl Shared {
+    /// Waits, at most `bound`, for the executions still running to end
+    /// and record how they ended. Called once the transport has stopped
+    /// and cancelled them; returns how many were still running after
+    /// `bound` (0 when every one ended).
+    pub async fn executions_ended(&self, bound: std::time::Duration) -> usize {
+        self.executions.close();
+        match tokio::time::timeout(bound, self.executions.wait()).await {
+            Ok(()) => 0,
+            Err(_) => self.executions.len(),
+        }
+    }
 }
 
 /// Who an HTTP request authenticated as; put into the request's
@@ -131,6 +149,7 @@ impl AirlockServer {
             return Self::invalid("`script` (JavaScript source) is required");
         };
         let identity = self.identity(context);
+        let _running = self.shared.executions.token();
         let execution = match Execution::start(&self.shared.gateway, &identity, script) {
             Ok(e) => e,
             Err(e) => return Self::invalid(e.to_string()),
