@@ -1,14 +1,11 @@
-//! Operator commands: deciding approvals and verifying the audit log.
-//! They work on the state directory directly, so they can run while a
-//! server is running.
+//! Operator commands: deciding approvals, verifying and exporting the
+//! audit chain. They open the configured state themselves (the state
+//! directory's files, or the deployment's PostgreSQL database), so they
+//! run beside any number of servers.
 
 use std::{path::PathBuf, process::ExitCode};
 
-use airlock_gateway::{
-    approval::{ApprovalStore, Request},
-    audit,
-    visible::visible,
-};
+use airlock_gateway::{approval::Request, audit, state::State, visible::visible};
 use clap::Subcommand;
 
 use crate::settings::ConfigFile;
@@ -42,8 +39,16 @@ pub enum ApprovalAction {
 pub enum AuditAction {
     /// Check every line's hash and link; report the first broken line.
     Verify {
-        /// The log to check (default: the configured audit log).
+        /// A JSONL file to check offline (default: the configured audit
+        /// chain, in its file or in PostgreSQL).
         file: Option<PathBuf>,
+    },
+    /// Write the configured audit chain as JSONL, which `audit verify
+    /// FILE` checks offline.
+    Export {
+        /// Where to write it (created 0600; default: standard output).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
     },
 }
 
@@ -54,13 +59,9 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn store(file: &ConfigFile) -> Result<ApprovalStore, String> {
+fn state(file: &ConfigFile) -> Result<State, String> {
     let config = file.gateway().map_err(|e| e.to_string())?;
-    ApprovalStore::open(
-        &config.approvals_db,
-        (config.approval.ttl_secs as i64).saturating_mul(1000),
-    )
-    .map_err(|e| e.to_string())
+    State::open(&config).map_err(|e| e.to_string())
 }
 
 /// One request as a line for a terminal. Summaries are filed escaped;
@@ -81,8 +82,8 @@ fn describe(r: &Request, now: i64) -> String {
 }
 
 pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
-    let store = match store(file) {
-        Ok(s) => s,
+    let store = match state(file) {
+        Ok(s) => s.approvals,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -122,31 +123,33 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
 }
 
 pub fn audit(file: &ConfigFile, action: AuditAction) -> ExitCode {
-    let AuditAction::Verify { file: path } = action;
-    let path = match path {
-        Some(p) => p,
-        None => match file.gateway() {
-            Ok(g) => g.audit_file,
+    match action {
+        AuditAction::Verify { file: Some(path) } => {
+            report(audit::verify(&path), &path.display().to_string())
+        }
+        AuditAction::Verify { file: None } => match state(file) {
+            Ok(s) => report(s.audit.verify(), &s.audit.location()),
             Err(e) => {
                 eprintln!("error: {e}");
-                return ExitCode::from(2);
+                ExitCode::from(2)
             }
         },
-    };
-    match audit::verify(&path) {
+        AuditAction::Export { output } => export(file, output),
+    }
+}
+
+fn report(verdict: Result<audit::Verdict, audit::AuditError>, at: &str) -> ExitCode {
+    match verdict {
         Ok(v) if v.ok() => {
             println!(
-                "ok: {} lines verified in {}; head seq {} hash {}",
-                v.good_lines,
-                path.display(),
-                v.head.seq,
-                v.head.hash
+                "ok: {} lines verified in {at}; head seq {} hash {}",
+                v.good_lines, v.head.seq, v.head.hash
             );
             ExitCode::SUCCESS
         }
         Ok(v) => {
             let (line, why) = v.problem.expect("not ok means a problem");
-            println!("BROKEN at line {line} of {}: {why}", path.display());
+            println!("BROKEN at line {line} of {at}: {why}");
             println!(
                 "lines 1-{} verify (head seq {} hash {})",
                 v.good_lines, v.head.seq, v.head.hash
@@ -157,5 +160,69 @@ pub fn audit(file: &ConfigFile, action: AuditAction) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+fn export(file: &ConfigFile, output: Option<PathBuf>) -> ExitCode {
+    let s = match state(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let written = match &output {
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            s.audit.export(&mut out)
+        }
+        Some(path) => {
+            let created = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode_private()
+                .open(path);
+            match created {
+                Ok(f) => s.audit.export(&mut std::io::BufWriter::new(f)),
+                Err(e) => {
+                    eprintln!(
+                        "error: cannot create {} ({e}); name a file that does not exist yet",
+                        path.display()
+                    );
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    };
+    match written {
+        Ok(bytes) => {
+            if let Some(path) = &output {
+                eprintln!(
+                    "exported {bytes} bytes of the audit chain in {} to {}",
+                    s.audit.location(),
+                    path.display()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Creating a file only its owner can read: an audit export names who
+/// did what.
+trait PrivateMode {
+    fn mode_private(&mut self) -> &mut Self;
+}
+
+impl PrivateMode for std::fs::OpenOptions {
+    fn mode_private(&mut self) -> &mut Self {
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600);
+        self
     }
 }

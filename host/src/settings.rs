@@ -11,6 +11,7 @@ use std::{
 use airlock_gateway::{
     config::{default_state_dir, ApprovalConfig, NoStateDir, RateConfig},
     policy::{Grant, PolicyConfig},
+    state::PostgresConfig,
     GatewayConfig,
 };
 use airlock_proxmox::backend::ProxmoxConfig;
@@ -35,6 +36,8 @@ pub struct ConfigFile {
     pub approval: ApprovalConfig,
     pub rate: RateConfig,
     pub audit: AuditSection,
+    /// Where approvals, the audit chain and rate buckets live.
+    pub state: StateSection,
     /// Proxmox VE clusters; see docs/CONFIGURATION.md.
     pub proxmox: Option<ProxmoxConfig>,
     /// A QuoxCORE collector; see docs/CONFIGURATION.md.
@@ -62,6 +65,30 @@ pub struct PolicySection {
 pub struct AuditSection {
     /// The audit log; default `<state_dir>/audit.jsonl`.
     pub file: Option<PathBuf>,
+}
+
+/// `[state]`: this machine's files (`sqlite`, the default) or a
+/// PostgreSQL database the replicas of a deployment share.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateSection {
+    pub backend: StateBackend,
+    /// `postgres://USER@HOST:PORT/DATABASE`, without a password (that
+    /// goes in `password_file`, or the whole URL in `AIRLOCK_STATE_URL`).
+    pub url: Option<String>,
+    pub password_file: Option<PathBuf>,
+    /// Connections one replica keeps open at most (default 8).
+    pub pool_size: Option<usize>,
+    /// Bound on connecting and on each statement, in ms (default 5000).
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateBackend {
+    #[default]
+    Sqlite,
+    Postgres,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -190,7 +217,65 @@ impl ConfigFile {
         if let Some(f) = std::env::var_os("AIRLOCK_AUDIT_FILE").filter(|f| !f.is_empty()) {
             config.audit_file = PathBuf::from(f);
         }
+        config.postgres = self.postgres(std::env::var("AIRLOCK_STATE_URL").ok())?;
         Ok(config)
+    }
+
+    /// `[state]` for PostgreSQL, or `None` for this machine's files.
+    /// `env_url` (`AIRLOCK_STATE_URL`) wins over the file's `url` and
+    /// alone selects PostgreSQL; it is the one place a password may be
+    /// written into the URL itself.
+    fn postgres(&self, env_url: Option<String>) -> Result<Option<PostgresConfig>, SettingsError> {
+        let s = &self.state;
+        let env_url = env_url.filter(|u| !u.is_empty());
+        if s.backend == StateBackend::Sqlite && env_url.is_none() {
+            if s.url.is_some() || s.password_file.is_some() {
+                return Err(SettingsError::Invalid(
+                    "[state] url and password_file are for backend = \"postgres\"; add that line, or remove them to keep the state in this machine's files".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        let url = match (env_url, &s.url) {
+            (Some(u), _) => u,
+            (None, Some(u)) => {
+                if PostgresConfig::url_has_password(u) {
+                    return Err(SettingsError::Invalid(
+                        "[state] url carries a password; a configuration file is no place for one: put it in a file named by password_file (mode 0600), or give the whole URL in AIRLOCK_STATE_URL".into(),
+                    ));
+                }
+                u.clone()
+            }
+            (None, None) => {
+                return Err(SettingsError::Invalid(
+                    "[state] backend = \"postgres\" needs url = \"postgres://USER@HOST:PORT/DATABASE\" (or AIRLOCK_STATE_URL)".into(),
+                ))
+            }
+        };
+        if !self.configures_backend() {
+            return Err(SettingsError::Invalid(
+                "[state] backend = \"postgres\" is for a deployment's real backends, and this configuration has none ([proxmox] or [collector]), so it would run on the simulated cluster; configure a backend, or drop [state] to simulate on this machine's files".into(),
+            ));
+        }
+        let mut pg = PostgresConfig::new(url);
+        pg.password_file = s.password_file.clone();
+        if let Some(n) = s.pool_size {
+            if n == 0 {
+                return Err(SettingsError::Invalid(
+                    "[state] pool_size = 0 leaves no connection; use at least 1 (default 8)".into(),
+                ));
+            }
+            pg.pool_size = n;
+        }
+        if let Some(ms) = s.timeout_ms {
+            if ms < 100 {
+                return Err(SettingsError::Invalid(
+                    format!("[state] timeout_ms = {ms} would fail statements a healthy database answers; use at least 100 (default 5000)"),
+                ));
+            }
+            pg.timeout = std::time::Duration::from_millis(ms);
+        }
+        Ok(Some(pg))
     }
 }
 

@@ -168,7 +168,9 @@ async fn the_attack_corpus() {
             gateway: gateway.clone(),
             caller: Caller::new(*identity),
         };
-        let audit_before = std::fs::metadata(gateway.audit_path()).unwrap().len();
+        let audit_before = std::fs::metadata(gateway.audit_path().unwrap())
+            .unwrap()
+            .len();
         std::fs::write("/proc/self/clear_refs", "5").expect("reset peak RSS");
         let rss_before = status_bytes("VmRSS:");
         let t0 = Instant::now();
@@ -176,7 +178,7 @@ async fn the_attack_corpus() {
         let wall = t0.elapsed();
         let rss_growth = status_bytes("VmHWM:").saturating_sub(rss_before);
         let answer = serde_json::to_vec(&outcome).unwrap().len();
-        let audit_text = std::fs::read(gateway.audit_path()).unwrap();
+        let audit_text = std::fs::read(gateway.audit_path().unwrap()).unwrap();
         let added = &audit_text[audit_before as usize..];
         let seen = backend.calls.load(Ordering::SeqCst) - before;
         let name = path.file_name().unwrap().to_string_lossy();
@@ -259,7 +261,7 @@ async fn the_attack_corpus() {
         scripts.len(),
         broken.join("\n")
     );
-    let v = audit::verify(gateway.audit_path()).unwrap();
+    let v = audit::verify(gateway.audit_path().unwrap()).unwrap();
     assert!(v.ok(), "the audit log verifies after the corpus: {v:?}");
     drop(sim);
 }

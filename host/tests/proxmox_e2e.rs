@@ -117,9 +117,9 @@ async fn stopping_every_vm_on_a_node_after_approval() {
         "only the container still runs"
     );
     assert_eq!(d.writes().await, 3);
-    assert!(audit::verify(d.gateway.audit_path()).unwrap().ok());
+    assert!(audit::verify(d.gateway.audit_path().unwrap()).unwrap().ok());
     // No token secret in the audit log or in anything the scripts got back.
-    let log = std::fs::read_to_string(d.gateway.audit_path()).unwrap();
+    let log = std::fs::read_to_string(d.gateway.audit_path().unwrap()).unwrap();
     let outputs = format!(
         "{}{}",
         serde_json::to_string(&first).unwrap(),
@@ -145,7 +145,7 @@ async fn a_read_only_identity_is_denied_before_anything_reaches_the_cluster() {
         "no write request reached the simulator"
     );
     assert_eq!(d.running_on("pve2").await, [104, 105, 201]);
-    let log = std::fs::read_to_string(d.gateway.audit_path()).unwrap();
+    let log = std::fs::read_to_string(d.gateway.audit_path().unwrap()).unwrap();
     assert!(log.contains("\"decision\":\"denied\""));
-    assert!(audit::verify(d.gateway.audit_path()).unwrap().ok());
+    assert!(audit::verify(d.gateway.audit_path().unwrap()).unwrap().ok());
 }

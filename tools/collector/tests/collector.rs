@@ -90,9 +90,9 @@ impl Drop for Setup {
         if std::thread::panicking() {
             return;
         }
-        let v = audit::verify(self.gateway.audit_path()).unwrap();
+        let v = audit::verify(self.gateway.audit_path().unwrap()).unwrap();
         assert!(v.ok(), "the audit log verifies: {v:?}");
-        let log = std::fs::read_to_string(self.gateway.audit_path()).unwrap();
+        let log = std::fs::read_to_string(self.gateway.audit_path().unwrap()).unwrap();
         let seen = self.seen.lock().unwrap();
         assert!(!log.contains(KEY) && !seen.contains(KEY), "the key leaked");
         assert!(
@@ -194,7 +194,7 @@ async fn invalid_input_never_reaches_the_collector() {
         .unwrap_err();
     assert_eq!(e.code(), "invalid_arguments");
     assert_eq!(s.sim.executes(), 0, "no invalid call reached the collector");
-    let log = std::fs::read_to_string(s.gateway.audit_path()).unwrap();
+    let log = std::fs::read_to_string(s.gateway.audit_path().unwrap()).unwrap();
     assert_eq!(log.matches("\"reason\":\"invalid_arguments\"").count(), 4);
 }
 
@@ -218,7 +218,7 @@ async fn airlock_approval_then_the_collectors_own_pending_result() {
     assert_eq!(r["pending"], true, "{r}");
     let id = r["approvalId"].as_str().unwrap().to_string();
     assert!(r["instructions"].as_str().unwrap().contains(&id));
-    let log = std::fs::read_to_string(s.gateway.audit_path()).unwrap();
+    let log = std::fs::read_to_string(s.gateway.audit_path().unwrap()).unwrap();
     assert!(
         log.contains(&format!("\"backend_request_id\":\"{id}\"")),
         "the collector's approval id is in the audit"
@@ -267,7 +267,7 @@ async fn failures_are_clear_and_never_retried_once_sent() {
         );
     }
     s.sim.set_behaviour(Behaviour::Normal);
-    let log = std::fs::read_to_string(s.gateway.audit_path()).unwrap();
+    let log = std::fs::read_to_string(s.gateway.audit_path().unwrap()).unwrap();
     for code in [
         "backend_error",
         "bad_response",

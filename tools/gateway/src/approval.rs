@@ -1,5 +1,8 @@
-//! Approvals for mutations, kept in SQLite so they survive restarts and can
-//! be granted from another process (`airlock approvals approve ID`).
+//! Approvals for mutations, kept in a store that outlives the process and
+//! that another process can decide in (`airlock approvals approve ID`):
+//! one machine's SQLite file ([`SqliteApprovals`]), or a PostgreSQL
+//! database every replica shares (`state::postgres`). Both pass the same
+//! tests (`tests/state.rs`).
 //!
 //! An approval is bound to identity + tool + the SHA-256 of the exact
 //! arguments, expires, and is used up by the one call it allowed: a
@@ -30,7 +33,7 @@ pub const DEFAULT_TTL_MS: i64 = 10 * 60 * 1000;
 pub const DEFAULT_MAX_OPEN: u32 = 20;
 
 /// Expired rows are looked for at most this often during `check`.
-const PURGE_EVERY_MS: i64 = 60_000;
+pub(crate) const PURGE_EVERY_MS: i64 = 60_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -42,7 +45,7 @@ pub enum Status {
 }
 
 impl Status {
-    fn parse(s: &str) -> Status {
+    pub(crate) fn parse(s: &str) -> Status {
         match s {
             "approved" => Status::Approved,
             "denied" => Status::Denied,
@@ -51,7 +54,7 @@ impl Status {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "pending",
             Status::Approved => "approved",
@@ -114,12 +117,72 @@ impl From<rusqlite::Error> for ApprovalError {
     }
 }
 
-pub struct ApprovalStore {
+/// One machine's approvals, in a SQLite file in the state directory.
+pub struct SqliteApprovals {
     conn: Mutex<Connection>,
     ttl_ms: i64,
     max_open: u32,
     /// When expired rows were last deleted (the `now` of that call).
     purged_ms: AtomicI64,
+}
+
+/// Where approval requests are filed, decided and used up. Every method
+/// is one atomic step: two gateways checking the same approved call at
+/// once (two threads, or two replicas on one database) use it once.
+pub trait ApprovalStore: Send + Sync {
+    /// Looks for an approval of exactly this call and uses it up, or finds
+    /// (or opens) the request an operator must decide.
+    fn check(
+        &self,
+        identity: &str,
+        tool: &str,
+        args_hash: &str,
+        summary: &str,
+        now_ms: i64,
+    ) -> Result<Check, ApprovalError>;
+
+    /// Requests, newest first; only those still open unless `all`.
+    fn list(&self, now_ms: i64, all: bool) -> Result<Vec<Request>, ApprovalError>;
+
+    fn get(&self, id: &str) -> Result<Request, ApprovalError>;
+
+    /// Decides a pending, unexpired request (`to` is `Approved` or
+    /// `Denied`); the decision then lives for the TTL.
+    fn decide(&self, id: &str, by: &str, now_ms: i64, to: Status)
+        -> Result<Request, ApprovalError>;
+
+    /// Deletes every row whose expiry passed more than one TTL before
+    /// `now_ms`, whatever its status: nothing can use or decide it any
+    /// more, and a denial has stopped counting. Returns how many went.
+    fn purge(&self, now_ms: i64) -> Result<usize, ApprovalError>;
+
+    /// How many rows the store holds, in any state.
+    fn rows(&self) -> Result<u64, ApprovalError>;
+
+    fn ttl_ms(&self) -> i64;
+
+    /// Grants a pending request; the approval then lives for the TTL.
+    fn approve(&self, id: &str, by: &str, now_ms: i64) -> Result<Request, ApprovalError> {
+        self.decide(id, by, now_ms, Status::Approved)
+    }
+
+    fn deny(&self, id: &str, by: &str, now_ms: i64) -> Result<Request, ApprovalError> {
+        self.decide(id, by, now_ms, Status::Denied)
+    }
+}
+
+/// Why `current` cannot be decided at `now_ms`, if it cannot.
+pub(crate) fn undecidable(current: &Request, now_ms: i64) -> Option<ApprovalError> {
+    if current.status != Status::Pending {
+        return Some(ApprovalError::NotPending {
+            id: current.id.clone(),
+            status: current.status.as_str(),
+        });
+    }
+    if current.expired(now_ms) {
+        return Some(ApprovalError::Expired(current.id.clone()));
+    }
+    None
 }
 
 const SCHEMA: &str = "
@@ -139,6 +202,27 @@ CREATE TABLE IF NOT EXISTS approvals (
 CREATE INDEX IF NOT EXISTS approvals_binding ON approvals (identity, tool, args_hash, status);
 ";
 
+/// The schema version this build writes (`PRAGMA user_version`): 0 is a
+/// new file, or one from before versions were kept (its table is the
+/// same as version 1's).
+const SCHEMA_VERSION: i64 = 1;
+
+/// Brings the file to [`SCHEMA_VERSION`], refusing one a newer Airlock
+/// wrote rather than guessing at its rows.
+fn migrate(conn: &Connection) -> Result<(), ApprovalError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(ApprovalError::Storage(format!(
+            "the approvals database has schema version {version}, newer than the {SCHEMA_VERSION} this Airlock knows; run the newer Airlock, or move the file aside"
+        )));
+    }
+    if version < 1 {
+        conn.execute_batch(SCHEMA)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
+    Ok(())
+}
+
 const COLUMNS: &str =
     "id, identity, tool, args_hash, summary, status, created_ms, expires_ms, decided_by";
 
@@ -156,7 +240,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Request> {
     })
 }
 
-impl ApprovalStore {
+impl SqliteApprovals {
     /// Opens (creating if needed) the store at `path` and deletes rows
     /// long expired. Its directory is created 0700 or must be this user's
     /// alone; the file is created 0600 before SQLite opens it (SQLite gives
@@ -184,7 +268,7 @@ impl ApprovalStore {
         // Another process (the CLI) may write while a server reads.
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.execute_batch(SCHEMA)?;
+        migrate(&conn)?;
         Ok(Self {
             conn: Mutex::new(conn),
             ttl_ms,
@@ -192,11 +276,10 @@ impl ApprovalStore {
             purged_ms: AtomicI64::new(i64::MIN),
         })
     }
+}
 
-    /// Deletes every row whose expiry passed more than one TTL before
-    /// `now_ms`, whatever its status: nothing can use or decide it any
-    /// more, and a denial has stopped counting. Returns how many went.
-    pub fn purge(&self, now_ms: i64) -> Result<usize, ApprovalError> {
+impl ApprovalStore for SqliteApprovals {
+    fn purge(&self, now_ms: i64) -> Result<usize, ApprovalError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let n = conn.execute(
             "DELETE FROM approvals WHERE expires_ms < ?1",
@@ -206,20 +289,17 @@ impl ApprovalStore {
         Ok(n)
     }
 
-    /// How many rows the store holds, in any state.
-    pub fn rows(&self) -> Result<u64, ApprovalError> {
+    fn rows(&self) -> Result<u64, ApprovalError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let n: i64 = conn.query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))?;
         Ok(n.max(0) as u64)
     }
 
-    pub fn ttl_ms(&self) -> i64 {
+    fn ttl_ms(&self) -> i64 {
         self.ttl_ms
     }
 
-    /// Looks for an approval of exactly this call and uses it up, or finds
-    /// (or opens) the request an operator must decide.
-    pub fn check(
+    fn check(
         &self,
         identity: &str,
         tool: &str,
@@ -297,8 +377,7 @@ impl ApprovalStore {
         Ok(Check::Required(request))
     }
 
-    /// Requests, newest first; only those still open unless `all`.
-    pub fn list(&self, now_ms: i64, all: bool) -> Result<Vec<Request>, ApprovalError> {
+    fn list(&self, now_ms: i64, all: bool) -> Result<Vec<Request>, ApprovalError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let sql = if all {
             format!("SELECT {COLUMNS} FROM approvals ORDER BY created_ms DESC")
@@ -314,7 +393,7 @@ impl ApprovalStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    pub fn get(&self, id: &str) -> Result<Request, ApprovalError> {
+    fn get(&self, id: &str) -> Result<Request, ApprovalError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         conn.query_row(
             &format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"),
@@ -325,15 +404,6 @@ impl ApprovalStore {
         .ok_or_else(|| ApprovalError::NotFound(id.into()))
     }
 
-    /// Grants a pending request; the approval then lives for the TTL.
-    pub fn approve(&self, id: &str, by: &str, now_ms: i64) -> Result<Request, ApprovalError> {
-        self.decide(id, by, now_ms, Status::Approved)
-    }
-
-    pub fn deny(&self, id: &str, by: &str, now_ms: i64) -> Result<Request, ApprovalError> {
-        self.decide(id, by, now_ms, Status::Denied)
-    }
-
     fn decide(
         &self,
         id: &str,
@@ -341,15 +411,8 @@ impl ApprovalStore {
         now_ms: i64,
         to: Status,
     ) -> Result<Request, ApprovalError> {
-        let current = self.get(id)?;
-        if current.status != Status::Pending {
-            return Err(ApprovalError::NotPending {
-                id: id.into(),
-                status: current.status.as_str(),
-            });
-        }
-        if current.expired(now_ms) {
-            return Err(ApprovalError::Expired(id.into()));
+        if let Some(e) = undecidable(&self.get(id)?, now_ms) {
+            return Err(e);
         }
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let changed = conn.execute(
@@ -375,153 +438,27 @@ fn wall_clock_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn new_id() -> Result<String, ApprovalError> {
+pub(crate) fn new_id() -> Result<String, ApprovalError> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes)
         .map_err(|e| ApprovalError::Storage(format!("no randomness for an id: {e}")))?;
     Ok(format!("ap-{}", hex::encode(bytes)))
 }
 
+// The behaviour every store shares is tested once for all of them in
+// `tests/state.rs`; here, what only the SQLite file has.
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const T0: i64 = 1_000_000;
-
-    fn store() -> ApprovalStore {
-        ApprovalStore::in_memory(DEFAULT_TTL_MS).unwrap()
-    }
-
-    fn required(c: Check) -> Request {
-        match c {
-            Check::Required(r) => r,
-            other => panic!("expected a request, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn round_trip_is_single_use() {
-        let s = store();
-        let r = required(s.check("alice", "vm_stop", "h1", "node=pve1", T0).unwrap());
-        assert_eq!(r.status, Status::Pending);
-        // Asking again does not open a second request.
-        assert_eq!(
-            required(
-                s.check("alice", "vm_stop", "h1", "node=pve1", T0 + 1)
-                    .unwrap()
-            )
-            .id,
-            r.id
-        );
-        s.approve(&r.id, "op", T0 + 2).unwrap();
-        assert_eq!(
-            s.check("alice", "vm_stop", "h1", "", T0 + 3).unwrap(),
-            Check::Proceed {
-                request_id: r.id.clone()
-            }
-        );
-        // Replay: used up.
-        let again = required(s.check("alice", "vm_stop", "h1", "", T0 + 4).unwrap());
-        assert_ne!(again.id, r.id);
-        assert_eq!(s.get(&r.id).unwrap().status, Status::Used);
-        assert!(matches!(
-            s.approve(&r.id, "op", T0 + 5),
-            Err(ApprovalError::NotPending { .. })
-        ));
-    }
-
-    #[test]
-    fn bound_to_identity_tool_and_arguments() {
-        let s = store();
-        let r = required(s.check("alice", "vm_stop", "h1", "", T0).unwrap());
-        s.approve(&r.id, "op", T0).unwrap();
-        assert!(matches!(
-            s.check("bob", "vm_stop", "h1", "", T0).unwrap(),
-            Check::Required(_)
-        ));
-        assert!(matches!(
-            s.check("alice", "vm_delete", "h1", "", T0).unwrap(),
-            Check::Required(_)
-        ));
-        assert!(matches!(
-            s.check("alice", "vm_stop", "h2", "", T0).unwrap(),
-            Check::Required(_)
-        ));
-        assert!(matches!(
-            s.check("alice", "vm_stop", "h1", "", T0).unwrap(),
-            Check::Proceed { .. }
-        ));
-    }
-
-    #[test]
-    fn requests_and_approvals_expire() {
-        let s = store();
-        let r = required(s.check("alice", "t", "h", "", T0).unwrap());
-        assert_eq!(
-            s.approve(&r.id, "op", T0 + DEFAULT_TTL_MS),
-            Err(ApprovalError::Expired(r.id.clone()))
-        );
-        let r = required(s.check("alice", "t", "h", "", T0 + DEFAULT_TTL_MS).unwrap());
-        let granted_at = T0 + DEFAULT_TTL_MS + 10;
-        s.approve(&r.id, "op", granted_at).unwrap();
-        // Unused past its lifetime: no longer valid.
-        assert!(matches!(
-            s.check("alice", "t", "h", "", granted_at + DEFAULT_TTL_MS)
-                .unwrap(),
-            Check::Required(_)
-        ));
-    }
-
-    #[test]
-    fn denial_sticks_until_it_expires() {
-        let s = store();
-        let r = required(s.check("alice", "t", "h", "", T0).unwrap());
-        s.deny(&r.id, "op", T0 + 1).unwrap();
-        assert!(matches!(
-            s.check("alice", "t", "h", "", T0 + 2).unwrap(),
-            Check::Denied(_)
-        ));
-        assert!(matches!(
-            s.check("alice", "t", "h", "", T0 + 2 + DEFAULT_TTL_MS)
-                .unwrap(),
-            Check::Required(_)
-        ));
-        assert!(matches!(
-            s.approve("ap-nope", "op", T0),
-            Err(ApprovalError::NotFound(_))
-        ));
-    }
-
-    #[test]
-    fn survives_a_restart() {
-        // Opening purges by the real clock: this store lives in it.
-        let now = wall_clock_ms();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state/approvals.db");
-        let id = {
-            let s = ApprovalStore::open(&path, DEFAULT_TTL_MS).unwrap();
-            // One from long ago, which the next open deletes.
-            required(s.check("alice", "old", "h", "", T0).unwrap());
-            required(s.check("alice", "t", "h", "", now).unwrap()).id
-        };
-        let s = ApprovalStore::open(&path, DEFAULT_TTL_MS).unwrap();
-        assert_eq!(s.rows().unwrap(), 1, "the old request was purged at open");
-        assert_eq!(s.list(now, false).unwrap()[0].id, id);
-        s.approve(&id, "op", now).unwrap();
-        let s2 = ApprovalStore::open(&path, DEFAULT_TTL_MS).unwrap();
-        assert!(matches!(
-            s2.check("alice", "t", "h", "", now).unwrap(),
-            Check::Proceed { .. }
-        ));
-    }
 
     #[test]
     fn the_store_is_private() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state/approvals.db");
-        let s = ApprovalStore::open(&path, DEFAULT_TTL_MS).unwrap();
-        required(s.check("alice", "t", "h", "", wall_clock_ms()).unwrap());
+        let s = SqliteApprovals::open(&path, DEFAULT_TTL_MS).unwrap();
+        let check = s.check("alice", "t", "h", "", wall_clock_ms()).unwrap();
+        assert!(matches!(check, Check::Required(_)), "{check:?}");
         let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
         assert_eq!(mode(path.parent().unwrap()), 0o700);
         for f in ["approvals.db", "approvals.db-wal", "approvals.db-shm"] {
@@ -530,58 +467,25 @@ mod tests {
     }
 
     #[test]
-    fn an_identity_has_at_most_max_open_requests_waiting() {
-        let s = store().with_max_open(3);
-        let ids: Vec<String> = (0..3)
-            .map(|i| required(s.check("alice", "t", &format!("h{i}"), "", T0).unwrap()).id)
-            .collect();
-        assert_eq!(
-            s.check("alice", "t", "h3", "", T0).unwrap(),
-            Check::TooManyOpen { limit: 3 }
-        );
-        // Asking again about a waiting request files nothing new.
-        assert_eq!(
-            required(s.check("alice", "t", "h0", "", T0).unwrap()).id,
-            ids[0]
-        );
-        // Another identity has its own allowance.
-        required(s.check("bob", "t", "h3", "", T0).unwrap());
-        // A decision makes room, and so does expiry.
-        s.deny(&ids[0], "op", T0).unwrap();
-        required(s.check("alice", "t", "h3", "", T0).unwrap());
-        assert!(matches!(
-            s.check("alice", "t", "h4", "", T0).unwrap(),
-            Check::TooManyOpen { .. }
-        ));
-        required(
-            s.check("alice", "t", "h4", "", T0 + DEFAULT_TTL_MS)
-                .unwrap(),
-        );
-        assert_eq!(s.rows().unwrap(), 6);
-    }
-
-    #[test]
-    fn expired_rows_are_purged_so_the_table_stays_small() {
-        let s = store();
-        let step = DEFAULT_TTL_MS / 4;
-        let mut most = 0;
-        for i in 0..1000 {
-            let now = T0 + i * step;
-            let r = required(s.check("alice", "t", &format!("h{i}"), "", now).unwrap());
-            match i % 3 {
-                0 => {
-                    s.approve(&r.id, "op", now).unwrap();
-                    assert!(matches!(
-                        s.check("alice", "t", &format!("h{i}"), "", now).unwrap(),
-                        Check::Proceed { .. }
-                    ));
-                }
-                1 => drop(s.deny(&r.id, "op", now).unwrap()),
-                _ => {} // left to expire
-            }
-            most = most.max(s.rows().unwrap());
+    fn a_file_from_before_schema_versions_is_taken_as_version_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("approvals.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute(
+                "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms) \
+                 VALUES ('ap-1', 'alice', 't', 'h', '', 'pending', ?1, ?2)",
+                params![wall_clock_ms(), wall_clock_ms() + DEFAULT_TTL_MS],
+            )
+            .unwrap();
         }
-        // Alive: what expired less than a TTL ago, 2 TTLs of requests.
-        assert!(most <= 9, "the table grew to {most} rows");
+        let s = SqliteApprovals::open(&path, DEFAULT_TTL_MS).unwrap();
+        assert_eq!(s.get("ap-1").unwrap().status, Status::Pending);
+        let conn = s.conn.lock().unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
     }
 }

@@ -54,6 +54,8 @@ pub enum AuditError {
     StateDir(#[from] StateDirError),
     #[error("the audit log {path} is locked by another process for more than {} s; find the process holding it (fuser {path}) and stop it", .waited.as_secs_f64())]
     Locked { path: String, waited: Duration },
+    #[error("the audit store {location} is unavailable: {message}")]
+    Store { location: String, message: String },
     #[error("an audit line of {bytes} bytes is longer than the {limit} bytes a line may take; nothing was written")]
     LineTooLong { bytes: usize, limit: usize },
 }
@@ -65,6 +67,31 @@ pub struct Head {
     pub hash: String,
 }
 
+/// Where the chain is kept: a JSONL file one machine's processes share
+/// ([`AuditLog`]), or a PostgreSQL table every replica appends to
+/// (`state::postgres`). Both write the bytes [`seal`] makes.
+pub trait AuditStore: Send + Sync {
+    /// Appends one event (a JSON object of its fields) and returns the new
+    /// head. An error means nothing usable was written.
+    fn append(&self, event: &str, fields: Map<String, Value>) -> Result<Head, AuditError>;
+
+    /// Checks the whole chain, as [`verify`] checks a file.
+    fn verify(&self) -> Result<Verdict, AuditError>;
+
+    /// Writes the whole chain as JSONL (what `airlock audit verify FILE`
+    /// checks offline) and returns the bytes written.
+    fn export(&self, out: &mut dyn Write) -> Result<u64, AuditError>;
+
+    /// Where the chain is, for messages (never a password).
+    fn location(&self) -> String;
+
+    /// The file, when the chain is one.
+    fn file(&self) -> Option<&Path> {
+        None
+    }
+}
+
+/// One machine's chain, in a JSONL file.
 pub struct AuditLog {
     path: PathBuf,
     /// Head and file length after our last append; when the file has the
@@ -124,30 +151,13 @@ impl AuditLog {
             Some((head, at)) if *at == len => head.clone(),
             _ => last_head(&mut file).map_err(err)?,
         };
-        let mut record = Map::new();
-        record.insert("seq".into(), Value::from(head.seq + 1));
-        record.insert(
-            "ts".into(),
-            Value::String(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
-        );
-        record.insert("event".into(), Value::String(event.into()));
-        for (k, v) in fields {
-            if !matches!(k.as_str(), "seq" | "ts" | "event" | "prev" | "hash") {
-                record.insert(k, v);
+        let (new_head, line) = match seal(&head, event, fields) {
+            Ok(sealed) => sealed,
+            Err(e) => {
+                let _ = file.unlock();
+                return Err(e);
             }
-        }
-        record.insert("prev".into(), Value::String(head.hash));
-        let hash = sha256_hex(canonical_json(&Value::Object(record.clone())).as_bytes());
-        record.insert("hash".into(), Value::String(hash.clone()));
-        let mut line = serde_json::to_vec(&Value::Object(record)).expect("JSON serializes");
-        line.push(b'\n');
-        if line.len() > MAX_LINE_BYTES {
-            let _ = file.unlock();
-            return Err(AuditError::LineTooLong {
-                bytes: line.len(),
-                limit: MAX_LINE_BYTES,
-            });
-        }
+        };
         let written = file.write_all(&line).and_then(|_| file.flush());
         if let Err(e) = written {
             // Leave no half line behind for the next writer to chain onto.
@@ -157,13 +167,81 @@ impl AuditLog {
             return Err(err(e));
         }
         let _ = file.unlock();
-        let new_head = Head {
-            seq: head.seq + 1,
-            hash,
-        };
         *cached = Some((new_head.clone(), len + line.len() as u64));
         Ok(new_head)
     }
+}
+
+impl AuditStore for AuditLog {
+    fn append(&self, event: &str, fields: Map<String, Value>) -> Result<Head, AuditError> {
+        AuditLog::append(self, event, fields)
+    }
+
+    fn verify(&self) -> Result<Verdict, AuditError> {
+        verify(&self.path)
+    }
+
+    fn export(&self, out: &mut dyn Write) -> Result<u64, AuditError> {
+        let read_err = |e: std::io::Error| AuditError::Read {
+            path: self.path.display().to_string(),
+            message: e.to_string(),
+        };
+        let mut file = File::open(&self.path).map_err(read_err)?;
+        std::io::copy(&mut file, out).map_err(|e| AuditError::Write {
+            path: "the export".into(),
+            message: e.to_string(),
+        })
+    }
+
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn file(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+}
+
+/// The line that follows `head`: `event` and its `fields` (any of the
+/// chain's own keys among them are dropped), stamped with the next `seq`,
+/// the time, `prev` and its `hash`; newline-terminated, at most
+/// [`MAX_LINE_BYTES`]. Every store writes exactly these bytes, so one
+/// [`verify_lines`] checks a file and an export from a database alike.
+pub fn seal(
+    head: &Head,
+    event: &str,
+    fields: Map<String, Value>,
+) -> Result<(Head, Vec<u8>), AuditError> {
+    let mut record = Map::new();
+    record.insert("seq".into(), Value::from(head.seq + 1));
+    record.insert(
+        "ts".into(),
+        Value::String(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
+    );
+    record.insert("event".into(), Value::String(event.into()));
+    for (k, v) in fields {
+        if !matches!(k.as_str(), "seq" | "ts" | "event" | "prev" | "hash") {
+            record.insert(k, v);
+        }
+    }
+    record.insert("prev".into(), Value::String(head.hash.clone()));
+    let hash = sha256_hex(canonical_json(&Value::Object(record.clone())).as_bytes());
+    record.insert("hash".into(), Value::String(hash.clone()));
+    let mut line = serde_json::to_vec(&Value::Object(record)).expect("JSON serializes");
+    line.push(b'\n');
+    if line.len() > MAX_LINE_BYTES {
+        return Err(AuditError::LineTooLong {
+            bytes: line.len(),
+            limit: MAX_LINE_BYTES,
+        });
+    }
+    Ok((
+        Head {
+            seq: head.seq + 1,
+            hash,
+        },
+        line,
+    ))
 }
 
 /// Takes the exclusive lock on `file`, trying again with a growing pause
@@ -261,72 +339,114 @@ pub fn verify(path: &Path) -> Result<Verdict, AuditError> {
 /// editor or an attacker left there, so every line is checked and nothing
 /// in it can make the check panic (the fuzzer holds it to that).
 pub fn verify_lines(mut reader: impl BufRead) -> std::io::Result<Verdict> {
-    let mut head = Head {
-        seq: 0,
-        hash: GENESIS.into(),
-    };
-    let mut n = 0u64;
+    let mut verifier = Verifier::default();
     let mut buf = Vec::new();
     loop {
         buf.clear();
         if reader.read_until(b'\n', &mut buf)? == 0 {
             break;
         }
-        n += 1;
-        let fail = |why: String| Verdict {
-            good_lines: n - 1,
-            head: head.clone(),
-            problem: Some((n, why)),
+        if !verifier.line(&buf) {
+            break;
+        }
+    }
+    Ok(verifier.verdict())
+}
+
+/// The chain checked one line at a time, wherever the lines come from (a
+/// file, or a database page by page). Stops at the first problem.
+pub struct Verifier {
+    head: Head,
+    lines: u64,
+    problem: Option<(u64, String)>,
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Self {
+            head: Head {
+                seq: 0,
+                hash: GENESIS.into(),
+            },
+            lines: 0,
+            problem: None,
+        }
+    }
+}
+
+impl Verifier {
+    /// Checks the next line (its bytes with the newline); `false` once a
+    /// problem was found, after which lines are ignored.
+    pub fn line(&mut self, buf: &[u8]) -> bool {
+        if self.problem.is_some() {
+            return false;
+        }
+        self.lines += 1;
+        match self.check(buf) {
+            Ok(head) => {
+                self.head = head;
+                true
+            }
+            Err(why) => {
+                self.problem = Some((self.lines, why));
+                false
+            }
+        }
+    }
+
+    pub fn verdict(self) -> Verdict {
+        let good_lines = match self.problem {
+            Some(_) => self.lines - 1,
+            None => self.lines,
         };
+        Verdict {
+            good_lines,
+            head: self.head,
+            problem: self.problem,
+        }
+    }
+
+    /// The head after `buf`, or what is wrong with it.
+    fn check(&self, buf: &[u8]) -> Result<Head, String> {
+        let head = &self.head;
         if !buf.ends_with(b"\n") {
-            return Ok(fail(
-                "the line is incomplete (the file was cut short or a write failed)".into(),
-            ));
+            return Err("the line is incomplete (the file was cut short or a write failed)".into());
         }
         let bytes = &buf[..buf.len() - 1];
         let Ok(Value::Object(mut record)) = serde_json::from_slice::<Value>(bytes) else {
-            return Ok(fail(
-                "the line is not a JSON object (edited or corrupted)".into(),
-            ));
+            return Err("the line is not a JSON object (edited or corrupted)".into());
         };
         // The hash covers the record's meaning; this covers its bytes.
         if serde_json::to_vec(&record).ok().as_deref() != Some(bytes) {
-            return Ok(fail(
+            return Err(
                 "the line is not byte for byte as Airlock writes it (a duplicated key, an escaped character, a space or another number form was edited in)".into(),
-            ));
+            );
         }
         let Some(Value::String(hash)) = record.remove("hash") else {
-            return Ok(fail("the line has no hash".into()));
+            return Err("the line has no hash".into());
         };
         if sha256_hex(canonical_json(&Value::Object(record.clone())).as_bytes()) != hash {
-            return Ok(fail(
-                "the line was edited: its hash does not match its content".into(),
-            ));
+            return Err("the line was edited: its hash does not match its content".into());
         }
         let seq = record.get("seq").and_then(Value::as_u64);
         let prev = record.get("prev").and_then(Value::as_str);
         if prev != Some(head.hash.as_str()) {
-            return Ok(fail(format!(
+            return Err(format!(
                 "the line does not follow line {}: its prev hash differs (a line was deleted, inserted or reordered)",
-                n - 1
-            )));
+                self.lines - 1
+            ));
         }
         if seq != Some(head.seq + 1) {
-            return Ok(fail(format!(
+            return Err(format!(
                 "sequence number {seq:?} does not follow {}",
                 head.seq
-            )));
+            ));
         }
-        head = Head {
+        Ok(Head {
             seq: head.seq + 1,
             hash,
-        };
+        })
     }
-    Ok(Verdict {
-        good_lines: n,
-        head,
-        problem: None,
-    })
 }
 
 #[cfg(test)]

@@ -68,6 +68,10 @@ pub struct GatewayConfig {
     pub approvals_db: PathBuf,
     /// The hash-chained JSONL audit log.
     pub audit_file: PathBuf,
+    /// When set, approvals, the audit chain and rate buckets live in this
+    /// PostgreSQL database instead (`approvals_db` and `audit_file` are
+    /// then not used): the state every replica of a deployment shares.
+    pub postgres: Option<crate::state::PostgresConfig>,
     /// The command an operator runs to approve a request, up to the
     /// request id; `ApprovalRequired` errors quote it, so it must reach
     /// this gateway's approval store (e.g. carry the same `--config`).
@@ -87,6 +91,7 @@ impl GatewayConfig {
             rate: RateConfig::default(),
             approvals_db: dir.join("approvals.db"),
             audit_file: dir.join("audit.jsonl"),
+            postgres: None,
             approve_command: DEFAULT_APPROVE_COMMAND.to_string(),
         }
     }

@@ -37,15 +37,17 @@ use tokio::sync::Semaphore;
 
 use crate::{
     approval::{ApprovalError, ApprovalStore, Check},
-    audit::{AuditError, AuditLog},
+    audit::{AuditError, AuditStore},
     audit_fields,
     backend::Backend,
     catalog::{self, quote_name, Catalog, CatalogError, Clash},
     config::GatewayConfig,
     digest::{sha256_hex, sha256_json},
     policy::{Mode, Policy, PolicyError},
+    rate::RateLimits,
     redact,
     spec::{Tier, ToolSpec},
+    state::{State, StateError},
     summary,
 };
 
@@ -144,6 +146,8 @@ pub enum CallError {
     AuditUnavailable(String),
     #[error("the approval store is unavailable, so calls needing approval are refused: {0}")]
     ApprovalUnavailable(String),
+    #[error("the rate limiter cannot be asked, so no call runs: {0}")]
+    RateUnavailable(String),
 }
 
 fn did_you_mean_text(names: &[String]) -> String {
@@ -175,6 +179,7 @@ impl CallError {
             CallError::Backend { code, .. } => code,
             CallError::AuditUnavailable(_) => "audit_unavailable",
             CallError::ApprovalUnavailable(_) => "approval_unavailable",
+            CallError::RateUnavailable(_) => "rate_unavailable",
         }
     }
 
@@ -213,7 +218,9 @@ impl CallError {
             CallError::ApprovalTooLarge { .. } => "approval_too_large",
             CallError::ApprovalLimit { .. } => "approval_limit",
             CallError::RateLimited { .. } => "rate_limited",
-            CallError::AuditUnavailable(_) | CallError::ApprovalUnavailable(_) => "refused",
+            CallError::AuditUnavailable(_)
+            | CallError::ApprovalUnavailable(_)
+            | CallError::RateUnavailable(_) => "refused",
             CallError::Backend { .. } => "allowed",
         }
     }
@@ -229,6 +236,8 @@ pub enum GatewayError {
     Approval(#[from] ApprovalError),
     #[error(transparent)]
     Audit(#[from] AuditError),
+    #[error(transparent)]
+    State(#[from] StateError),
     #[error("two backends have the id `{0}`")]
     DuplicateBackend(String),
 }
@@ -239,17 +248,17 @@ pub struct Gateway {
     /// The current catalog and the backend generations it was built from.
     catalog: RwLock<(Arc<Catalog>, u64)>,
     policy: Policy,
-    approvals: ApprovalStore,
+    approvals: Arc<dyn ApprovalStore>,
     approval_tiers: Vec<Tier>,
     /// Tiers whose approval may be asked in the MCP client.
     in_client_tiers: Vec<Tier>,
     approve_command: String,
-    audit: AuditLog,
+    audit: Arc<dyn AuditStore>,
     backends: HashMap<String, (Arc<dyn Backend>, Semaphore)>,
     /// Backend ids in the order given: earlier ones keep a clashing name.
     order: Vec<String>,
     calls_per_minute: u32,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    rate: Arc<dyn RateLimits>,
     /// Per identity: rate-limited refusals counted since its last line.
     unwritten: Mutex<HashMap<String, Unwritten>>,
     /// Running executions and their identities, so an execution's end can
@@ -259,13 +268,6 @@ pub struct Gateway {
     /// Distinguishes this process's call ids in a shared audit log.
     instance: String,
     clock: Clock,
-}
-
-/// A token bucket per identity: `calls_per_minute` tokens, refilled
-/// continuously by the gateway's clock (so tests can move it).
-struct Bucket {
-    tokens: f64,
-    at_ms: i64,
 }
 
 /// An identity's rate-limited refusals since its last audit line: the
@@ -341,14 +343,15 @@ impl Gateway {
             .values()
             .filter_map(|(b, _)| b.namespace().map(str::to_string))
             .collect();
-        let policy = Policy::new(config.policy, &catalog, &dynamic)?;
+        // The policy is checked first: a mistake in the file is reported
+        // before any database is connected to.
+        let policy = Policy::new(config.policy.clone(), &catalog, &dynamic)?;
+        let State {
+            approvals,
+            audit,
+            rate,
+        } = State::open(&config)?;
         let generation = generation_of(by_id.values().map(|(b, _)| b));
-        let approvals = ApprovalStore::open(
-            &config.approvals_db,
-            (config.approval.ttl_secs as i64).saturating_mul(1000),
-        )?
-        .with_max_open(config.approval.max_open_per_identity);
-        let audit = AuditLog::open(&config.audit_file)?;
         let mut instance = [0u8; 4];
         let _ = getrandom::fill(&mut instance);
         Ok((
@@ -363,7 +366,7 @@ impl Gateway {
                 backends: by_id,
                 order,
                 calls_per_minute: config.rate.calls_per_minute,
-                buckets: Mutex::new(HashMap::new()),
+                rate,
                 unwritten: Mutex::new(HashMap::new()),
                 executions: Mutex::new(HashMap::new()),
                 next_call: AtomicU64::new(1),
@@ -455,12 +458,17 @@ impl Gateway {
         })
     }
 
-    pub fn approvals(&self) -> &ApprovalStore {
-        &self.approvals
+    pub fn approvals(&self) -> &dyn ApprovalStore {
+        &*self.approvals
     }
 
-    pub fn audit_path(&self) -> &std::path::Path {
-        self.audit.path()
+    pub fn audit(&self) -> &dyn AuditStore {
+        &*self.audit
+    }
+
+    /// The audit file, when the chain is kept in one (not in PostgreSQL).
+    pub fn audit_path(&self) -> Option<&std::path::Path> {
+        self.audit.file()
     }
 
     pub fn mode_of(&self, identity: &str) -> Mode {
@@ -558,7 +566,7 @@ impl Gateway {
             .expect("every catalog entry has its backend");
         let started = Instant::now();
         let mut pending = Pending {
-            audit: &self.audit,
+            audit: &*self.audit,
             call_id: Some(call_id.clone()),
             started,
         };
@@ -701,25 +709,14 @@ impl Gateway {
         if per_minute == 0 {
             return Ok(());
         }
-        let now = self.now_ms();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let b = buckets.entry(identity.to_string()).or_insert(Bucket {
-            tokens: per_minute as f64,
-            at_ms: now,
-        });
-        // A clock set back refills nothing.
-        let elapsed_ms = now.saturating_sub(b.at_ms).max(0);
-        let refill = elapsed_ms as f64 / 60_000.0 * per_minute as f64;
-        b.tokens = (b.tokens + refill).min(per_minute as f64);
-        b.at_ms = b.at_ms.max(now);
-        if b.tokens < 1.0 {
-            return Err(CallError::RateLimited {
+        match self.rate.take(identity, per_minute, self.now_ms()) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(CallError::RateLimited {
                 identity: identity.to_string(),
                 limit: per_minute,
-            });
+            }),
+            Err(e) => Err(CallError::RateUnavailable(e.0)),
         }
-        b.tokens -= 1.0;
-        Ok(())
     }
 
     /// Whether a rate-limited refusal of `identity` is the first since
@@ -861,7 +858,7 @@ impl Drop for Gateway {
 /// hit its time limit), the audit still gets the call's result line, with
 /// status `cancelled`, so no allowed call is left without an ending.
 struct Pending<'a> {
-    audit: &'a AuditLog,
+    audit: &'a dyn AuditStore,
     /// `None` once the call has ended normally.
     call_id: Option<String>,
     started: Instant,

@@ -114,7 +114,7 @@ struct Setup {
 
 impl Setup {
     fn audit(&self) -> &Path {
-        self.gateway.audit_path()
+        self.gateway.audit_path().unwrap()
     }
 }
 
@@ -122,7 +122,7 @@ impl Drop for Setup {
     fn drop(&mut self) {
         // Every test leaves an audit log that verifies, of small lines.
         if !std::thread::panicking() {
-            audit_is_sound(self.gateway.audit_path());
+            audit_is_sound(self.gateway.audit_path().unwrap());
         }
         let _ = &self.dir;
     }
@@ -658,7 +658,7 @@ async fn the_rate_limit_is_per_identity() {
         .await
         .unwrap();
     assert_eq!(backend.count(), 4);
-    audit_is_sound(gateway.audit_path());
+    audit_is_sound(gateway.audit_path().unwrap());
 }
 
 #[tokio::test]
@@ -788,11 +788,11 @@ async fn a_backend_request_id_is_cut_in_the_audit() {
         .call(&Caller::new("x"), "read_chatty", json!({"node": "pve1"}))
         .await
         .unwrap();
-    let text = std::fs::read_to_string(gateway.audit_path()).unwrap();
+    let text = std::fs::read_to_string(gateway.audit_path().unwrap()).unwrap();
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     let id = last["backend_request_id"].as_str().unwrap();
     assert!(id.starts_with("UPID:") && id.len() <= 512, "{}", id.len());
-    audit_is_sound(gateway.audit_path());
+    audit_is_sound(gateway.audit_path().unwrap());
 }
 
 #[tokio::test]
@@ -874,7 +874,7 @@ async fn rate_limited_refusals_leave_one_line_and_a_count() {
     let clock = Arc::new(AtomicI64::new(1_000_000));
     let c = clock.clone();
     let gateway = gateway.with_clock(move || c.load(Ordering::SeqCst));
-    let audit_path = gateway.audit_path().to_path_buf();
+    let audit_path = gateway.audit_path().unwrap().to_path_buf();
     let lines = || {
         std::fs::read_to_string(&audit_path)
             .unwrap()

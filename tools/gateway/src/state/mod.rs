@@ -1,0 +1,67 @@
+//! Everything the gateway keeps beyond one call — approvals, the audit
+//! chain, rate buckets — behind one choice: `[state] backend = "sqlite"`
+//! (one machine: a SQLite file and a JSONL file in the state directory,
+//! buckets in memory) or `"postgres"` (a database every replica of a
+//! deployment shares). Both kinds pass the same tests
+//! (`tests/state.rs`); the gateway sees only the traits.
+
+pub mod postgres;
+
+use std::sync::Arc;
+
+use crate::{
+    approval::{ApprovalError, ApprovalStore, SqliteApprovals},
+    audit::{AuditError, AuditLog, AuditStore},
+    config::GatewayConfig,
+    rate::{LocalRate, RateLimits},
+};
+
+pub use postgres::{PgError, PostgresConfig};
+
+/// The stores one gateway (or one operator command) works with.
+#[derive(Clone)]
+pub struct State {
+    pub approvals: Arc<dyn ApprovalStore>,
+    pub audit: Arc<dyn AuditStore>,
+    pub rate: Arc<dyn RateLimits>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    #[error("[state] backend \"postgres\": {0}")]
+    Postgres(#[from] PgError),
+}
+
+impl State {
+    /// Opens the stores `config` names: PostgreSQL when `config.postgres`
+    /// is set (and then nothing in the state directory is touched), else
+    /// the files in the state directory.
+    pub fn open(config: &GatewayConfig) -> Result<Self, StateError> {
+        let ttl_ms = (config.approval.ttl_secs as i64).saturating_mul(1000);
+        let max_open = config.approval.max_open_per_identity;
+        match &config.postgres {
+            Some(pg) => {
+                let db = postgres::Postgres::connect(pg)?;
+                Ok(Self {
+                    approvals: Arc::new(
+                        postgres::approvals::PgApprovals::new(db.clone(), ttl_ms)
+                            .with_max_open(max_open),
+                    ),
+                    audit: Arc::new(postgres::audit::PgAudit::new(db.clone())),
+                    rate: Arc::new(postgres::rate::PgRate::new(db)),
+                })
+            }
+            None => Ok(Self {
+                approvals: Arc::new(
+                    SqliteApprovals::open(&config.approvals_db, ttl_ms)?.with_max_open(max_open),
+                ),
+                audit: Arc::new(AuditLog::open(&config.audit_file)?),
+                rate: Arc::new(LocalRate::default()),
+            }),
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Approvals every replica shares. `check` runs in one transaction under
+//! an advisory lock per identity, so two replicas checking the same call
+//! at once see each other's work: an approval is used once, a request is
+//! filed once, and `max_open` counts every replica's requests. Deciding
+//! is one conditional `UPDATE`, so it needs no lock.
+
+use std::sync::{
+    atomic::{AtomicI64, Ordering},
+    Arc,
+};
+
+use tokio_postgres::Row;
+
+use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS_APPROVALS};
+use crate::approval::{
+    new_id, undecidable, ApprovalError, ApprovalStore, Check, Request, Status, DEFAULT_MAX_OPEN,
+    PURGE_EVERY_MS,
+};
+
+const COLUMNS: &str =
+    "id, identity, tool, args_hash, summary, status, created_ms, expires_ms, decided_by";
+
+fn request(r: &Row) -> Request {
+    Request {
+        id: r.get(0),
+        identity: r.get(1),
+        tool: r.get(2),
+        args_hash: r.get(3),
+        summary: r.get(4),
+        status: Status::parse(r.get(5)),
+        created_ms: r.get(6),
+        expires_ms: r.get(7),
+        decided_by: r.get(8),
+    }
+}
+
+impl From<PgError> for ApprovalError {
+    fn from(e: PgError) -> Self {
+        ApprovalError::Storage(e.to_string())
+    }
+}
+
+pub struct PgApprovals {
+    db: Arc<Postgres>,
+    ttl_ms: i64,
+    max_open: u32,
+    purged_ms: AtomicI64,
+}
+
+impl PgApprovals {
+    pub fn new(db: Arc<Postgres>, ttl_ms: i64) -> Self {
+        Self {
+            db,
+            ttl_ms,
+            max_open: DEFAULT_MAX_OPEN,
+            purged_ms: AtomicI64::new(i64::MIN),
+        }
+    }
+
+    /// Caps the requests one identity may have waiting at once, across
+    /// every replica.
+    pub fn with_max_open(mut self, max_open: u32) -> Self {
+        self.max_open = max_open;
+        self
+    }
+}
+
+impl ApprovalStore for PgApprovals {
+    fn check(
+        &self,
+        identity: &str,
+        tool: &str,
+        args_hash: &str,
+        summary: &str,
+        now_ms: i64,
+    ) -> Result<Check, ApprovalError> {
+        if self.purged_ms.load(Ordering::Relaxed).abs_diff(now_ms) >= PURGE_EVERY_MS as u64 {
+            self.purge(now_ms)?;
+        }
+        let (identity, tool, args_hash, summary) = (
+            identity.to_string(),
+            tool.to_string(),
+            args_hash.to_string(),
+            summary.to_string(),
+        );
+        let (ttl_ms, max_open) = (self.ttl_ms, self.max_open);
+        let id = new_id()?;
+        Ok(self.db.run::<_, PgError, _, _>("checking an approval", move |pool, at| async move {
+            let e = |e: tokio_postgres::Error| unavailable(&at, e);
+            let mut conn = connection(&pool, &at).await?;
+            let tx = conn.transaction().await.map_err(e)?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+                &[&LOCK_CLASS_APPROVALS, &identity],
+            )
+            .await
+            .map_err(e)?;
+            let used = tx
+                .query_opt(
+                    "UPDATE airlock_approvals SET status = 'used', used_ms = $4 WHERE id = (\
+                       SELECT id FROM airlock_approvals WHERE identity = $1 AND tool = $2 \
+                       AND args_hash = $3 AND status = 'approved' AND expires_ms > $4 \
+                       ORDER BY created_ms LIMIT 1) \
+                     AND status = 'approved' RETURNING id",
+                    &[&identity, &tool, &args_hash, &now_ms],
+                )
+                .await
+                .map_err(e)?;
+            if let Some(row) = used {
+                tx.commit().await.map_err(e)?;
+                return Ok(Check::Proceed {
+                    request_id: row.get(0),
+                });
+            }
+            for (status, answer) in [
+                ("denied", Check::Denied as fn(Request) -> Check),
+                ("pending", Check::Required),
+            ] {
+                let open = tx
+                    .query_opt(
+                        &format!(
+                            "SELECT {COLUMNS} FROM airlock_approvals WHERE identity = $1 AND tool = $2 \
+                             AND args_hash = $3 AND status = '{status}' AND expires_ms > $4 \
+                             ORDER BY created_ms DESC LIMIT 1"
+                        ),
+                        &[&identity, &tool, &args_hash, &now_ms],
+                    )
+                    .await
+                    .map_err(e)?;
+                if let Some(row) = open {
+                    return Ok(answer(request(&row)));
+                }
+            }
+            let waiting: i64 = tx
+                .query_one(
+                    "SELECT COUNT(*) FROM airlock_approvals WHERE identity = $1 \
+                     AND status = 'pending' AND expires_ms > $2",
+                    &[&identity, &now_ms],
+                )
+                .await
+                .map_err(e)?
+                .get(0);
+            if waiting >= max_open as i64 {
+                return Ok(Check::TooManyOpen { limit: max_open });
+            }
+            let request = Request {
+                id,
+                identity,
+                tool,
+                args_hash,
+                summary,
+                status: Status::Pending,
+                created_ms: now_ms,
+                expires_ms: now_ms + ttl_ms,
+                decided_by: None,
+            };
+            tx.execute(
+                "INSERT INTO airlock_approvals \
+                 (id, identity, tool, args_hash, summary, status, created_ms, expires_ms) \
+                 VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)",
+                &[
+                    &request.id,
+                    &request.identity,
+                    &request.tool,
+                    &request.args_hash,
+                    &request.summary,
+                    &request.created_ms,
+                    &request.expires_ms,
+                ],
+            )
+            .await
+            .map_err(e)?;
+            tx.commit().await.map_err(e)?;
+            Ok(Check::Required(request))
+        })?)
+    }
+
+    fn list(&self, now_ms: i64, all: bool) -> Result<Vec<Request>, ApprovalError> {
+        Ok(self.db.run::<_, PgError, _, _>("listing approvals", move |pool, at| async move {
+            let conn = connection(&pool, &at).await?;
+            let rows = if all {
+                conn.query(
+                    &format!("SELECT {COLUMNS} FROM airlock_approvals ORDER BY created_ms DESC"),
+                    &[],
+                )
+                .await
+            } else {
+                conn.query(
+                    &format!(
+                        "SELECT {COLUMNS} FROM airlock_approvals WHERE status IN ('pending', 'approved') \
+                         AND expires_ms > $1 ORDER BY created_ms DESC"
+                    ),
+                    &[&now_ms],
+                )
+                .await
+            }
+            .map_err(|e| unavailable(&at, e))?;
+            Ok(rows.iter().map(request).collect())
+        })?)
+    }
+
+    fn get(&self, id: &str) -> Result<Request, ApprovalError> {
+        let id = id.to_string();
+        let found = {
+            let id = id.clone();
+            self.db
+                .run::<_, PgError, _, _>("reading an approval", move |pool, at| async move {
+                    let conn = connection(&pool, &at).await?;
+                    let row = conn
+                        .query_opt(
+                            &format!("SELECT {COLUMNS} FROM airlock_approvals WHERE id = $1"),
+                            &[&id],
+                        )
+                        .await
+                        .map_err(|e| unavailable(&at, e))?;
+                    Ok(row.as_ref().map(request))
+                })?
+        };
+        found.ok_or(ApprovalError::NotFound(id))
+    }
+
+    fn decide(
+        &self,
+        id: &str,
+        by: &str,
+        now_ms: i64,
+        to: Status,
+    ) -> Result<Request, ApprovalError> {
+        let (owned_id, by) = (id.to_string(), by.to_string());
+        let expires_ms = now_ms + self.ttl_ms;
+        let decided = self.db.run::<_, PgError, _, _>("deciding an approval", move |pool, at| async move {
+            let conn = connection(&pool, &at).await?;
+            let row = conn
+                .query_opt(
+                    &format!(
+                        "UPDATE airlock_approvals SET status = $2, decided_by = $3, decided_ms = $4, \
+                         expires_ms = $5 WHERE id = $1 AND status = 'pending' AND expires_ms > $4 \
+                         RETURNING {COLUMNS}"
+                    ),
+                    &[&owned_id, &to.as_str(), &by, &now_ms, &expires_ms],
+                )
+                .await
+                .map_err(|e| unavailable(&at, e))?;
+            Ok(row.as_ref().map(request))
+        })?;
+        match decided {
+            Some(r) => Ok(r),
+            // Not decided: say why, from the row as it is now.
+            None => Err(
+                undecidable(&self.get(id)?, now_ms).unwrap_or(ApprovalError::NotPending {
+                    id: id.into(),
+                    status: "decided",
+                }),
+            ),
+        }
+    }
+
+    fn purge(&self, now_ms: i64) -> Result<usize, ApprovalError> {
+        let before = now_ms.saturating_sub(self.ttl_ms);
+        let n =
+            self.db
+                .run::<_, PgError, _, _>("purging approvals", move |pool, at| async move {
+                    let conn = connection(&pool, &at).await?;
+                    conn.execute(
+                        "DELETE FROM airlock_approvals WHERE expires_ms < $1",
+                        &[&before],
+                    )
+                    .await
+                    .map_err(|e| unavailable(&at, e))
+                })?;
+        self.purged_ms.store(now_ms, Ordering::Relaxed);
+        Ok(n as usize)
+    }
+
+    fn rows(&self) -> Result<u64, ApprovalError> {
+        let n: i64 =
+            self.db
+                .run::<_, PgError, _, _>("counting approvals", move |pool, at| async move {
+                    let conn = connection(&pool, &at).await?;
+                    Ok(conn
+                        .query_one("SELECT COUNT(*) FROM airlock_approvals", &[])
+                        .await
+                        .map_err(|e| unavailable(&at, e))?
+                        .get(0))
+                })?;
+        Ok(n.max(0) as u64)
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        self.ttl_ms
+    }
+}

@@ -1,0 +1,101 @@
+//! The schema, as numbered migrations applied in order at start. Each is
+//! applied once, in one transaction, under an advisory lock, and recorded
+//! in `airlock_schema`; a database a newer Airlock migrated further is
+//! refused rather than guessed at.
+
+use deadpool_postgres::Pool;
+
+use super::{connection, unavailable, PgError, LOCK_CLASS, LOCK_MIGRATE};
+
+/// (version, what it adds, SQL). Append only: a released migration never
+/// changes, a change is a new one.
+const MIGRATIONS: &[(i32, &str, &str)] = &[(
+    1,
+    "approvals, the audit chain, rate buckets",
+    "
+    CREATE TABLE airlock_approvals (
+        id          TEXT PRIMARY KEY,
+        identity    TEXT NOT NULL,
+        tool        TEXT NOT NULL,
+        args_hash   TEXT NOT NULL,
+        summary     TEXT NOT NULL,
+        status      TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'used')),
+        created_ms  BIGINT NOT NULL,
+        expires_ms  BIGINT NOT NULL,
+        decided_by  TEXT,
+        decided_ms  BIGINT,
+        used_ms     BIGINT
+    );
+    CREATE INDEX airlock_approvals_binding
+        ON airlock_approvals (identity, tool, args_hash, status);
+    CREATE INDEX airlock_approvals_expiry ON airlock_approvals (expires_ms);
+
+    -- One row per audit line, exactly the bytes a file would hold (less
+    -- the newline); seq is the line's own seq, hash its own hash.
+    CREATE TABLE airlock_audit (
+        seq   BIGINT PRIMARY KEY CHECK (seq > 0),
+        hash  TEXT NOT NULL,
+        line  TEXT NOT NULL
+    );
+
+    CREATE TABLE airlock_rate (
+        identity  TEXT PRIMARY KEY,
+        tokens    DOUBLE PRECISION NOT NULL,
+        at_ms     BIGINT NOT NULL,
+        took      BOOLEAN NOT NULL
+    );
+    ",
+)];
+
+/// The newest version this build knows.
+pub(crate) fn latest() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.0)
+}
+
+/// Applies what is missing; returns the version the database is at.
+pub(crate) async fn apply(pool: &Pool, at: &str) -> Result<i32, PgError> {
+    let mut conn = connection(pool, at).await?;
+    let tx = conn.transaction().await.map_err(|e| unavailable(at, e))?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, $2)",
+        &[&LOCK_CLASS, &LOCK_MIGRATE],
+    )
+    .await
+    .map_err(|e| unavailable(at, e))?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS airlock_schema (
+            version     INTEGER PRIMARY KEY,
+            description TEXT NOT NULL,
+            applied_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+        )",
+    )
+    .await
+    .map_err(|e| unavailable(at, e))?;
+    let current: i32 = tx
+        .query_one("SELECT COALESCE(MAX(version), 0) FROM airlock_schema", &[])
+        .await
+        .map_err(|e| unavailable(at, e))?
+        .get(0);
+    if current > latest() {
+        return Err(PgError::Schema(format!(
+            "the database at {at} has Airlock schema version {current}, newer than the {} this Airlock knows; upgrade this replica",
+            latest()
+        )));
+    }
+    for (version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+        tx.batch_execute(sql).await.map_err(|e| {
+            PgError::Schema(format!(
+                "migration {version} ({description}) failed on {at}: {e}"
+            ))
+        })?;
+        tx.execute(
+            "INSERT INTO airlock_schema (version, description) VALUES ($1, $2)",
+            &[version, description],
+        )
+        .await
+        .map_err(|e| unavailable(at, e))?;
+        tracing::info!(version, description, "applied a state migration");
+    }
+    tx.commit().await.map_err(|e| unavailable(at, e))?;
+    Ok(latest().max(current))
+}

@@ -1,0 +1,295 @@
+//! The state of a deployment in one PostgreSQL database, shared by every
+//! replica: approvals ([`approvals`]), the audit chain ([`audit`]) and the
+//! rate buckets ([`rate`]).
+//!
+//! The gateway's call path is synchronous (an audit line is written before
+//! a call goes on, and again when a dropped call is cleaned up in `Drop`),
+//! so every store method blocks. The connections live on a small runtime
+//! of their own; a method sends its work there and waits for the answer.
+//! Every wait is bounded: connecting and taking a pooled connection by
+//! `timeout`, every statement and lock wait by the server's
+//! `statement_timeout` and `lock_timeout` (set to `timeout` on each
+//! connection), and the whole round by three times `timeout`, so a
+//! database that hangs costs a caller seconds, never forever.
+
+pub mod approvals;
+pub mod audit;
+mod migrations;
+pub mod rate;
+
+use std::{future::Future, path::PathBuf, str::FromStr, sync::Arc, time::Duration};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::{config::Host, NoTls};
+
+/// `[state] backend = "postgres"`, as the gateway receives it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresConfig {
+    /// A libpq connection URL or key=value string. May carry a password
+    /// only when it came from the environment (`AIRLOCK_STATE_URL`);
+    /// [`PostgresConfig::describe`] never shows one.
+    pub url: String,
+    /// A file holding the password (its first line), read at start.
+    pub password_file: Option<PathBuf>,
+    /// Connections this process keeps open at most.
+    pub pool_size: usize,
+    /// The bound on connecting, on waiting for a pooled connection, and
+    /// on every statement and lock wait.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresConfig")
+            .field("url", &self.describe())
+            .field("password_file", &self.password_file)
+            .field("pool_size", &self.pool_size)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// Default connections per process: the gateway's calls hold one for a
+/// few round trips each.
+pub const DEFAULT_POOL_SIZE: usize = 8;
+
+/// Default bound on connecting and on each statement.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl PostgresConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            password_file: None,
+            pool_size: DEFAULT_POOL_SIZE,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Whether `url` has a password written into it.
+    pub fn url_has_password(url: &str) -> bool {
+        tokio_postgres::Config::from_str(url).is_ok_and(|c| c.get_password().is_some())
+    }
+
+    /// `postgresql://user@host:port/db`, without the password, for logs
+    /// and messages; the URL's own text is never shown, since a password
+    /// may sit anywhere in it.
+    pub fn describe(&self) -> String {
+        match tokio_postgres::Config::from_str(&self.url) {
+            Ok(c) => describe(&c),
+            Err(_) => "postgresql (an unreadable url)".into(),
+        }
+    }
+
+    /// The parsed configuration, password from the file if one is named.
+    fn parse(&self) -> Result<tokio_postgres::Config, PgError> {
+        let mut config = tokio_postgres::Config::from_str(&self.url).map_err(|e| {
+            // The parser's message never quotes the input.
+            PgError::Config(format!(
+                "[state] url is not a PostgreSQL connection URL ({e}); write postgres://USER@HOST:PORT/DATABASE"
+            ))
+        })?;
+        if let Some(path) = &self.password_file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                PgError::Config(format!(
+                    "[state] password_file {} cannot be read: {e}",
+                    path.display()
+                ))
+            })?;
+            let password = text.lines().next().unwrap_or("").trim_end_matches('\r');
+            if password.is_empty() {
+                return Err(PgError::Config(format!(
+                    "[state] password_file {} is empty; put the password on its first line",
+                    path.display()
+                )));
+            }
+            config.password(password);
+        }
+        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            return Err(PgError::Config(
+                "[state] url asks for sslmode=require, and this Airlock connects to PostgreSQL without TLS; reach it over loopback, a Unix socket or a private network, or drop sslmode".into(),
+            ));
+        }
+        let ms = self.timeout.as_millis().max(1);
+        config
+            .connect_timeout(self.timeout)
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(30))
+            .application_name("airlock")
+            .options(format!(
+                "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
+                ms * 2
+            ));
+        Ok(config)
+    }
+}
+
+fn describe(c: &tokio_postgres::Config) -> String {
+    let user = c.get_user().unwrap_or("(default user)");
+    let host = match c.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = c.get_ports().first().copied().unwrap_or(5432);
+    let db = c.get_dbname().unwrap_or(user);
+    format!("postgresql://{user}@{host}:{port}/{db}")
+}
+
+/// What went wrong talking to PostgreSQL. The texts name the server and
+/// the statement's purpose, never the password.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PgError {
+    #[error("{0}")]
+    Config(String),
+    #[error("PostgreSQL at {at} is unavailable: {message}")]
+    Unavailable { at: String, message: String },
+    #[error("PostgreSQL at {at} did not answer within {} s while {what}", .waited.as_secs())]
+    TimedOut {
+        at: String,
+        what: &'static str,
+        waited: Duration,
+    },
+    #[error("{0}")]
+    Schema(String),
+}
+
+/// A pool of connections on a runtime of its own.
+pub struct Postgres {
+    runtime: Option<tokio::runtime::Runtime>,
+    pool: Pool,
+    at: String,
+    /// The bound on one whole round (see the module docs).
+    backstop: Duration,
+}
+
+/// Advisory lock keys: the class (ASCII "ARLK") and what it guards.
+pub(crate) const LOCK_CLASS: i32 = 0x4152_4c4b;
+pub(crate) const LOCK_MIGRATE: i32 = 1;
+pub(crate) const LOCK_AUDIT: i32 = 2;
+/// Approvals lock per identity, in a class of their own.
+pub(crate) const LOCK_CLASS_APPROVALS: i32 = LOCK_CLASS + 1;
+
+impl Postgres {
+    /// Connects, checks the server answers, and brings the schema up to
+    /// date (under an advisory lock, so replicas starting together apply
+    /// each migration once). Fails when the database cannot be reached:
+    /// a replica must not start without the state it shares.
+    pub fn connect(config: &PostgresConfig) -> Result<Arc<Self>, PgError> {
+        let pg = config.parse()?;
+        let at = describe(&pg);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("airlock-state")
+            .enable_all()
+            .build()
+            .map_err(|e| PgError::Unavailable {
+                at: at.clone(),
+                message: format!("no runtime for its connections: {e}"),
+            })?;
+        let manager = Manager::from_config(
+            pg,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = {
+            // The pool's timers need the runtime it will run on.
+            let _entered = runtime.enter();
+            Pool::builder(manager)
+                .max_size(config.pool_size.max(1))
+                .runtime(deadpool_postgres::Runtime::Tokio1)
+                .wait_timeout(Some(config.timeout))
+                .create_timeout(Some(config.timeout))
+                .recycle_timeout(Some(config.timeout))
+                .build()
+                .map_err(|e| PgError::Config(format!("[state] pool: {e}")))?
+        };
+        let this = Arc::new(Self {
+            runtime: Some(runtime),
+            pool,
+            at,
+            backstop: config.timeout * 3,
+        });
+        this.run("applying its migrations", |pool, at| async move {
+            migrations::apply(&pool, &at).await
+        })?;
+        tracing::info!(at = %this.at, "state in PostgreSQL");
+        Ok(this)
+    }
+
+    /// Where the database is, without a password.
+    pub fn at(&self) -> &str {
+        &self.at
+    }
+
+    /// Runs `work` on the store's runtime and waits for it, at most the
+    /// backstop. `what` names the work in a timeout's message.
+    pub(crate) fn run<T, E, F, Fut>(&self, what: &'static str, work: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<PgError> + Send + 'static,
+        F: FnOnce(Pool, String) -> Fut,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+    {
+        let runtime = self.runtime.as_ref().expect("the runtime lives until drop");
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let fut = work(self.pool.clone(), self.at.clone());
+        let task = runtime.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        match rx.recv_timeout(self.backstop) {
+            Ok(result) => result,
+            Err(_) => {
+                task.abort();
+                Err(E::from(PgError::TimedOut {
+                    at: self.at.clone(),
+                    what,
+                    waited: self.backstop,
+                }))
+            }
+        }
+    }
+}
+
+impl Drop for Postgres {
+    /// Dropping a runtime blocks, which panics inside another runtime (a
+    /// gateway dropped in an async test or handler); let it wind down in
+    /// the background instead.
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Maps a driver or pool error to one that names the server and never the
+/// password. The driver's own text for a server error is just "db
+/// error"; the server's message (e.g. "password authentication failed
+/// for user …") is in the error's sources, so they are spelled out too.
+pub(crate) fn unavailable(at: &str, e: impl std::error::Error) -> PgError {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = s.source();
+    }
+    PgError::Unavailable {
+        at: at.to_string(),
+        message,
+    }
+}
+
+/// A pooled connection, or why there is none.
+pub(crate) async fn connection(
+    pool: &Pool,
+    at: &str,
+) -> Result<deadpool_postgres::Object, PgError> {
+    pool.get().await.map_err(|e| unavailable(at, e))
+}

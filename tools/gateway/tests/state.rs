@@ -1,0 +1,637 @@
+//! One test suite for every state backend: each test below runs once on
+//! this machine's files (SQLite and JSONL) and once on a real PostgreSQL
+//! server started for this test binary (a database per test). "Two
+//! replicas" are two `State`s opened on the same configuration, which is
+//! what two processes sharing a state directory or a database have.
+
+use std::{
+    sync::{Arc, Barrier, OnceLock},
+    time::{Duration, Instant},
+};
+
+use airlock_gateway::{
+    approval::{ApprovalError, Check, Request, Status},
+    audit::{self, AuditError, MAX_LINE_BYTES},
+    state::{PostgresConfig, State, StateError},
+    GatewayConfig,
+};
+use airlock_testkit::TempPostgres;
+use serde_json::{json, Map, Value};
+
+const T0: i64 = 1_000_000;
+const TTL_MS: i64 = 10 * 60 * 1000;
+
+/// One PostgreSQL server for the whole binary; its watchdog stops it when
+/// the process ends.
+fn server() -> &'static TempPostgres {
+    static SERVER: OnceLock<TempPostgres> = OnceLock::new();
+    SERVER.get_or_init(|| TempPostgres::start().expect("PostgreSQL for the state tests"))
+}
+
+/// Where one test's state lives.
+enum Fixture {
+    Files(tempfile::TempDir),
+    Postgres { db: String },
+}
+
+impl Fixture {
+    fn files() -> Self {
+        Fixture::Files(tempfile::tempdir().unwrap())
+    }
+
+    fn postgres(test: &str) -> Self {
+        let db = format!("t_{test}");
+        server().create_database(&db).unwrap();
+        Fixture::Postgres { db }
+    }
+
+    fn config(&self) -> GatewayConfig {
+        match self {
+            Fixture::Files(dir) => GatewayConfig::in_dir(dir.path()),
+            Fixture::Postgres { db } => {
+                let pg = server();
+                let mut c = GatewayConfig::in_dir("/nonexistent/never-used");
+                let mut p = PostgresConfig::new(pg.url(db));
+                p.password_file = Some(pg.password_file().to_path_buf());
+                p.timeout = Duration::from_secs(2);
+                c.postgres = Some(p);
+                c
+            }
+        }
+    }
+
+    fn open(&self) -> State {
+        State::open(&self.config()).unwrap()
+    }
+
+    /// Replaces line `seq` of the chain with `text`, as someone with
+    /// write access to the store could.
+    fn rewrite_line(&self, seq: u64, text: &str) {
+        match self {
+            Fixture::Files(dir) => {
+                let path = dir.path().join("audit.jsonl");
+                let old = std::fs::read_to_string(&path).unwrap();
+                let new: Vec<String> = old
+                    .lines()
+                    .enumerate()
+                    .map(|(i, l)| {
+                        if i as u64 + 1 == seq {
+                            text.to_string()
+                        } else {
+                            l.to_string()
+                        }
+                    })
+                    .collect();
+                std::fs::write(&path, new.join("\n") + "\n").unwrap();
+            }
+            Fixture::Postgres { db } => {
+                let quoted = text.replace('\'', "''");
+                server()
+                    .psql(
+                        db,
+                        &format!("UPDATE airlock_audit SET line = '{quoted}' WHERE seq = {seq}"),
+                    )
+                    .unwrap();
+            }
+        }
+    }
+
+    /// Marks the store as written by a newer Airlock's schema.
+    fn mark_as_newer_schema(&self) {
+        match self {
+            Fixture::Files(dir) => {
+                let conn = rusqlite::Connection::open(dir.path().join("approvals.db")).unwrap();
+                conn.pragma_update(None, "user_version", 99).unwrap();
+            }
+            Fixture::Postgres { db } => {
+                server()
+                    .psql(
+                        db,
+                        "INSERT INTO airlock_schema (version, description) VALUES (99, 'future')",
+                    )
+                    .unwrap();
+            }
+        }
+    }
+}
+
+/// Runs `body` on both backends, as two `#[test]`s.
+macro_rules! both {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn sqlite() {
+                ($body)(Fixture::files());
+            }
+            #[test]
+            fn postgres() {
+                ($body)(Fixture::postgres(stringify!($name)));
+            }
+        }
+    };
+}
+
+fn required(c: Check) -> Request {
+    match c {
+        Check::Required(r) => r,
+        other => panic!("expected a request, got {other:?}"),
+    }
+}
+
+fn fields(v: Value) -> Map<String, Value> {
+    v.as_object().unwrap().clone()
+}
+
+both!(an_approval_is_single_use, |f: Fixture| {
+    let s = f.open().approvals;
+    let r = required(s.check("alice", "vm_stop", "h1", "node=pve1", T0).unwrap());
+    assert_eq!(r.status, Status::Pending);
+    assert_eq!(r.expires_ms, T0 + TTL_MS);
+    // Asking again finds the same request.
+    let again = required(
+        s.check("alice", "vm_stop", "h1", "node=pve1", T0 + 1)
+            .unwrap(),
+    );
+    assert_eq!(again.id, r.id);
+    let approved = s.approve(&r.id, "op", T0 + 2).unwrap();
+    assert_eq!(approved.status, Status::Approved);
+    assert_eq!(approved.decided_by.as_deref(), Some("op"));
+    assert_eq!(
+        s.check("alice", "vm_stop", "h1", "", T0 + 3).unwrap(),
+        Check::Proceed {
+            request_id: r.id.clone()
+        }
+    );
+    // Replay: used up, so a new request.
+    let replay = required(s.check("alice", "vm_stop", "h1", "", T0 + 4).unwrap());
+    assert_ne!(replay.id, r.id);
+    assert_eq!(s.get(&r.id).unwrap().status, Status::Used);
+    assert!(matches!(
+        s.approve(&r.id, "op", T0 + 5),
+        Err(ApprovalError::NotPending { .. })
+    ));
+    assert!(matches!(
+        s.approve("ap-0000000000000000", "op", T0 + 5),
+        Err(ApprovalError::NotFound(_))
+    ));
+});
+
+both!(
+    an_approval_is_bound_to_identity_tool_and_arguments,
+    |f: Fixture| {
+        let s = f.open().approvals;
+        let r = required(s.check("alice", "vm_stop", "h1", "", T0).unwrap());
+        s.approve(&r.id, "op", T0 + 1).unwrap();
+        for (who, tool, hash) in [
+            ("bob", "vm_stop", "h1"),
+            ("alice", "vm_delete", "h1"),
+            ("alice", "vm_stop", "h2"),
+        ] {
+            assert!(
+                matches!(
+                    s.check(who, tool, hash, "", T0 + 2).unwrap(),
+                    Check::Required(_)
+                ),
+                "{who} {tool} {hash}"
+            );
+        }
+        assert!(matches!(
+            s.check("alice", "vm_stop", "h1", "", T0 + 3).unwrap(),
+            Check::Proceed { .. }
+        ));
+    }
+);
+
+both!(requests_and_approvals_expire, |f: Fixture| {
+    let s = f.open().approvals;
+    let r = required(s.check("alice", "vm_stop", "h1", "", T0).unwrap());
+    assert!(matches!(
+        s.approve(&r.id, "op", T0 + TTL_MS),
+        Err(ApprovalError::Expired(_))
+    ));
+    let r = required(s.check("alice", "vm_stop", "h1", "", T0 + TTL_MS).unwrap());
+    s.approve(&r.id, "op", T0 + TTL_MS + 1).unwrap();
+    // Granted approvals live one TTL from the decision, then are gone.
+    let late = T0 + 2 * TTL_MS + 1;
+    assert!(matches!(
+        s.check("alice", "vm_stop", "h1", "", late).unwrap(),
+        Check::Required(_)
+    ));
+    // The open list shows only what can still be decided or used; the
+    // first request, expired a whole TTL ago, was purged on the way.
+    let open: Vec<String> = s
+        .list(late, false)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(open.len(), 1, "{open:?}");
+    let all = s.list(late, true).unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all.iter().all(|r| r.created_ms > T0));
+});
+
+both!(a_denial_sticks_until_it_expires, |f: Fixture| {
+    let s = f.open().approvals;
+    let r = required(s.check("alice", "vm_stop", "h1", "", T0).unwrap());
+    let denied = s.deny(&r.id, "op", T0 + 1).unwrap();
+    assert_eq!(denied.status, Status::Denied);
+    match s.check("alice", "vm_stop", "h1", "", T0 + 2).unwrap() {
+        Check::Denied(d) => assert_eq!(d.id, r.id),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        s.check("alice", "vm_stop", "h1", "", T0 + 1 + TTL_MS)
+            .unwrap(),
+        Check::Required(_)
+    ));
+});
+
+both!(
+    an_identity_has_at_most_max_open_requests_waiting,
+    |f: Fixture| {
+        let mut config = f.config();
+        config.approval.max_open_per_identity = 3;
+        let s = State::open(&config).unwrap().approvals;
+        for i in 0..3 {
+            required(
+                s.check("alice", "vm_stop", &format!("h{i}"), "", T0)
+                    .unwrap(),
+            );
+        }
+        assert_eq!(
+            s.check("alice", "vm_stop", "h9", "", T0).unwrap(),
+            Check::TooManyOpen { limit: 3 }
+        );
+        assert_eq!(s.rows().unwrap(), 3, "the refused one was not filed");
+        // Another identity has its own allowance; deciding one frees a place.
+        required(s.check("bob", "vm_stop", "h9", "", T0).unwrap());
+        let first = s
+            .list(T0, false)
+            .unwrap()
+            .into_iter()
+            .find(|r| r.identity == "alice")
+            .unwrap();
+        s.deny(&first.id, "op", T0 + 1).unwrap();
+        required(s.check("alice", "vm_stop", "h9", "", T0 + 2).unwrap());
+    }
+);
+
+both!(expired_rows_are_purged, |f: Fixture| {
+    let s = f.open().approvals;
+    for i in 0..5 {
+        required(
+            s.check("alice", "vm_stop", &format!("h{i}"), "", T0)
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        s.purge(T0 + TTL_MS).unwrap(),
+        0,
+        "expired, but not yet a TTL ago"
+    );
+    assert_eq!(s.purge(T0 + 2 * TTL_MS + 1).unwrap(), 5);
+    assert_eq!(s.rows().unwrap(), 0);
+});
+
+both!(state_outlives_the_process_that_wrote_it, |f: Fixture| {
+    // Opening purges by the wall clock, so this request is made now.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let r = {
+        let first = f.open();
+        first
+            .audit
+            .append("start", fields(json!({"n": 1})))
+            .unwrap();
+        required(
+            first
+                .approvals
+                .check("alice", "vm_stop", "h1", "s", now)
+                .unwrap(),
+        )
+    };
+    let second = f.open();
+    assert_eq!(second.approvals.get(&r.id).unwrap(), r);
+    let head = second
+        .audit
+        .append("again", fields(json!({"n": 2})))
+        .unwrap();
+    assert_eq!(head.seq, 2);
+    assert!(second.audit.verify().unwrap().ok());
+});
+
+both!(
+    two_replicas_racing_for_one_approval_use_it_once,
+    |f: Fixture| {
+        let replicas: Vec<State> = (0..2).map(|_| f.open()).collect();
+        for round in 0..10 {
+            let hash = format!("h{round}");
+            let r = required(
+                replicas[0]
+                    .approvals
+                    .check("alice", "vm_stop", &hash, "", T0)
+                    .unwrap(),
+            );
+            // Decided through the other replica.
+            replicas[1].approvals.approve(&r.id, "op", T0 + 1).unwrap();
+            let start = Arc::new(Barrier::new(4));
+            let winners: usize = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|i| {
+                        let s = replicas[i % 2].approvals.clone();
+                        let (start, hash) = (start.clone(), hash.clone());
+                        scope.spawn(move || {
+                            start.wait();
+                            s.check("alice", "vm_stop", &hash, "", T0 + 2).unwrap()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap())
+                    .filter(|c| matches!(c, Check::Proceed { .. }))
+                    .count()
+            });
+            assert_eq!(winners, 1, "round {round}");
+            assert_eq!(
+                replicas[1].approvals.get(&r.id).unwrap().status,
+                Status::Used
+            );
+            // The losers found no approval and share one new request.
+            let open = replicas[0].approvals.list(T0 + 3, false).unwrap();
+            assert_eq!(open.iter().filter(|o| o.args_hash == hash).count(), 1);
+        }
+    }
+);
+
+both!(approve_and_deny_at_once_decide_once, |f: Fixture| {
+    let replicas: Vec<State> = (0..2).map(|_| f.open()).collect();
+    let r = required(
+        replicas[0]
+            .approvals
+            .check("alice", "vm_stop", "h1", "", T0)
+            .unwrap(),
+    );
+    let start = Arc::new(Barrier::new(2));
+    let results: Vec<Result<Request, ApprovalError>> = std::thread::scope(|scope| {
+        let a = {
+            let (s, start, id) = (replicas[0].approvals.clone(), start.clone(), r.id.clone());
+            scope.spawn(move || {
+                start.wait();
+                s.approve(&id, "op-a", T0 + 1)
+            })
+        };
+        let d = {
+            let (s, start, id) = (replicas[1].approvals.clone(), start.clone(), r.id.clone());
+            scope.spawn(move || {
+                start.wait();
+                s.deny(&id, "op-b", T0 + 1)
+            })
+        };
+        vec![a.join().unwrap(), d.join().unwrap()]
+    });
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    let loser = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+    assert!(matches!(loser, ApprovalError::NotPending { .. }), "{loser}");
+    let decided = replicas[0].approvals.get(&r.id).unwrap();
+    let winner = results.iter().find_map(|r| r.as_ref().ok()).unwrap();
+    assert_eq!(&decided, winner);
+});
+
+both!(
+    the_audit_chain_verifies_and_exports_as_jsonl,
+    |f: Fixture| {
+        let s = f.open();
+        let mut heads = Vec::new();
+        for i in 0..5 {
+            heads.push(
+                s.audit
+                    .append("call", fields(json!({"i": i, "tool": "vm_list"})))
+                    .unwrap(),
+            );
+        }
+        assert_eq!(
+            heads.iter().map(|h| h.seq).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5]
+        );
+        let v = s.audit.verify().unwrap();
+        assert!(v.ok(), "{v:?}");
+        assert_eq!((v.good_lines, &v.head), (5, heads.last().unwrap()));
+        // What export writes is what the offline check reads.
+        let mut out = Vec::new();
+        let bytes = s.audit.export(&mut out).unwrap();
+        assert_eq!(bytes as usize, out.len());
+        let offline = audit::verify_lines(&out[..]).unwrap();
+        assert_eq!(offline, v);
+        let first: Value =
+            serde_json::from_slice(out.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        assert_eq!(
+            (first["event"].as_str(), first["i"].as_i64()),
+            (Some("call"), Some(0))
+        );
+        assert_eq!(first["prev"], audit::GENESIS);
+    }
+);
+
+both!(an_edited_line_is_found, |f: Fixture| {
+    let s = f.open();
+    for i in 0..4 {
+        s.audit.append("call", fields(json!({"i": i}))).unwrap();
+    }
+    let mut out = Vec::new();
+    s.audit.export(&mut out).unwrap();
+    let third = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .nth(2)
+        .unwrap()
+        .to_string();
+    f.rewrite_line(3, &third.replace("\"i\":2", "\"i\":7"));
+    let v = s.audit.verify().unwrap();
+    assert_eq!(v.good_lines, 2);
+    assert_eq!(v.problem.as_ref().map(|p| p.0), Some(3), "{v:?}");
+    assert!(v.problem.unwrap().1.contains("edited"));
+});
+
+both!(
+    concurrent_appends_from_two_replicas_make_one_chain,
+    |f: Fixture| {
+        let replicas: Vec<State> = (0..2).map(|_| f.open()).collect();
+        const THREADS: usize = 4;
+        const EACH: usize = 25;
+        let start = Arc::new(Barrier::new(THREADS));
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let (audit, start) = (replicas[t % 2].audit.clone(), start.clone());
+                scope.spawn(move || {
+                    start.wait();
+                    for i in 0..EACH {
+                        audit
+                            .append("call", fields(json!({"t": t, "i": i})))
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        let v = replicas[1].audit.verify().unwrap();
+        assert!(v.ok(), "{v:?}");
+        assert_eq!(v.good_lines, (THREADS * EACH) as u64);
+        // Every append is there exactly once.
+        let mut out = Vec::new();
+        replicas[0].audit.export(&mut out).unwrap();
+        let mut seen: Vec<(i64, i64)> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                (v["t"].as_i64().unwrap(), v["i"].as_i64().unwrap())
+            })
+            .collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), THREADS * EACH);
+    }
+);
+
+both!(
+    a_line_over_the_bound_is_refused_and_nothing_is_written,
+    |f: Fixture| {
+        let s = f.open();
+        s.audit.append("call", fields(json!({"i": 0}))).unwrap();
+        let huge = "x".repeat(MAX_LINE_BYTES);
+        match s.audit.append("call", fields(json!({"note": huge}))) {
+            Err(AuditError::LineTooLong { limit, .. }) => assert_eq!(limit, MAX_LINE_BYTES),
+            other => panic!("{other:?}"),
+        }
+        let v = s.audit.verify().unwrap();
+        assert!(v.ok() && v.good_lines == 1, "{v:?}");
+        assert_eq!(
+            s.audit.append("call", fields(json!({"i": 1}))).unwrap().seq,
+            2
+        );
+    }
+);
+
+both!(
+    a_rate_bucket_refills_with_time_and_not_backwards,
+    |f: Fixture| {
+        let rate = f.open().rate;
+        for _ in 0..3 {
+            assert!(rate.take("alice", 3, T0).unwrap());
+        }
+        assert!(!rate.take("alice", 3, T0).unwrap(), "empty");
+        assert!(rate.take("bob", 3, T0).unwrap(), "a bucket per identity");
+        // 20 s is one token at 3 a minute.
+        assert!(rate.take("alice", 3, T0 + 20_000).unwrap());
+        assert!(!rate.take("alice", 3, T0 + 20_000).unwrap());
+        // A clock set back refills nothing, and does not move the bucket back.
+        assert!(!rate.take("alice", 3, T0 - 3_600_000).unwrap());
+        assert!(!rate.take("alice", 3, T0 + 20_000).unwrap());
+        assert!(rate.take("alice", 3, T0 + 40_000).unwrap());
+        // Never more than a minute's worth after a long pause.
+        let later = T0 + 3_600_000;
+        let taken = (0..10)
+            .filter(|_| rate.take("alice", 3, later).unwrap())
+            .count();
+        assert_eq!(taken, 3);
+    }
+);
+
+both!(a_store_from_a_newer_airlock_is_refused, |f: Fixture| {
+    drop(f.open());
+    f.mark_as_newer_schema();
+    let e = State::open(&f.config()).err().expect("refused");
+    let text = e.to_string();
+    assert!(text.contains("99") && text.contains("newer"), "{text}");
+});
+
+// What only a shared database does.
+
+#[test]
+fn postgres_replicas_share_one_rate_bucket() {
+    let f = Fixture::postgres("shared_bucket");
+    let (a, b) = (f.open().rate, f.open().rate);
+    let taken = (0..10)
+        .filter(|i| {
+            if i % 2 == 0 { &a } else { &b }
+                .take("alice", 4, T0)
+                .unwrap()
+        })
+        .count();
+    assert_eq!(taken, 4, "4 a minute for the deployment, not per replica");
+}
+
+#[test]
+fn postgres_down_refuses_within_the_bound_and_recovers() {
+    // A server of its own: this test stops it.
+    let pg = TempPostgres::start().unwrap();
+    pg.create_database("t_down").unwrap();
+    let mut config = GatewayConfig::in_dir("/nonexistent/never-used");
+    let mut p = PostgresConfig::new(pg.url("t_down"));
+    p.password_file = Some(pg.password_file().to_path_buf());
+    p.timeout = Duration::from_millis(500);
+    config.postgres = Some(p);
+    let s = State::open(&config).unwrap();
+    s.audit.append("call", fields(json!({"i": 0}))).unwrap();
+    let r = required(s.approvals.check("alice", "vm_stop", "h", "", T0).unwrap());
+
+    pg.stop_now().unwrap();
+    let started = Instant::now();
+    let audit = s.audit.append("call", fields(json!({"i": 1})));
+    let approval = s.approvals.check("alice", "vm_stop", "h", "", T0 + 1);
+    let rate = s.rate.take("alice", 10, T0);
+    let took = started.elapsed();
+    assert!(matches!(audit, Err(AuditError::Store { .. })), "{audit:?}");
+    assert!(
+        matches!(approval, Err(ApprovalError::Storage(_))),
+        "{approval:?}"
+    );
+    assert!(rate.is_err(), "{rate:?}");
+    // Three refusals, each bounded by three times the 500 ms timeout.
+    assert!(took < Duration::from_millis(4500), "{took:?}");
+    let text = format!("{:?} {:?}", audit.unwrap_err(), approval.unwrap_err());
+    assert!(!text.contains(pg.password()), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{}", pg.port())), "{text}");
+    // A new replica refuses to start, naming [state].
+    let e = State::open(&config).err().expect("no database, no start");
+    assert!(e.to_string().contains("[state]"), "{e}");
+
+    pg.restart().unwrap();
+    assert_eq!(
+        s.audit.append("call", fields(json!({"i": 2}))).unwrap().seq,
+        2
+    );
+    assert_eq!(s.approvals.get(&r.id).unwrap().status, Status::Pending);
+    assert!(s.audit.verify().unwrap().ok());
+}
+
+#[test]
+fn postgres_errors_never_show_the_password() {
+    let pg = server();
+    let mut config = GatewayConfig::in_dir("/nonexistent/never-used");
+    // A wrong password, in the URL as AIRLOCK_STATE_URL would carry it.
+    let url = pg
+        .url_with_password("postgres")
+        .replace(pg.password(), "hunter2-wrong");
+    let mut p = PostgresConfig::new(url);
+    p.timeout = Duration::from_secs(2);
+    assert!(!format!("{p:?}").contains("hunter2"));
+    assert!(!p.describe().contains("hunter2"));
+    config.postgres = Some(p);
+    let e = match State::open(&config) {
+        Err(e @ StateError::Postgres(_)) => e,
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a wrong password connected"),
+    };
+    let text = e.to_string();
+    assert!(text.contains("password authentication failed"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+}
