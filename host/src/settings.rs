@@ -547,4 +547,66 @@ mod tests {
             assert!(err.contains(part), "{part}: {err}");
         }
     }
+
+    #[test]
+    fn state_section() {
+        let backend = "[proxmox.targets.a]\nurl = \"https://pve:8006\"\n";
+        let parse = |state: &str, env: Option<&str>| {
+            let (_d, path) = write(&format!("{backend}{state}"));
+            load_file(Some(&path))
+                .unwrap()
+                .postgres(env.map(str::to_string))
+        };
+        // The default: this machine's files.
+        assert_eq!(parse("", None).unwrap(), None);
+        let pg = parse(
+            "[state]\nbackend = \"postgres\"\nurl = \"postgres://airlock@db:5432/airlock\"\n\
+             password_file = \"/etc/airlock/pg\"\npool_size = 4\ntimeout_ms = 1500\n",
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(pg.url, "postgres://airlock@db:5432/airlock");
+        assert_eq!(pg.password_file, Some(PathBuf::from("/etc/airlock/pg")));
+        assert_eq!((pg.pool_size, pg.timeout.as_millis()), (4, 1500));
+        // The environment's URL wins and alone selects PostgreSQL; it may
+        // carry the password, which never shows.
+        let env = parse("", Some("postgres://a:s3cret@db/x"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(env.url, "postgres://a:s3cret@db/x");
+        assert!(!format!("{env:?}").contains("s3cret"), "{env:?}");
+        assert_eq!(env.describe(), "postgresql://a@db:5432/x");
+
+        let refused = |state: &str, needle: &str| {
+            let e = parse(state, None).unwrap_err().to_string();
+            assert!(e.contains(needle), "{state}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        };
+        refused("[state]\nbackend = \"postgres\"\n", "needs url");
+        refused(
+            "[state]\nbackend = \"postgres\"\nurl = \"postgres://a:s3cret@db/x\"\n",
+            "password_file",
+        );
+        refused(
+            "[state]\nurl = \"postgres://a@db/x\"\n",
+            "backend = \"postgres\"",
+        );
+        refused(
+            "[state]\nbackend = \"postgres\"\nurl = \"postgres://a@db/x\"\npool_size = 0\n",
+            "pool_size",
+        );
+        refused(
+            "[state]\nbackend = \"postgres\"\nurl = \"postgres://a@db/x\"\ntimeout_ms = 5\n",
+            "timeout_ms",
+        );
+        let (_d, path) = write("[state]\nbackend = \"mysql\"\n");
+        let e = load_file(Some(&path)).unwrap_err().to_string();
+        assert!(e.contains("sqlite") && e.contains("postgres"), "{e}");
+        // Without a backend it would simulate, and a simulation's state
+        // stays on this machine.
+        let (_d, path) = write("[state]\nbackend = \"postgres\"\nurl = \"postgres://a@db/x\"\n");
+        let e = load_file(Some(&path)).unwrap().postgres(None).unwrap_err();
+        assert!(e.to_string().contains("simulated"), "{e}");
+    }
 }
