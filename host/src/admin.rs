@@ -1,11 +1,17 @@
-//! Operator commands: deciding approvals, verifying and exporting the
-//! audit chain. They open the configured state themselves (the state
+//! Operator commands: issuing keys, deciding approvals, verifying and
+//! exporting the audit chain. They open the configured state themselves (the state
 //! directory's files, or the deployment's PostgreSQL database), so they
 //! run beside any number of servers.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{path::PathBuf, process::ExitCode, sync::Arc};
 
-use airlock_gateway::{approval::Request, audit, state::State, visible::visible};
+use airlock_gateway::{
+    approval::Request,
+    audit,
+    keys::{self, EnrollmentFile, KeyStore},
+    state::State,
+    visible::visible,
+};
 use clap::Subcommand;
 
 use crate::settings::ConfigFile;
@@ -57,6 +63,39 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// `airlock enroll`: a key into the enrollment file named, else into the
+/// state backend when it keeps keys (PostgreSQL).
+pub fn enroll(file: &ConfigFile, identity: &str, path: Option<PathBuf>) -> ExitCode {
+    let store: Arc<dyn KeyStore> = match path {
+        Some(p) => Arc::new(EnrollmentFile::new(p)),
+        None => match state(file).map(|s| s.keys) {
+            Ok(Some(keys)) => keys,
+            Ok(None) => {
+                eprintln!("error: name the enrollment file (--file FILE or AIRLOCK_ENROLLMENT), or keep keys in the deployment's database with [state] backend = \"postgres\"");
+                return ExitCode::from(2);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    match keys::enroll(&*store, identity) {
+        Ok(key) => {
+            println!("{key}");
+            eprintln!(
+                "enrolled {identity} in {}; give this key to the client (it is shown only once)",
+                store.location()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn state(file: &ConfigFile) -> Result<State, String> {
@@ -145,6 +184,7 @@ fn report(verdict: Result<audit::Verdict, audit::AuditError>, at: &str) -> ExitC
                 "ok: {} lines verified in {at}; head seq {} hash {}",
                 v.good_lines, v.head.seq, v.head.hash
             );
+            unfinished(&v.unfinished);
             ExitCode::SUCCESS
         }
         Ok(v) => {
@@ -161,6 +201,22 @@ fn report(verdict: Result<audit::Verdict, audit::AuditError>, at: &str) -> ExitC
             ExitCode::from(2)
         }
     }
+}
+
+/// Executions with a start line and no end: not a broken chain, but worth
+/// a look (a replica killed mid-run leaves these).
+fn unfinished(ids: &[String]) {
+    const SHOWN: usize = 10;
+    if ids.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = ids.iter().take(SHOWN).map(|i| visible(i)).collect();
+    println!(
+        "note: {} execution(s) started and have no end line: still running, or their process was killed before writing it: {}{}",
+        ids.len(),
+        shown.join(", "),
+        if ids.len() > SHOWN { ", ..." } else { "" }
+    );
 }
 
 fn export(file: &ConfigFile, output: Option<PathBuf>) -> ExitCode {

@@ -1,9 +1,10 @@
 //! `airlock serve --http`: MCP over streamable HTTP at `/mcp`.
 //!
 //! In front of the MCP service: `/healthz`; a bearer key on every request
-//! (compared in constant time against the SHA-256 hashes in the enrollment
-//! file, which maps each key to an identity and is re-read on SIGHUP);
-//! a per-client request rate limit. The MCP service itself checks `Host`
+//! (compared in constant time against the SHA-256 hashes of the enrolled
+//! keys: an enrollment file re-read on SIGHUP, or the deployment's
+//! PostgreSQL database re-read every few seconds); a per-client request
+//! rate limit (per replica: it protects the replica's own capacity). The MCP service itself checks `Host`
 //! and `Origin` against allowlists (DNS-rebinding protection) and caps the
 //! request body. TLS is terminated by a reverse proxy in front (see the
 //! README); this server speaks plain HTTP, by default on loopback only.
@@ -11,7 +12,7 @@
 use std::{
     collections::HashMap,
     net::SocketAddr,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{Arc, Mutex, RwLock},
     time::Instant,
 };
@@ -27,83 +28,18 @@ use axum::{
 use rmcp::transport::streamable_http_server::{
     session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
 };
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use airlock_gateway::keys::{EnrollmentFile, KeyHash, KeyStore};
+
 use crate::mcp::{AirlockServer, Identity, Shared};
-
-/// One enrolled client: who it is and the hash of its key.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Client {
-    pub identity: String,
-    /// Hex SHA-256 of the bearer key; the key itself is never stored.
-    pub key_sha256: String,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Enrollment {
-    #[serde(default)]
-    client: Vec<Client>,
-}
-
-/// Reads an enrollment file; every entry must be a 64-digit hex hash.
-pub fn read_enrollment(path: &Path) -> Result<Vec<([u8; 32], String)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("enrollment file {}: {e}", path.display()))?;
-    let e: Enrollment =
-        toml::from_str(&text).map_err(|e| format!("enrollment file {}: {e}", path.display()))?;
-    e.client
-        .into_iter()
-        .map(|c| {
-            let bytes = hex::decode(&c.key_sha256)
-                .ok()
-                .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "enrollment file {}: key_sha256 of {} is not 64 hex digits",
-                        path.display(),
-                        c.identity
-                    )
-                })?;
-            Ok((bytes, c.identity))
-        })
-        .collect()
-}
-
-/// Adds a client with a fresh key to the enrollment file; returns the key
-/// (shown once, never stored).
-pub fn enroll(path: &Path, identity: &str) -> Result<String, String> {
-    if !identity
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
-        || identity.is_empty()
-    {
-        return Err(format!(
-            "identity `{identity}` may only use letters, digits, - _ . @"
-        ));
-    }
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
-    let key = format!("alk_{}", hex::encode(bytes));
-    let hash = hex::encode(Sha256::digest(key.as_bytes()));
-    let mut text = std::fs::read_to_string(path).unwrap_or_default();
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(&format!(
-        "\n[[client]]\nidentity = \"{identity}\"\nkey_sha256 = \"{hash}\"\n"
-    ));
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(key)
-}
 
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
     pub listen: SocketAddr,
-    /// Enrollment file; `None` only with `no_auth`.
+    /// Enrollment file; without one, the keys the state backend keeps
+    /// (PostgreSQL), else only `no_auth` serves.
     pub enrollment: Option<PathBuf>,
     /// Serve without keys, everyone as `default_identity`.
     pub no_auth: bool,
@@ -115,7 +51,7 @@ pub struct HttpOptions {
 }
 
 struct Gate {
-    keys: RwLock<Vec<([u8; 32], String)>>,
+    keys: RwLock<Vec<(KeyHash, String)>>,
     no_auth: bool,
     default_identity: String,
     per_minute: u32,
@@ -203,14 +139,24 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
 
 /// Serves until interrupted. Prints the address it listens on.
 pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), String> {
-    let keys = match (&options.enrollment, options.no_auth) {
+    let store: Option<Arc<dyn KeyStore>> = match (&options.enrollment, options.no_auth) {
         (_, true) => {
             tracing::warn!("serving MCP over HTTP WITHOUT authentication (--no-auth): every client acts as identity {}", options.default_identity);
-            Vec::new()
+            None
         }
-        (Some(path), false) => read_enrollment(path)?,
-        (None, false) => return Err("serving over HTTP needs --enrollment FILE (keys for clients), or --no-auth to opt out explicitly".into()),
+        (Some(path), false) => Some(Arc::new(EnrollmentFile::new(path))),
+        (None, false) => match shared.gateway.state().keys.clone() {
+            Some(keys) => Some(keys),
+            None => return Err("serving over HTTP needs --enrollment FILE (keys for clients), or [state] backend = \"postgres\" (keys from `airlock enroll` kept there), or --no-auth to opt out explicitly".into()),
+        },
     };
+    let keys = match &store {
+        Some(s) => s.all().map_err(|e| e.to_string())?,
+        None => Vec::new(),
+    };
+    if let Some(s) = &store {
+        tracing::info!(clients = keys.len(), from = %s.location(), "enrolled keys");
+    }
     let gate = Arc::new(Gate {
         keys: RwLock::new(keys),
         no_auth: options.no_auth,
@@ -218,8 +164,8 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         per_minute: options.requests_per_minute,
         buckets: Mutex::new(HashMap::new()),
     });
-    if let (Some(path), false) = (options.enrollment.clone(), options.no_auth) {
-        reload_on_hangup(gate.clone(), path);
+    if let Some(store) = store {
+        reload_keys(gate.clone(), store);
     }
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -231,6 +177,9 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         .with_cancellation_token(cancel.child_token());
     if !options.allowed_hosts.is_empty() {
         config = config.with_allowed_hosts(options.allowed_hosts.clone());
+    }
+    if let Some(records) = shared.gateway.state().sessions.clone() {
+        config.session_store = Some(Arc::new(crate::sessions::SharedSessions(records)));
     }
     // A browser page may talk to us only from our own loopback origin
     // unless more are allowed; any other Origin is a cross-site request.
@@ -273,23 +222,57 @@ fn loopback_origins(port: u16) -> Vec<String> {
         .collect()
 }
 
-fn reload_on_hangup(gate: Arc<Gate>, path: PathBuf) {
+/// Re-reads the keys on SIGHUP, and every `refresh_every` when the store
+/// is shared (another replica's `airlock enroll` shows up without a
+/// signal). A store that cannot be read keeps the keys read last.
+fn reload_keys(gate: Arc<Gate>, store: Arc<dyn KeyStore>) {
+    let every = store.refresh_every();
+    // Installed before the server says it is serving: a SIGHUP from then
+    // on reloads, and never falls to the default action (exit).
     #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     tokio::spawn(async move {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            return;
-        };
-        while hup.recv().await.is_some() {
-            match read_enrollment(&path) {
-                Ok(keys) => {
+        let mut failing = false;
+        loop {
+            let tick = async {
+                match every {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            #[cfg(unix)]
+            let hangup = async {
+                match hup.as_mut() {
+                    Some(h) => h.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            #[cfg(not(unix))]
+            let hangup = std::future::pending::<Option<()>>();
+            let signalled = tokio::select! {
+                _ = tick => false,
+                _ = hangup => true,
+            };
+            let read = {
+                let store = store.clone();
+                tokio::task::spawn_blocking(move || store.all()).await
+            };
+            match read {
+                Ok(Ok(keys)) => {
                     let n = keys.len();
                     *gate.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
-                    tracing::info!(clients = n, "reloaded the enrollment file");
+                    if signalled || failing {
+                        tracing::info!(clients = n, from = %store.location(), "reloaded the enrolled keys");
+                    }
+                    failing = false;
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "kept the previous enrollment: the file could not be read")
+                Ok(Err(e)) => {
+                    if signalled || !failing {
+                        tracing::warn!(error = %e, "kept the previously read keys: the key store could not be read");
+                    }
+                    failing = true;
                 }
+                Err(e) => tracing::error!(error = %e, "reading the keys failed"),
             }
         }
     });
@@ -315,18 +298,20 @@ async fn stop_requested() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use airlock_gateway::keys::enroll;
 
     #[test]
     fn enrollment_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("clients.toml");
-        let a = enroll(&path, "alice").unwrap();
-        let b = enroll(&path, "bob").unwrap();
+        let file = EnrollmentFile::new(&path);
+        let a = enroll(&file, "alice").unwrap();
+        let b = enroll(&file, "bob").unwrap();
         assert_ne!(a, b);
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains(&a), "the key itself is never stored");
         let gate = Gate {
-            keys: RwLock::new(read_enrollment(&path).unwrap()),
+            keys: RwLock::new(file.all().unwrap()),
             no_auth: false,
             default_identity: "local".into(),
             per_minute: 2,
@@ -341,6 +326,6 @@ mod tests {
             "the third request within a minute is refused"
         );
         assert!(gate.allow("bob"));
-        assert!(enroll(&path, "evil\"]\n[x").is_err());
+        assert!(enroll(&file, "evil\"]\n[x").is_err());
     }
 }

@@ -13,5 +13,6 @@ pub mod mcp;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod sessions;
 pub mod settings;
 pub mod wiring;

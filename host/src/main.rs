@@ -143,13 +143,16 @@ enum Command {
         #[command(flatten)]
         sandbox: SandboxFlags,
     },
-    /// Issue a bearer key for an HTTP client: appends its hash to the
-    /// enrollment file and prints the key once.
+    /// Issue a bearer key for an HTTP client: stores its hash (in the
+    /// enrollment file, or with [state] backend = "postgres" in the
+    /// database every replica reads) and prints the key once.
     Enroll {
         /// The identity the key acts as (its mode comes from [identities]).
         identity: String,
+        /// The enrollment file (default with PostgreSQL state: the
+        /// database).
         #[arg(long, env = "AIRLOCK_ENROLLMENT", value_name = "FILE")]
-        file: PathBuf,
+        file: Option<PathBuf>,
     },
     /// Search the tool catalog, as an agent's `search` does.
     Search {
@@ -287,17 +290,10 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            Command::Enroll { identity, file: path } => match airlock::http::enroll(&path, &identity) {
-                Ok(key) => {
-                    println!("{key}");
-                    eprintln!("enrolled {identity} in {}; give this key to the client (it is shown only once)", path.display());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(2)
-                }
-            },
+            Command::Enroll {
+                identity,
+                file: path,
+            } => admin::enroll(&file, &identity, path),
             Command::Search {
                 query,
                 tiers,

@@ -161,7 +161,7 @@ async fn sighup_rereads_the_enrollment_file() {
     let pid = server.child.id().to_string();
     let status = Command::new("kill").args(["-HUP", &pid]).status().unwrap();
     assert!(status.success());
-    server.wait_for("reloaded the enrollment file");
+    server.wait_for("reloaded the enrolled keys");
 
     let r = post(&server, Some(&olga), &[], initialize().to_string()).await;
     assert_eq!(r.status(), 200);

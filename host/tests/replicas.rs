@@ -13,11 +13,11 @@ use airlock::demo;
 use airlock_gateway::audit;
 use airlock_sim::Simulator;
 use airlock_testkit::TempPostgres;
-use common::{call, enroll, Server};
+use common::{call, Server};
 use serde_json::{json, Value};
 
 /// The deployment: the simulator, the database, a configuration file
-/// every replica and operator command uses, and one enrollment file.
+/// every replica and operator command uses (keys are in the database).
 struct Deployment {
     _sim: Simulator,
     pg: TempPostgres,
@@ -47,13 +47,22 @@ async fn deployment() -> Deployment {
 }
 
 impl Deployment {
-    /// A replica, sharing the enrollment file in the deployment's folder.
+    /// A replica: no enrollment file, so it takes the keys from the
+    /// database.
     fn replica(&self) -> Server {
         let state = tempfile::tempdir().unwrap();
         let mut args: Vec<OsString> = vec!["--config".into(), self.config.clone().into()];
-        args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
-        args.push(self.dir.path().join(common::ENROLLMENT).into());
+        args.extend(["serve", "--http", "127.0.0.1:0"].map(OsString::from));
         Server::spawn(state, &args)
+    }
+
+    /// `airlock enroll IDENTITY`, into the database.
+    fn enroll(&self, identity: &str) -> String {
+        let out = self.airlock(&["enroll", identity]);
+        assert!(out.status.success(), "{out:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("postgresql://airlock@127.0.0.1:"), "{said}");
+        stdout(&out).trim().to_string()
     }
 
     /// `airlock --config CONFIG ARGS`: an operator's command.
@@ -85,7 +94,7 @@ fn stdout(o: &std::process::Output) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
     let d = deployment().await;
-    let alice = enroll(&d.dir.path().join(common::ENROLLMENT), "alice");
+    let alice = d.enroll("alice");
     let (a, b) = {
         let d = &d;
         tokio::task::block_in_place(|| (d.replica(), d.replica()))
@@ -166,6 +175,37 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
     assert_eq!(used.len(), 1, "{used:?}");
     assert_eq!(used[0]["approval"], id.as_str());
     private(&file);
+
+    // A key issued while the replicas run works on each once it has
+    // re-read the keys (every few seconds; at once on SIGHUP).
+    let olga = d.enroll("olga");
+    for replica in [&a, &b] {
+        let hup = Command::new("kill")
+            .args(["-HUP", &replica.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(hup.success());
+        replica.wait_for("reloaded the enrolled keys");
+        let client = replica.connect(&olga).await;
+        let r = call(
+            &client,
+            "execute",
+            json!({"script": "(await tools.node_list()).length"}),
+        )
+        .await;
+        assert_eq!(value(&r), 3, "{r:?}");
+    }
+    // A key no one issued gets nothing.
+    let status = reqwest::Client::new()
+        .post(&a.url)
+        .bearer_auth("alk_0000000000000000000000000000000000000000000000000000000000000000")
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401);
 }
 
 fn private(file: &Path) {

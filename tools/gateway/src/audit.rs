@@ -317,6 +317,10 @@ pub struct Verdict {
     pub head: Head,
     /// The first broken line (1-based) and what is wrong with it.
     pub problem: Option<(u64, String)>,
+    /// Executions, among the lines that verified, with a start and no
+    /// end, in the order they started: still running, or their process
+    /// stopped without writing it (killed). Not a break in the chain.
+    pub unfinished: Vec<String>,
 }
 
 impl Verdict {
@@ -359,6 +363,9 @@ pub struct Verifier {
     head: Head,
     lines: u64,
     problem: Option<(u64, String)>,
+    /// Executions started and not (yet) ended, by id, with the line
+    /// that started them (for the order).
+    open: std::collections::HashMap<String, u64>,
 }
 
 impl Default for Verifier {
@@ -370,6 +377,7 @@ impl Default for Verifier {
             },
             lines: 0,
             problem: None,
+            open: Default::default(),
         }
     }
 }
@@ -383,8 +391,9 @@ impl Verifier {
         }
         self.lines += 1;
         match self.check(buf) {
-            Ok(head) => {
+            Ok((head, record)) => {
                 self.head = head;
+                self.track(&record);
                 true
             }
             Err(why) => {
@@ -399,15 +408,35 @@ impl Verifier {
             Some(_) => self.lines - 1,
             None => self.lines,
         };
+        let mut unfinished: Vec<(u64, String)> =
+            self.open.into_iter().map(|(id, at)| (at, id)).collect();
+        unfinished.sort();
         Verdict {
             good_lines,
             head: self.head,
             problem: self.problem,
+            unfinished: unfinished.into_iter().map(|(_, id)| id).collect(),
         }
     }
 
-    /// The head after `buf`, or what is wrong with it.
-    fn check(&self, buf: &[u8]) -> Result<Head, String> {
+    /// Notes an execution's start or end.
+    fn track(&mut self, record: &Map<String, Value>) {
+        let Some(id) = record.get("execution").and_then(Value::as_str) else {
+            return;
+        };
+        match record.get("event").and_then(Value::as_str) {
+            Some("execution_start") => {
+                self.open.insert(id.to_string(), self.lines);
+            }
+            Some("execution_end") => {
+                self.open.remove(id);
+            }
+            _ => {}
+        }
+    }
+
+    /// The head after `buf` and its record, or what is wrong with it.
+    fn check(&self, buf: &[u8]) -> Result<(Head, Map<String, Value>), String> {
         let head = &self.head;
         if !buf.ends_with(b"\n") {
             return Err("the line is incomplete (the file was cut short or a write failed)".into());
@@ -442,10 +471,13 @@ impl Verifier {
                 head.seq
             ));
         }
-        Ok(Head {
-            seq: head.seq + 1,
-            hash,
-        })
+        Ok((
+            Head {
+                seq: head.seq + 1,
+                hash,
+            },
+            record,
+        ))
     }
 }
 

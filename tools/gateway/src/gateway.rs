@@ -44,7 +44,6 @@ use crate::{
     config::GatewayConfig,
     digest::{sha256_hex, sha256_json},
     policy::{Mode, Policy, PolicyError},
-    rate::RateLimits,
     redact,
     spec::{Tier, ToolSpec},
     state::{State, StateError},
@@ -248,17 +247,17 @@ pub struct Gateway {
     /// The current catalog and the backend generations it was built from.
     catalog: RwLock<(Arc<Catalog>, u64)>,
     policy: Policy,
-    approvals: Arc<dyn ApprovalStore>,
+    /// Approvals, the audit chain, rate buckets (and what the host serves
+    /// from the same store: keys, sessions).
+    state: State,
     approval_tiers: Vec<Tier>,
     /// Tiers whose approval may be asked in the MCP client.
     in_client_tiers: Vec<Tier>,
     approve_command: String,
-    audit: Arc<dyn AuditStore>,
     backends: HashMap<String, (Arc<dyn Backend>, Semaphore)>,
     /// Backend ids in the order given: earlier ones keep a clashing name.
     order: Vec<String>,
     calls_per_minute: u32,
-    rate: Arc<dyn RateLimits>,
     /// Per identity: rate-limited refusals counted since its last line.
     unwritten: Mutex<HashMap<String, Unwritten>>,
     /// Running executions and their identities, so an execution's end can
@@ -346,11 +345,7 @@ impl Gateway {
         // The policy is checked first: a mistake in the file is reported
         // before any database is connected to.
         let policy = Policy::new(config.policy.clone(), &catalog, &dynamic)?;
-        let State {
-            approvals,
-            audit,
-            rate,
-        } = State::open(&config)?;
+        let state = State::open(&config)?;
         let generation = generation_of(by_id.values().map(|(b, _)| b));
         let mut instance = [0u8; 4];
         let _ = getrandom::fill(&mut instance);
@@ -358,15 +353,13 @@ impl Gateway {
             Self {
                 catalog: RwLock::new((Arc::new(catalog), generation)),
                 policy,
-                approvals,
+                state,
                 approval_tiers: config.approval.tiers,
                 in_client_tiers: config.approval.in_client,
                 approve_command: config.approve_command,
-                audit,
                 backends: by_id,
                 order,
                 calls_per_minute: config.rate.calls_per_minute,
-                rate,
                 unwritten: Mutex::new(HashMap::new()),
                 executions: Mutex::new(HashMap::new()),
                 next_call: AtomicU64::new(1),
@@ -430,7 +423,7 @@ impl Gateway {
         format!(
             "an operator can run `{} {request_id}` (or deny it); then run the script again within {} minutes",
             self.approve_command,
-            self.approvals.ttl_ms() / 60_000
+            self.state.approvals.ttl_ms() / 60_000
         )
     }
 
@@ -459,16 +452,22 @@ impl Gateway {
     }
 
     pub fn approvals(&self) -> &dyn ApprovalStore {
-        &*self.approvals
+        &*self.state.approvals
+    }
+
+    /// The stores this gateway keeps its state in; the host serves bearer
+    /// keys and transport sessions from the same place.
+    pub fn state(&self) -> &State {
+        &self.state
     }
 
     pub fn audit(&self) -> &dyn AuditStore {
-        &*self.audit
+        &*self.state.audit
     }
 
     /// The audit file, when the chain is kept in one (not in PostgreSQL).
     pub fn audit_path(&self) -> Option<&std::path::Path> {
-        self.audit.file()
+        self.state.audit.file()
     }
 
     pub fn mode_of(&self, identity: &str) -> Mode {
@@ -536,7 +535,7 @@ impl Gateway {
                 line.insert("reason".into(), audit_fields::code(refusal.code()));
                 let written = if rate_limited {
                     // The first of a run: its line starts the count.
-                    self.audit.append("call", line).inspect_err(|_| {
+                    self.state.audit.append("call", line).inspect_err(|_| {
                         self.unwritten
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
@@ -566,7 +565,7 @@ impl Gateway {
             .expect("every catalog entry has its backend");
         let started = Instant::now();
         let mut pending = Pending {
-            audit: &*self.audit,
+            audit: &*self.state.audit,
             call_id: Some(call_id.clone()),
             started,
         };
@@ -606,7 +605,7 @@ impl Gateway {
         };
         // The call has happened; if even its result cannot be recorded the
         // result is withheld rather than handed on unrecorded.
-        if let Err(e) = self.audit.append("call_result", done) {
+        if let Err(e) = self.state.audit.append("call_result", done) {
             return Err(Refused::after_backend(CallError::AuditUnavailable(
                 e.to_string(),
             )));
@@ -658,6 +657,7 @@ impl Gateway {
                 reason: e.to_string(),
             })?;
             let check = self
+                .state
                 .approvals
                 .check(
                     &caller.identity,
@@ -709,7 +709,7 @@ impl Gateway {
         if per_minute == 0 {
             return Ok(());
         }
-        match self.rate.take(identity, per_minute, self.now_ms()) {
+        match self.state.rate.take(identity, per_minute, self.now_ms()) {
             Ok(true) => Ok(()),
             Ok(false) => Err(CallError::RateLimited {
                 identity: identity.to_string(),
@@ -766,7 +766,7 @@ impl Gateway {
         if let Some(u) = taken.as_ref().filter(|u| u.count > 0) {
             u.record_on(&mut line);
         }
-        self.audit.append(event, line).inspect_err(|_| {
+        self.state.audit.append(event, line).inspect_err(|_| {
             if let Some(u) = taken {
                 let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
                 let now = unwritten.entry(identity.to_string()).or_insert(Unwritten {
@@ -829,7 +829,7 @@ impl Gateway {
             .remove(execution);
         match identity {
             Some(identity) => self.append_for(&identity, "execution_end", line),
-            None => self.audit.append("execution_end", line),
+            None => self.state.audit.append("execution_end", line),
         }
         .map(|_| ())
     }
@@ -846,7 +846,7 @@ impl Drop for Gateway {
             let mut line = Map::new();
             line.insert("identity".into(), Value::String(identity));
             u.record_on(&mut line);
-            if let Err(e) = self.audit.append("rate_limited", line) {
+            if let Err(e) = self.state.audit.append("rate_limited", line) {
                 tracing::error!(error = %e, "could not record rate-limited calls in the audit log");
             }
         }

@@ -16,6 +16,7 @@ pub mod config;
 pub mod digest;
 pub mod gateway;
 pub mod json_budget;
+pub mod keys;
 pub mod policy;
 pub mod private_files;
 pub mod rate;

@@ -12,6 +12,7 @@ use std::{
 use airlock_gateway::{
     approval::{ApprovalError, Check, Request, Status},
     audit::{self, AuditError, MAX_LINE_BYTES},
+    keys::{self, EnrollmentFile, KeyError, KeyStore},
     state::{PostgresConfig, State, StateError},
     GatewayConfig,
 };
@@ -62,6 +63,15 @@ impl Fixture {
 
     fn open(&self) -> State {
         State::open(&self.config()).unwrap()
+    }
+
+    /// Where this kind keeps bearer keys: the enrollment file `serve
+    /// --http` is given on one machine, the database in a deployment.
+    fn keys(&self) -> Arc<dyn KeyStore> {
+        match self {
+            Fixture::Files(dir) => Arc::new(EnrollmentFile::new(dir.path().join("clients.toml"))),
+            Fixture::Postgres { .. } => self.open().keys.expect("PostgreSQL keeps keys"),
+        }
     }
 
     /// Replaces line `seq` of the chain with `text`, as someone with
@@ -551,6 +561,36 @@ both!(a_store_from_a_newer_airlock_is_refused, |f: Fixture| {
     let e = State::open(&f.config()).err().expect("refused");
     let text = e.to_string();
     assert!(text.contains("99") && text.contains("newer"), "{text}");
+});
+
+both!(an_enrolled_key_is_kept_as_its_hash_only, |f: Fixture| {
+    let store = f.keys();
+    let a = keys::enroll(&*store, "alice").unwrap();
+    let b = keys::enroll(&*store, "bob@example.org").unwrap();
+    assert!(a.starts_with("alk_") && a.len() == 68 && a != b);
+    let mut all = f.keys().all().unwrap();
+    all.sort_by(|x, y| x.1.cmp(&y.1));
+    assert_eq!(
+        all,
+        [
+            (keys::hash(&a), "alice".to_string()),
+            (keys::hash(&b), "bob@example.org".to_string())
+        ]
+    );
+    // An identity that could break out of the file or a log line.
+    assert!(matches!(
+        keys::enroll(&*store, "evil\"]\n[x"),
+        Err(KeyError::BadIdentity(_))
+    ));
+    assert_eq!(store.all().unwrap().len(), 2);
+    // The key itself is stored nowhere.
+    let stored = match &f {
+        Fixture::Files(dir) => std::fs::read_to_string(dir.path().join("clients.toml")).unwrap(),
+        Fixture::Postgres { db } => server()
+            .psql(db, "SELECT key_sha256 || identity FROM airlock_keys")
+            .unwrap(),
+    };
+    assert!(!stored.contains(&a[4..]) && stored.contains(&hex::encode(keys::hash(&a))));
 });
 
 // What only a shared database does.

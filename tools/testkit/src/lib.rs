@@ -22,6 +22,9 @@ use std::process::{Child, Command, Stdio};
 
 use tempfile::TempDir;
 
+mod nginx;
+pub use nginx::TempNginx;
+
 /// The superuser initdb creates; every connection uses it.
 const SUPERUSER: &str = "airlock";
 /// How many free ports to try when another process takes the one picked
@@ -473,7 +476,7 @@ fn parse_version(name: &str) -> Option<Vec<u32>> {
     name.split('.').map(|part| part.parse().ok()).collect()
 }
 
-fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
@@ -583,7 +586,7 @@ fn free_port() -> Result<u16, String> {
 }
 
 /// The file's text from byte `offset` on (empty if unreadable).
-fn read_from(path: &Path, offset: u64) -> String {
+pub(crate) fn read_from(path: &Path, offset: u64) -> String {
     let mut text = Vec::new();
     if let Ok(mut file) = fs::File::open(path) {
         if file.seek(SeekFrom::Start(offset)).is_ok() {
@@ -593,7 +596,7 @@ fn read_from(path: &Path, offset: u64) -> String {
     String::from_utf8_lossy(&text).into_owned()
 }
 
-fn log_tail(path: &Path) -> String {
+pub(crate) fn log_tail(path: &Path) -> String {
     let text = read_from(path, 0);
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");

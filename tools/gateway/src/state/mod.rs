@@ -1,5 +1,5 @@
 //! Everything the gateway keeps beyond one call — approvals, the audit
-//! chain, rate buckets — behind one choice: `[state] backend = "sqlite"`
+//! chain, rate buckets, bearer keys — behind one choice: `[state] backend = "sqlite"`
 //! (one machine: a SQLite file and a JSONL file in the state directory,
 //! buckets in memory) or `"postgres"` (a database every replica of a
 //! deployment shares). Both kinds pass the same tests
@@ -13,6 +13,7 @@ use crate::{
     approval::{ApprovalError, ApprovalStore, SqliteApprovals},
     audit::{AuditError, AuditLog, AuditStore},
     config::GatewayConfig,
+    keys::KeyStore,
     rate::{LocalRate, RateLimits},
 };
 
@@ -24,6 +25,31 @@ pub struct State {
     pub approvals: Arc<dyn ApprovalStore>,
     pub audit: Arc<dyn AuditStore>,
     pub rate: Arc<dyn RateLimits>,
+    /// Bearer keys kept with the rest of the state (PostgreSQL); on one
+    /// machine they are in the enrollment file `serve --http` is given.
+    pub keys: Option<Arc<dyn KeyStore>>,
+    /// Sessions any replica can pick up (PostgreSQL only: one machine's
+    /// sessions live in its memory).
+    pub sessions: Option<Arc<dyn SessionRecords>>,
+}
+
+/// The longest session id a record is kept or looked up for.
+pub const MAX_SESSION_ID_BYTES: usize = 256;
+/// The largest session record kept; a larger one is not stored (its
+/// session then lives on the replica that opened it only).
+pub const MAX_SESSION_RECORD_BYTES: usize = 64 * 1024;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the session store is unavailable: {0}")]
+pub struct SessionError(pub String);
+
+/// What a transport keeps about a client's session so that another
+/// replica can continue it: opaque text, at most
+/// [`MAX_SESSION_RECORD_BYTES`], kept a day after it was last stored.
+pub trait SessionRecords: Send + Sync {
+    fn put(&self, id: &str, record: &str) -> Result<(), SessionError>;
+    fn get(&self, id: &str) -> Result<Option<String>, SessionError>;
+    fn delete(&self, id: &str) -> Result<(), SessionError>;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +78,9 @@ impl State {
                             .with_max_open(max_open),
                     ),
                     audit: Arc::new(postgres::audit::PgAudit::new(db.clone())),
-                    rate: Arc::new(postgres::rate::PgRate::new(db)),
+                    rate: Arc::new(postgres::rate::PgRate::new(db.clone())),
+                    keys: Some(Arc::new(postgres::keys::PgKeys::new(db.clone()))),
+                    sessions: Some(Arc::new(postgres::sessions::PgSessions::new(db))),
                 })
             }
             None => Ok(Self {
@@ -61,6 +89,8 @@ impl State {
                 ),
                 audit: Arc::new(AuditLog::open(&config.audit_file)?),
                 rate: Arc::new(LocalRate::default()),
+                keys: None,
+                sessions: None,
             }),
         }
     }

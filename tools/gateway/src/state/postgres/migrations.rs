@@ -9,10 +9,11 @@ use super::{connection, unavailable, PgError, LOCK_CLASS, LOCK_MIGRATE};
 
 /// (version, what it adds, SQL). Append only: a released migration never
 /// changes, a change is a new one.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "approvals, the audit chain, rate buckets",
-    "
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "approvals, the audit chain, rate buckets",
+        "
     CREATE TABLE airlock_approvals (
         id          TEXT PRIMARY KEY,
         identity    TEXT NOT NULL,
@@ -45,7 +46,31 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[(
         took      BOOLEAN NOT NULL
     );
     ",
-)];
+    ),
+    (
+        2,
+        "bearer keys",
+        "
+    CREATE TABLE airlock_keys (
+        key_sha256  TEXT PRIMARY KEY CHECK (key_sha256 ~ '^[0-9a-f]{64}$'),
+        identity    TEXT NOT NULL,
+        created_ms  BIGINT NOT NULL
+    );
+    ",
+    ),
+    (
+        3,
+        "transport sessions any replica can pick up",
+        "
+    CREATE TABLE airlock_sessions (
+        id         TEXT PRIMARY KEY,
+        record     TEXT NOT NULL,
+        stored_ms  BIGINT NOT NULL
+    );
+    CREATE INDEX airlock_sessions_stored ON airlock_sessions (stored_ms);
+    ",
+    ),
+];
 
 /// The newest version this build knows.
 pub(crate) fn latest() -> i32 {

@@ -1,6 +1,7 @@
 //! The state of a deployment in one PostgreSQL database, shared by every
-//! replica: approvals ([`approvals`]), the audit chain ([`audit`]) and the
-//! rate buckets ([`rate`]).
+//! replica: approvals ([`approvals`]), the audit chain ([`audit`]), the
+//! rate buckets ([`rate`]), bearer keys ([`keys`]) and transport
+//! sessions ([`sessions`]).
 //!
 //! The gateway's call path is synchronous (an audit line is written before
 //! a call goes on, and again when a dropped call is cleaned up in `Drop`),
@@ -14,8 +15,10 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod keys;
 mod migrations;
 pub mod rate;
+pub mod sessions;
 
 use std::{future::Future, path::PathBuf, str::FromStr, sync::Arc, time::Duration};
 

@@ -1,0 +1,155 @@
+//! Bearer keys for HTTP clients: which key acts as which identity. Only a
+//! key's SHA-256 is stored; the key is shown once, when it is issued
+//! (`airlock enroll`). One machine keeps them in an enrollment file
+//! ([`EnrollmentFile`], re-read on SIGHUP); a deployment in its
+//! PostgreSQL database (`state::postgres::keys`), where every replica
+//! sees a new key within [`SHARED_REFRESH`].
+
+use std::{path::Path, path::PathBuf, time::Duration};
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// A key's SHA-256.
+pub type KeyHash = [u8; 32];
+
+/// How often a server re-reads keys kept in a shared database.
+pub const SHARED_REFRESH: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("identity `{0}` may only use letters, digits, - _ . @")]
+    BadIdentity(String),
+    #[error("enrollment file {path}: {message}")]
+    File { path: String, message: String },
+    #[error("the key store {location} is unavailable: {message}")]
+    Store { location: String, message: String },
+}
+
+/// Where keys are kept.
+pub trait KeyStore: Send + Sync {
+    /// Records a key (by its hash) for `identity`.
+    fn add(&self, identity: &str, key_sha256: &KeyHash) -> Result<(), KeyError>;
+
+    /// Every key and its identity.
+    fn all(&self) -> Result<Vec<(KeyHash, String)>, KeyError>;
+
+    /// Where, for messages (never a password).
+    fn location(&self) -> String;
+
+    /// How often a server should re-read the keys, when others may add
+    /// some (`None`: at start and on SIGHUP only).
+    fn refresh_every(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// Issues a fresh key for `identity` into `store`; returns the key, which
+/// is stored nowhere.
+pub fn enroll(store: &dyn KeyStore, identity: &str) -> Result<String, KeyError> {
+    check_identity(identity)?;
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| KeyError::Store {
+        location: store.location(),
+        message: format!("no randomness for a key: {e}"),
+    })?;
+    let key = format!("alk_{}", hex::encode(bytes));
+    store.add(identity, &hash(&key))?;
+    Ok(key)
+}
+
+/// The hash a key is stored and looked up by.
+pub fn hash(key: &str) -> KeyHash {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// Identities that can be written into a TOML file or a log line as they
+/// are.
+pub fn check_identity(identity: &str) -> Result<(), KeyError> {
+    let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@');
+    if identity.is_empty() || !identity.chars().all(fine) {
+        return Err(KeyError::BadIdentity(identity.to_string()));
+    }
+    Ok(())
+}
+
+/// A 64-digit hex hash, as files and databases keep it.
+pub fn parse_hash(text: &str) -> Option<KeyHash> {
+    hex::decode(text)
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+}
+
+/// One machine's keys: a TOML file of `[[client]]` entries
+/// (`identity`, `key_sha256`).
+pub struct EnrollmentFile {
+    path: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Client {
+    identity: String,
+    key_sha256: String,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Enrollment {
+    #[serde(default)]
+    client: Vec<Client>,
+}
+
+impl EnrollmentFile {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn error(&self, message: impl std::fmt::Display) -> KeyError {
+        KeyError::File {
+            path: self.path.display().to_string(),
+            message: message.to_string(),
+        }
+    }
+}
+
+impl KeyStore for EnrollmentFile {
+    fn add(&self, identity: &str, key_sha256: &KeyHash) -> Result<(), KeyError> {
+        check_identity(identity)?;
+        let mut text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(self.error(e)),
+        };
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "\n[[client]]\nidentity = \"{identity}\"\nkey_sha256 = \"{}\"\n",
+            hex::encode(key_sha256)
+        ));
+        std::fs::write(&self.path, text).map_err(|e| self.error(e))
+    }
+
+    fn all(&self) -> Result<Vec<(KeyHash, String)>, KeyError> {
+        let text = std::fs::read_to_string(&self.path).map_err(|e| self.error(e))?;
+        let e: Enrollment = toml::from_str(&text).map_err(|e| self.error(e))?;
+        e.client
+            .into_iter()
+            .map(|c| {
+                let hash = parse_hash(&c.key_sha256).ok_or_else(|| {
+                    self.error(format!("key_sha256 of {} is not 64 hex digits", c.identity))
+                })?;
+                Ok((hash, c.identity))
+            })
+            .collect()
+    }
+
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+}
