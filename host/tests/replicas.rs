@@ -1,9 +1,16 @@
-//! Two `airlock serve --http` replicas sharing one real PostgreSQL
-//! database (`[state] backend = "postgres"`) in front of one simulated
-//! cluster: a request filed through one replica is approved from the
-//! command line and used once, through the other; the deployment has one
-//! audit chain, which `airlock audit verify` checks in the database and
-//! `airlock audit export` writes as a file the offline check accepts.
+//! Replicas of `airlock serve --http` sharing one real PostgreSQL database
+//! (`[state] backend = "postgres"`) in front of one simulated cluster.
+//!
+//! Two replicas, directly: a request filed through one is approved from
+//! the command line and used once, through the other; the deployment has
+//! one audit chain, which `airlock audit verify` checks in the database
+//! and `airlock audit export` writes as a file the offline check accepts.
+//!
+//! Three replicas behind a real nginx that hashes `Mcp-Session-Id`
+//! (docs/DEPLOYMENT.md's configuration): several clients and identities
+//! run scripts through it while one replica is killed (SIGKILL); their
+//! sessions go on on the other replicas, the simulator answered exactly
+//! the calls the audit let through, and the chain verifies.
 
 mod common;
 
@@ -12,7 +19,7 @@ use std::{ffi::OsString, path::Path, process::Command, time::Duration};
 use airlock::demo;
 use airlock_gateway::audit;
 use airlock_sim::Simulator;
-use airlock_testkit::TempPostgres;
+use airlock_testkit::{TempNginx, TempPostgres};
 use common::{call, Server};
 use serde_json::{json, Value};
 
@@ -211,4 +218,204 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
 fn private(file: &Path) {
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(file).unwrap().mode() & 0o777, 0o600);
+}
+
+/// nginx in front of the replicas, as docs/DEPLOYMENT.md configures it: a
+/// session's requests hash to one replica; requests without a session
+/// (an `initialize`) spread by their request id.
+const NGINX_HTTP: &str = "map $http_mcp_session_id $airlock_route {\n    \"\" $request_id;\n    default $http_mcp_session_id;\n}";
+const NGINX_UPSTREAM: &str = "hash $airlock_route consistent;";
+
+/// One client's script and the value it must return every time.
+fn job(identity: &str) -> &'static str {
+    match identity {
+        "rita" => "(await tools.vm_list({node: 'pve1'})).length",
+        "olga" => "(await tools.node_list()).map((n) => n.node).sort().join(',')",
+        _ => "(await Promise.all([tools.node_list(), tools.vm_list({node: 'pve2'})])).length",
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_behind_nginx_go_on_when_one_is_killed() {
+    let d = deployment().await;
+    let identities = ["alice", "olga", "rita"];
+    let keys: Vec<(String, String)> = identities
+        .iter()
+        .map(|i| (i.to_string(), d.enroll(i)))
+        .collect();
+    let mut replicas: Vec<Server> = {
+        let d = &d;
+        tokio::task::block_in_place(|| (0..3).map(|_| d.replica()).collect())
+    };
+    let upstreams: Vec<String> = replicas
+        .iter()
+        .map(|r| r.base().trim_start_matches("http://").to_string())
+        .collect();
+    let nginx = TempNginx::start(&upstreams, NGINX_UPSTREAM, NGINX_HTTP).unwrap();
+    let url = nginx.url("/mcp");
+
+    // Two sessions per identity, through nginx.
+    let mut clients = Vec::new();
+    for (identity, key) in keys.iter().chain(keys.iter()) {
+        let config =
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                url.as_str(),
+            )
+            .auth_header(key.clone());
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+        let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+        clients.push((identity.clone(), std::sync::Arc::new(client)));
+    }
+
+    // Before: every call answers, and the sessions live on more than one
+    // replica.
+    let mut expected = std::collections::HashMap::new();
+    for (identity, client) in &clients {
+        for _ in 0..3 {
+            let r = run(client.clone(), identity.clone()).await.unwrap();
+            let v = value(&r);
+            assert!(!v.is_null() && v.get("code").is_none(), "{identity}: {r:?}");
+            let first = expected.entry(identity.clone()).or_insert(v.clone());
+            assert_eq!(first, &v, "{identity}");
+        }
+    }
+    let homes = |log: &str| -> std::collections::BTreeMap<String, String> {
+        log.lines()
+            .filter_map(|l| {
+                let session = l.split(" session=").nth(1)?.split(' ').next()?;
+                let upstream = l.split(" upstream=").nth(1)?.split(' ').next()?;
+                (session != "-" && !session.is_empty())
+                    .then(|| (session.to_string(), upstream.to_string()))
+            })
+            .collect()
+    };
+    let before = homes(&nginx.access_log());
+    let used: std::collections::BTreeSet<&String> = before.values().collect();
+    assert!(used.len() >= 2, "sessions on one replica only: {before:?}");
+
+    // Kill the replica holding the most sessions, with every client
+    // running a script.
+    let victim = {
+        let mut count = std::collections::HashMap::<&String, usize>::new();
+        for up in before.values() {
+            *count.entry(up).or_default() += 1;
+        }
+        let busiest = count.into_iter().max_by_key(|(_, n)| *n).unwrap().0.clone();
+        upstreams.iter().position(|u| *u == busiest).unwrap()
+    };
+    let sessions_on_victim = before.values().filter(|u| **u == upstreams[victim]).count();
+    let during: Vec<_> = clients
+        .iter()
+        .map(|(identity, client)| tokio::spawn(run(client.clone(), identity.clone())))
+        .collect();
+    replicas[victim].child.kill().unwrap();
+    replicas[victim].child.wait().unwrap();
+    let mut lost = 0;
+    for handle in during {
+        if handle.await.unwrap().is_err() {
+            lost += 1;
+        }
+    }
+    assert!(
+        lost <= sessions_on_victim,
+        "{lost} calls lost, {sessions_on_victim} sessions were there"
+    );
+
+    eprintln!(
+        "replicas: {} sessions, {sessions_on_victim} on the killed replica, {lost} calls lost with it",
+        before.len()
+    );
+
+    // After: every client, its session included, goes on.
+    for (identity, client) in &clients {
+        for _ in 0..3 {
+            let r = run(client.clone(), identity.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{identity}: {e}"));
+            assert_eq!(&value(&r), &expected[identity], "{identity}: {r:?}");
+        }
+    }
+    // The victim's sessions were picked up by the replicas left.
+    let after = homes(&nginx.access_log());
+    for (session, home) in &before {
+        if *home == upstreams[victim] {
+            assert_ne!(after[session], upstreams[victim], "{session}");
+        }
+    }
+    drop(clients);
+    replicas.retain_mut(|r| r.is_running());
+    assert_eq!(replicas.len(), 2);
+
+    // The chain verifies; every call the audit let through reached the
+    // cluster (at most the killed replica's calls in flight are unknown).
+    let verified = d.airlock(&["audit", "verify"]);
+    assert!(verified.status.success(), "{verified:?}");
+    let file = d.dir.path().join("deployment.jsonl");
+    assert!(d
+        .airlock(&["audit", "export", "-o", file.to_str().unwrap()])
+        .status
+        .success());
+    let lines: Vec<Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let allowed: std::collections::BTreeSet<&str> = lines
+        .iter()
+        .filter(|l| l["event"] == "call" && l["decision"] == "allowed")
+        .map(|l| l["call"].as_str().unwrap())
+        .collect();
+    let ended: std::collections::BTreeSet<&str> = lines
+        .iter()
+        .filter(|l| l["event"] == "call_result")
+        .map(|l| l["call"].as_str().unwrap())
+        .collect();
+    let answered = d._sim.requests().await.len();
+    assert!(
+        ended.len() <= answered && answered <= allowed.len(),
+        "simulator answered {answered}; audit: {} allowed, {} with a result",
+        allowed.len(),
+        ended.len()
+    );
+    // Calls without a result, and executions without an end, can only be
+    // the killed replica's (ids start with the writing process's id).
+    let events = |event: &str| -> std::collections::BTreeSet<&str> {
+        lines
+            .iter()
+            .filter(|l| l["event"] == event)
+            .map(|l| l["execution"].as_str().unwrap())
+            .collect()
+    };
+    let open: Vec<&str> = events("execution_start")
+        .difference(&events("execution_end"))
+        .copied()
+        .chain(allowed.difference(&ended).copied())
+        .collect();
+    let writers: std::collections::BTreeSet<&str> = open
+        .iter()
+        .map(|id| id.split('-').next().unwrap())
+        .collect();
+    assert!(
+        writers.len() <= 1,
+        "left open by several replicas: {open:?}"
+    );
+    let never_ended = events("execution_start")
+        .difference(&events("execution_end"))
+        .count();
+    let note = stdout(&verified);
+    assert_eq!(note.contains("no end line"), never_ended > 0, "{note}");
+}
+
+/// Runs the identity's script once in the client's session.
+async fn run(
+    client: std::sync::Arc<rmcp::service::RunningService<rmcp::RoleClient, ()>>,
+    identity: String,
+) -> Result<rmcp::model::CallToolResult, rmcp::ServiceError> {
+    let args = json!({"script": job(&identity)});
+    client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("execute")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
 }
