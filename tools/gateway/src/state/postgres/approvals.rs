@@ -90,18 +90,18 @@ impl ApprovalStore for PgApprovals {
             let mut conn = connection(&pool, &at).await?;
             let tx = conn.transaction().await.map_err(e)?;
             tx.execute(
-                "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+                    &tx.prepare_cached("SELECT pg_advisory_xact_lock($1, hashtext($2))").await.map_err(e)?,
                 &[&LOCK_CLASS_APPROVALS, &identity],
             )
             .await
             .map_err(e)?;
             let used = tx
                 .query_opt(
-                    "UPDATE airlock_approvals SET status = 'used', used_ms = $4 WHERE id = (\
+                    &tx.prepare_cached("UPDATE airlock_approvals SET status = 'used', used_ms = $4 WHERE id = (\
                        SELECT id FROM airlock_approvals WHERE identity = $1 AND tool = $2 \
                        AND args_hash = $3 AND status = 'approved' AND expires_ms > $4 \
                        ORDER BY created_ms LIMIT 1) \
-                     AND status = 'approved' RETURNING id",
+                     AND status = 'approved' RETURNING id").await.map_err(e)?,
                     &[&identity, &tool, &args_hash, &now_ms],
                 )
                 .await
@@ -117,12 +117,12 @@ impl ApprovalStore for PgApprovals {
                 ("pending", Check::Required),
             ] {
                 let open = tx
-                    .query_opt(
-                        &format!(
+                .query_opt(
+                    &tx.prepare_cached(&format!(
                             "SELECT {COLUMNS} FROM airlock_approvals WHERE identity = $1 AND tool = $2 \
                              AND args_hash = $3 AND status = '{status}' AND expires_ms > $4 \
                              ORDER BY created_ms DESC LIMIT 1"
-                        ),
+                        )).await.map_err(e)?,
                         &[&identity, &tool, &args_hash, &now_ms],
                     )
                     .await
@@ -133,8 +133,8 @@ impl ApprovalStore for PgApprovals {
             }
             let waiting: i64 = tx
                 .query_one(
-                    "SELECT COUNT(*) FROM airlock_approvals WHERE identity = $1 \
-                     AND status = 'pending' AND expires_ms > $2",
+                    &tx.prepare_cached("SELECT COUNT(*) FROM airlock_approvals WHERE identity = $1 \
+                     AND status = 'pending' AND expires_ms > $2").await.map_err(e)?,
                     &[&identity, &now_ms],
                 )
                 .await
@@ -155,9 +155,9 @@ impl ApprovalStore for PgApprovals {
                 decided_by: None,
             };
             tx.execute(
-                "INSERT INTO airlock_approvals \
+                    &tx.prepare_cached("INSERT INTO airlock_approvals \
                  (id, identity, tool, args_hash, summary, status, created_ms, expires_ms) \
-                 VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)",
+                 VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)").await.map_err(e)?,
                 &[
                     &request.id,
                     &request.identity,

@@ -1,27 +1,41 @@
-//! One audit chain for the whole deployment. Any replica appends: the
-//! append takes a transaction-scoped advisory lock, reads the head, seals
-//! the next line and inserts it, so concurrent appends queue instead of
-//! forking the chain, and `seq` being the primary key makes a duplicate
-//! impossible even without the lock. A replica that dies mid-append
-//! leaves nothing: its transaction rolls back with its connection.
+//! One audit chain for the whole deployment. Any replica appends: it seals
+//! the line that follows the head it knows and inserts it at that `seq`,
+//! the table's primary key. If another replica got there first, the
+//! insert does nothing; the writer reads the real head and seals again.
+//! So two lines can never share a `seq` (no fork, no duplicate), and a
+//! line only ever follows the row before it (no gap). One statement per
+//! append when this replica wrote the last line, two more per lost race.
+//! A replica that dies mid-append leaves nothing: an insert is atomic.
 
-use std::{io::Write, sync::Arc};
+use std::{
+    io::Write,
+    sync::{Arc, Mutex},
+};
 
 use serde_json::{Map, Value};
 
-use super::{connection, unavailable, PgError, Postgres, LOCK_AUDIT, LOCK_CLASS};
+use super::{connection, unavailable, PgError, Postgres};
 use crate::audit::{seal, AuditError, AuditStore, Head, Verdict, Verifier, GENESIS};
 
 /// Lines read per round trip by `verify` and `export`.
 const PAGE: i64 = 2000;
 
+/// Appends that lose this many races in a row give up (the call is
+/// refused): only a storm of other writers could cause it.
+const MAX_ATTEMPTS: u32 = 1000;
+
 pub struct PgAudit {
     db: Arc<Postgres>,
+    /// The head after this process's last append, when it succeeded.
+    head: Mutex<Option<Head>>,
 }
 
 impl PgAudit {
     pub fn new(db: Arc<Postgres>) -> Self {
-        Self { db }
+        Self {
+            db,
+            head: Mutex::new(None),
+        }
     }
 
     /// Lines after `after`, in order, at most [`PAGE`] of them.
@@ -29,11 +43,14 @@ impl PgAudit {
         self.db
             .run("reading the audit chain", move |pool, at| async move {
                 let conn = connection(&pool, &at).await?;
-                let rows = conn
-                    .query(
+                let page = conn
+                    .prepare_cached(
                         "SELECT seq, line FROM airlock_audit WHERE seq > $1 ORDER BY seq LIMIT $2",
-                        &[&after, &PAGE],
                     )
+                    .await
+                    .map_err(|e| unavailable(&at, e))?;
+                let rows = conn
+                    .query(&page, &[&after, &PAGE])
                     .await
                     .map_err(|e| unavailable(&at, e))?;
                 Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
@@ -64,44 +81,65 @@ impl PgAudit {
 impl AuditStore for PgAudit {
     fn append(&self, event: &str, fields: Map<String, Value>) -> Result<Head, AuditError> {
         let event = event.to_string();
-        self.db
+        let known = self.head.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let appended = self
+            .db
             .run("appending to the audit chain", move |pool, at| async move {
                 let e = |e: tokio_postgres::Error| AuditError::from(unavailable(&at, e));
-                let mut conn = connection(&pool, &at).await?;
-                let tx = conn.transaction().await.map_err(e)?;
-                tx.execute(
-                    "SELECT pg_advisory_xact_lock($1, $2)",
-                    &[&LOCK_CLASS, &LOCK_AUDIT],
-                )
-                .await
-                .map_err(e)?;
-                let head = tx
-                    .query_opt(
-                        "SELECT seq, hash FROM airlock_audit ORDER BY seq DESC LIMIT 1",
-                        &[],
+                let conn = connection(&pool, &at).await?;
+                let insert = conn
+                    .prepare_cached(
+                        "INSERT INTO airlock_audit (seq, hash, line) VALUES ($1, $2, $3) \
+                         ON CONFLICT (seq) DO NOTHING",
                     )
                     .await
-                    .map_err(e)?
-                    .map(|r| Head {
-                        seq: r.get::<_, i64>(0) as u64,
-                        hash: r.get(1),
-                    })
-                    .unwrap_or(Head {
-                        seq: 0,
-                        hash: GENESIS.into(),
-                    });
-                let (next, mut line) = seal(&head, &event, fields)?;
-                line.pop(); // the newline: a row is one line
-                let text = String::from_utf8(line).expect("serde_json writes UTF-8");
-                tx.execute(
-                    "INSERT INTO airlock_audit (seq, hash, line) VALUES ($1, $2, $3)",
-                    &[&(next.seq as i64), &next.hash, &text],
-                )
-                .await
-                .map_err(e)?;
-                tx.commit().await.map_err(e)?;
-                Ok(next)
-            })
+                    .map_err(e)?;
+                let last = conn
+                    .prepare_cached("SELECT seq, hash FROM airlock_audit ORDER BY seq DESC LIMIT 1")
+                    .await
+                    .map_err(e)?;
+                let read_head = || async {
+                    Ok::<_, AuditError>(
+                        conn.query_opt(&last, &[])
+                            .await
+                            .map_err(e)?
+                            .map(|r| Head {
+                                seq: r.get::<_, i64>(0) as u64,
+                                hash: r.get(1),
+                            })
+                            .unwrap_or(Head {
+                                seq: 0,
+                                hash: GENESIS.into(),
+                            }),
+                    )
+                };
+                let mut head = match known {
+                    Some(h) => h,
+                    None => read_head().await?,
+                };
+                for _ in 0..MAX_ATTEMPTS {
+                    let (next, mut line) = seal(&head, &event, fields.clone())?;
+                    line.pop(); // the newline: a row is one line
+                    let text = String::from_utf8(line).expect("serde_json writes UTF-8");
+                    let inserted = conn
+                        .execute(&insert, &[&(next.seq as i64), &next.hash, &text])
+                        .await
+                        .map_err(e)?;
+                    if inserted == 1 {
+                        return Ok(next);
+                    }
+                    // Another replica wrote this seq: continue after it.
+                    head = read_head().await?;
+                }
+                Err(AuditError::Store {
+                    location: at.clone(),
+                    message: format!(
+                        "{MAX_ATTEMPTS} other appends won the race for the next line in a row; the call is refused"
+                    ),
+                })
+            });
+        *self.head.lock().unwrap_or_else(|p| p.into_inner()) = appended.as_ref().ok().cloned();
+        appended
     }
 
     fn verify(&self) -> Result<Verdict, AuditError> {

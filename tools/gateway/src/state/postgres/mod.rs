@@ -120,7 +120,8 @@ impl PostgresConfig {
             .keepalives_idle(Duration::from_secs(30))
             .application_name("airlock")
             .options(format!(
-                "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
+                "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={} \
+                 -c client_min_messages=warning",
                 ms * 2
             ));
         Ok(config)
@@ -170,7 +171,6 @@ pub struct Postgres {
 /// Advisory lock keys: the class (ASCII "ARLK") and what it guards.
 pub(crate) const LOCK_CLASS: i32 = 0x4152_4c4b;
 pub(crate) const LOCK_MIGRATE: i32 = 1;
-pub(crate) const LOCK_AUDIT: i32 = 2;
 /// Approvals lock per identity, in a class of their own.
 pub(crate) const LOCK_CLASS_APPROVALS: i32 = LOCK_CLASS + 1;
 
@@ -219,7 +219,7 @@ impl Postgres {
         this.run("applying its migrations", |pool, at| async move {
             migrations::apply(&pool, &at).await
         })?;
-        tracing::info!(at = %this.at, "state in PostgreSQL");
+        tracing::debug!(at = %this.at, "state in PostgreSQL");
         Ok(this)
     }
 

@@ -45,8 +45,12 @@ impl RateLimits for PgRate {
                    took = {REFILLED} >= 1 \
                  RETURNING took"
                 );
+                let statement = conn
+                    .prepare_cached(&sql)
+                    .await
+                    .map_err(|e| unavailable(&at, e))?;
                 let row = conn
-                    .query_one(&sql, &[&identity, &per_minute, &now_ms])
+                    .query_one(&statement, &[&identity, &per_minute, &now_ms])
                     .await
                     .map_err(|e| unavailable(&at, e))?;
                 Ok(row.get::<_, bool>(0))

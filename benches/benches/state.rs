@@ -1,0 +1,154 @@
+//! The state backends side by side: this machine's files (SQLite, JSONL,
+//! buckets in memory) against a real PostgreSQL on loopback (started by
+//! `airlock-testkit`, default durability except `fsync=off`... see
+//! docs/PERFORMANCE.md for what that means for the numbers). One audit
+//! append, one rate token, one approval check that files a request, one
+//! whole gateway call; and appends from three "replicas" at once (three
+//! `State`s on one store, a thread each), per append.
+//!
+//! `cargo bench -p airlock-benches --bench state`
+
+use std::{
+    sync::{Arc, Barrier},
+    time::{Duration, Instant},
+};
+
+use airlock_gateway::{
+    state::{PostgresConfig, State},
+    Backend, BackendError, Caller, Gateway, GatewayConfig, Reply, ToolSpec,
+};
+use airlock_proxmox::{curated, tiers::TierRules};
+use airlock_testkit::TempPostgres;
+use async_trait::async_trait;
+use criterion::{criterion_group, criterion_main, Criterion};
+use serde_json::{json, Map, Value};
+
+struct Immediate(Vec<ToolSpec>);
+
+#[async_trait]
+impl Backend for Immediate {
+    fn id(&self) -> &str {
+        "pve"
+    }
+    fn tools(&self) -> Vec<ToolSpec> {
+        self.0.clone()
+    }
+    async fn call(&self, _: &Caller, _: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
+        Ok(Reply::new(args))
+    }
+}
+
+fn line() -> Map<String, Value> {
+    let mut line = Map::new();
+    line.insert("identity".into(), json!("alice"));
+    line.insert("tool".into(), json!("vm_list"));
+    line.insert("args_sha256".into(), json!("0".repeat(64)));
+    line
+}
+
+/// Appends from `writers` stores at once, `per` each; the time per append.
+fn appends_at_once(stores: &[State], per: u64) -> Duration {
+    let start = Arc::new(Barrier::new(stores.len() + 1));
+    let began = std::thread::scope(|scope| {
+        for s in stores {
+            let (audit, start) = (s.audit.clone(), start.clone());
+            scope.spawn(move || {
+                start.wait();
+                for _ in 0..per {
+                    audit.append("call", line()).unwrap();
+                }
+            });
+        }
+        start.wait();
+        Instant::now()
+    });
+    began.elapsed() / (per as u32 * stores.len() as u32)
+}
+
+fn bench(c: &mut Criterion) {
+    let pg = TempPostgres::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kinds: Vec<(&str, GatewayConfig)> = vec![
+        ("files", GatewayConfig::in_dir(dir.path().join("files"))),
+        ("postgres", {
+            let mut c = GatewayConfig::in_dir(dir.path().join("unused"));
+            let mut p = PostgresConfig::new(pg.create_database("bench").unwrap());
+            p.password_file = Some(pg.password_file().to_path_buf());
+            c.postgres = Some(p);
+            c
+        }),
+    ];
+    let specs: Vec<ToolSpec> = curated::tools(&TierRules::defaults(), &Default::default(), "pve")
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    for (kind, config) in &kinds {
+        let state = State::open(config).unwrap();
+        c.bench_function(&format!("state/{kind}/audit_append"), |b| {
+            b.iter(|| state.audit.append("call", line()).unwrap())
+        });
+        c.bench_function(&format!("state/{kind}/audit_append_3_writers"), |b| {
+            let three: Vec<State> = (0..3).map(|_| State::open(config).unwrap()).collect();
+            b.iter_custom(|iters| {
+                let per = iters.div_ceil(3).max(1);
+                appends_at_once(&three, per) * iters as u32
+            })
+        });
+        let mut now = 0i64;
+        c.bench_function(&format!("state/{kind}/rate_take"), |b| {
+            b.iter(|| {
+                now += 1;
+                state.rate.take("alice", 1_000_000, now).unwrap()
+            })
+        });
+        let mut n = 0u64;
+        let approvals = State::open(&{
+            let mut c = config.clone();
+            c.approval.max_open_per_identity = u32::MAX;
+            c
+        })
+        .unwrap()
+        .approvals;
+        c.bench_function(
+            &format!("state/{kind}/approval_check_files_a_request"),
+            |b| {
+                b.iter(|| {
+                    n += 1;
+                    approvals
+                        .check("alice", "vm_stop", &format!("{n:064}"), "node=pve1", 1)
+                        .unwrap()
+                })
+            },
+        );
+
+        let mut config = config.clone();
+        config.rate.calls_per_minute = 1_000_000_000;
+        let (gateway, _) = Gateway::new(
+            config,
+            vec![Arc::new(Immediate(specs.clone())) as Arc<dyn Backend>],
+        )
+        .unwrap();
+        let caller = Caller::new("local");
+        let args = json!({"node": "pve1"});
+        c.bench_function(&format!("state/{kind}/gateway_call_vm_list"), |b| {
+            b.to_async(&rt).iter(|| async {
+                gateway
+                    .call(&caller, "vm_list", args.clone())
+                    .await
+                    .unwrap()
+            })
+        });
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = bench
+}
+criterion_main!(benches);
