@@ -15,7 +15,7 @@ use std::{
 };
 
 use airlock_gateway::{audit::AuditError, Caller, Gateway};
-use airlock_sandbox::{Limits, Outcome, Sandbox, ToolHost};
+use airlock_sandbox::{ExecError, Limits, Outcome, Sandbox, ToolHost};
 
 use crate::wiring::ScriptTools;
 
@@ -101,14 +101,19 @@ impl Execution {
     /// Writes the end line. A failure to write it is logged, not returned:
     /// the work is done, and its calls are in the log line by line.
     pub fn finish(self, ended: Ended<'_>) -> Finished {
-        let (kind, calls) = match ended {
+        let (kind, calls, limit) = match ended {
             Ended::Ran(o) => (
                 o.error().map(|e| e.kind()).unwrap_or("ok"),
                 o.stats.tool_calls,
+                match o.error() {
+                    Some(ExecError::LimitExceeded { limit, .. }) => Some(limit.name()),
+                    _ => None,
+                },
             ),
-            Ended::Cancelled { calls } => ("Cancelled", calls),
+            Ended::Cancelled { calls } => ("Cancelled", calls, None),
         };
         let took = self.started.elapsed();
+        crate::metrics::global().execution(kind, limit, took);
         let id = self.id().to_string();
         if let Err(e) = self.gateway.execution_finished(&id, kind, calls, took) {
             tracing::warn!(execution = %id, error = %e, "could not record the end of an execution in the audit log");

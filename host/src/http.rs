@@ -48,6 +48,8 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
     pub requests_per_minute: u32,
+    /// Prometheus metrics on a listener of their own.
+    pub metrics: Option<crate::metrics::MetricsOptions>,
 }
 
 struct Gate {
@@ -166,6 +168,10 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     });
     if let Some(store) = store {
         reload_keys(gate.clone(), store);
+    }
+    if let Some(m) = options.metrics.clone() {
+        let at = crate::metrics::serve(m, shared.gateway.clone()).await?;
+        eprintln!("airlock: metrics at http://{at}/metrics");
     }
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await

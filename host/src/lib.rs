@@ -10,6 +10,7 @@ pub mod http;
 pub mod log_output;
 pub mod lookup;
 pub mod mcp;
+pub mod metrics;
 pub mod report;
 pub mod run;
 pub mod serve;

@@ -140,6 +140,14 @@ enum Command {
         /// HTTP: requests per minute per client (0 = unlimited).
         #[arg(long, default_value_t = 600)]
         requests_per_minute: u32,
+        /// HTTP: serve Prometheus metrics at http://ADDR/metrics, on a
+        /// listener of its own (e.g. 127.0.0.1:9464).
+        #[arg(long, value_name = "ADDR", requires = "http")]
+        metrics: Option<std::net::SocketAddr>,
+        /// The bearer key scrapers must send (the file's first line);
+        /// needed when --metrics listens beyond loopback.
+        #[arg(long, value_name = "FILE", requires = "metrics")]
+        metrics_key_file: Option<PathBuf>,
         #[command(flatten)]
         sandbox: SandboxFlags,
     },
@@ -255,6 +263,8 @@ fn main() -> ExitCode {
                 allowed_origins,
                 max_body_bytes,
                 requests_per_minute,
+                metrics,
+                metrics_key_file,
                 sandbox,
             } => {
                 let started = if demo {
@@ -285,6 +295,10 @@ fn main() -> ExitCode {
                             allowed_origins,
                             max_body_bytes: max_body_bytes as usize,
                             requests_per_minute,
+                            metrics: metrics.map(|listen| airlock::metrics::MetricsOptions {
+                                listen,
+                                key_file: metrics_key_file,
+                            }),
                         };
                         serve::http(config, &prefix, &sandbox, options).await
                     }

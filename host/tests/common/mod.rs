@@ -28,6 +28,8 @@ pub struct Server {
     pub child: Child,
     pub url: String,
     lines: mpsc::Receiver<String>,
+    /// Every line `wait_for` has read so far.
+    read: std::sync::Mutex<Vec<String>>,
     pub enrollment: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -86,6 +88,7 @@ impl Server {
             child,
             url: String::new(),
             lines,
+            read: Default::default(),
             enrollment: dir.path().join(ENROLLMENT),
             _dir: dir,
         };
@@ -103,11 +106,25 @@ impl Server {
     pub fn wait_for(&self, needle: &str) -> String {
         loop {
             match self.lines.recv_timeout(Duration::from_secs(120)) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => continue,
+                Ok(line) => {
+                    self.read.lock().unwrap().push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
                 Err(e) => panic!("the server never said `{needle}`: {e}"),
             }
         }
+    }
+
+    /// The first line read so far (by `wait_for`) containing `needle`.
+    pub fn said(&self, needle: &str) -> Option<String> {
+        self.read
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains(needle))
+            .cloned()
     }
 
     /// Whether the server process is still running.

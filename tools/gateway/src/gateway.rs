@@ -43,6 +43,7 @@ use crate::{
     catalog::{self, quote_name, Catalog, CatalogError, Clash},
     config::GatewayConfig,
     digest::{sha256_hex, sha256_json},
+    observe::{Observer, TimedAudit, UNKNOWN_TOOL},
     policy::{Mode, Policy, PolicyError},
     redact,
     spec::{Tier, ToolSpec},
@@ -208,7 +209,7 @@ impl CallError {
     }
 
     /// The word the audit line records as the decision.
-    fn decision(&self) -> &'static str {
+    pub fn decision(&self) -> &'static str {
         match self {
             CallError::UnknownTool { .. } | CallError::NameTooLong { .. } => "unknown_tool",
             CallError::InvalidArguments { .. } => "invalid",
@@ -264,6 +265,8 @@ pub struct Gateway {
     /// carry its identity's count.
     executions: Mutex<HashMap<String, String>>,
     next_call: AtomicU64,
+    /// Told of every call's decision and time, and of limit hits.
+    observer: Option<Arc<dyn Observer>>,
     /// Distinguishes this process's call ids in a shared audit log.
     instance: String,
     clock: Clock,
@@ -363,11 +366,22 @@ impl Gateway {
                 unwritten: Mutex::new(HashMap::new()),
                 executions: Mutex::new(HashMap::new()),
                 next_call: AtomicU64::new(1),
+                observer: None,
                 instance: hex::encode(instance),
                 clock: Arc::new(now_ms),
             },
             clashes,
         ))
+    }
+
+    /// Reports every call, limit hit and audit append to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.state.audit = Arc::new(TimedAudit {
+            inner: self.state.audit.clone(),
+            observer: observer.clone(),
+        });
+        self.observer = Some(observer);
+        self
     }
 
     /// Replaces the wall clock (milliseconds since the epoch), for tests of
@@ -506,6 +520,32 @@ impl Gateway {
         name: &str,
         args: Value,
     ) -> Result<Called, Refused> {
+        let Some(observer) = &self.observer else {
+            return self.run_call(caller, name, args).await;
+        };
+        let started = Instant::now();
+        let result = self.run_call(caller, name, args).await;
+        let decision = match &result {
+            Ok(_) => "allowed",
+            Err(r) => r.error.decision(),
+        };
+        match result.as_ref().err().map(|r| &r.error) {
+            Some(CallError::RateLimited { .. }) => observer.limit_hit("rate.calls_per_minute"),
+            Some(CallError::ApprovalLimit { .. }) => {
+                observer.limit_hit("approval.max_open_per_identity")
+            }
+            _ => {}
+        }
+        let tool = if catalog::name_too_long(name).is_none() && self.catalog().get(name).is_some() {
+            name
+        } else {
+            UNKNOWN_TOOL
+        };
+        observer.call(tool, decision, started.elapsed());
+        result
+    }
+
+    async fn run_call(&self, caller: &Caller, name: &str, args: Value) -> Result<Called, Refused> {
         let call_id = format!(
             "{}-{}",
             self.instance,

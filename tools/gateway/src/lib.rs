@@ -17,6 +17,7 @@ pub mod digest;
 pub mod gateway;
 pub mod json_budget;
 pub mod keys;
+pub mod observe;
 pub mod policy;
 pub mod private_files;
 pub mod rate;

@@ -1,0 +1,288 @@
+//! What an operator's Prometheus scrapes from a replica (`serve --http
+//! --metrics ADDR`): executions by outcome and their latency, limit hits
+//! by limit, tool calls by tool and decision and their latency, audit
+//! appends and their latency, approval requests waiting. In the
+//! OpenMetrics text format, from the Prometheus project's own Rust client.
+//!
+//! The counts are process-wide ([`global`]): every execution and gateway
+//! call of this process is counted, whichever transport started it. Every
+//! label value comes from a bounded set (tool names the catalog has, the
+//! audit's decision words, error kinds, limit names), so a script cannot
+//! make the registry grow.
+
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+use airlock_gateway::observe::Observer;
+use prometheus_client::{
+    encoding::{text::encode, EncodeLabelSet},
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{exponential_buckets, Histogram},
+    },
+    registry::Registry,
+};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabel {
+    limit: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabel {
+    tool: String,
+    decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WrittenLabel {
+    written: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    executions: Family<OutcomeLabel, Counter>,
+    execution_seconds: Histogram,
+    limit_hits: Family<LimitLabel, Counter>,
+    calls: Family<CallLabel, Counter>,
+    call_seconds: Histogram,
+    audit_appends: Family<WrittenLabel, Counter>,
+    audit_seconds: Histogram,
+    approvals_pending: Gauge,
+}
+
+/// This process's metrics.
+pub fn global() -> &'static Arc<Metrics> {
+    static METRICS: OnceLock<Arc<Metrics>> = OnceLock::new();
+    METRICS.get_or_init(|| Arc::new(Metrics::new()))
+}
+
+/// Buckets from 50 µs to ~105 s, doubling: an in-process call and a long
+/// script alike fall inside.
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 22))
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("airlock");
+        let executions = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "executions",
+            "Executions ended, by outcome (ok, an error kind, Cancelled)",
+            executions.clone(),
+        );
+        let execution_seconds = seconds();
+        registry.register(
+            "execution_seconds",
+            "Time from an execution's audited start to its end",
+            execution_seconds.clone(),
+        );
+        let limit_hits = Family::<LimitLabel, Counter>::default();
+        registry.register(
+            "limit_hits",
+            "Executions ended and calls refused by a limit, by the limit's name",
+            limit_hits.clone(),
+        );
+        let calls = Family::<CallLabel, Counter>::default();
+        registry.register(
+            "tool_calls",
+            "Gateway calls by tool and decision (as the audit records it)",
+            calls.clone(),
+        );
+        let call_seconds = seconds();
+        registry.register(
+            "tool_call_seconds",
+            "Time of a whole gateway call, backend included",
+            call_seconds.clone(),
+        );
+        let audit_appends = Family::<WrittenLabel, Counter>::default();
+        registry.register(
+            "audit_appends",
+            "Audit lines appended (written=true) or refused by the store (written=false)",
+            audit_appends.clone(),
+        );
+        let audit_seconds = seconds();
+        registry.register(
+            "audit_append_seconds",
+            "Time of one audit append",
+            audit_seconds.clone(),
+        );
+        let approvals_pending = Gauge::default();
+        registry.register(
+            "approvals_pending",
+            "Approval requests waiting for a decision, as of the scrape",
+            approvals_pending.clone(),
+        );
+        Self {
+            registry,
+            executions,
+            execution_seconds,
+            limit_hits,
+            calls,
+            call_seconds,
+            audit_appends,
+            audit_seconds,
+            approvals_pending,
+        }
+    }
+
+    /// One execution ended: `outcome` is `ok`, an error kind or
+    /// `Cancelled`; `limit` the limit it hit, if that is how it ended.
+    pub fn execution(&self, outcome: &'static str, limit: Option<&'static str>, took: Duration) {
+        self.executions
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+        self.execution_seconds.observe(took.as_secs_f64());
+        if let Some(limit) = limit {
+            self.limit_hits.get_or_create(&LimitLabel { limit }).inc();
+        }
+    }
+
+    /// The exposition, with the pending approvals as counted just now
+    /// (`None`: the store could not be asked; the gauge keeps its last).
+    pub fn render(&self, pending: Option<u64>) -> String {
+        if let Some(n) = pending {
+            self.approvals_pending.set(n.min(i64::MAX as u64) as i64);
+        }
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String does not fail");
+        out
+    }
+}
+
+impl Observer for Metrics {
+    fn call(&self, tool: &str, decision: &'static str, elapsed: Duration) {
+        self.calls
+            .get_or_create(&CallLabel {
+                tool: tool.to_string(),
+                decision,
+            })
+            .inc();
+        self.call_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    fn limit_hit(&self, limit: &'static str) {
+        self.limit_hits.get_or_create(&LimitLabel { limit }).inc();
+    }
+
+    fn audit_append(&self, elapsed: Duration, written: bool) {
+        let written = if written { "true" } else { "false" };
+        self.audit_appends
+            .get_or_create(&WrittenLabel { written })
+            .inc();
+        self.audit_seconds.observe(elapsed.as_secs_f64());
+    }
+}
+
+/// `serve --http --metrics ADDR [--metrics-key-file FILE]`.
+#[derive(Clone, Debug)]
+pub struct MetricsOptions {
+    pub listen: SocketAddr,
+    /// A file whose first line is the bearer key scrapers must send.
+    /// Without one, only a loopback address may be listened on.
+    pub key_file: Option<PathBuf>,
+}
+
+/// Serves `GET /metrics` on its own listener until the process ends.
+/// Refuses a non-loopback address without a key file: the counts name
+/// identities' tools and decisions, which are not for everyone.
+pub async fn serve(
+    options: MetricsOptions,
+    gateway: Arc<airlock_gateway::Gateway>,
+) -> Result<SocketAddr, String> {
+    use axum::{
+        http::{header, StatusCode},
+        response::IntoResponse,
+        routing::get,
+        Router,
+    };
+    let key = match &options.key_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                format!("--metrics-key-file {}: {e}", path.display())
+            })?;
+            let key = text.lines().next().unwrap_or("").trim().to_string();
+            if key.len() < 16 {
+                return Err(format!(
+                    "--metrics-key-file {}: the key on its first line is {} characters; use at least 16 (e.g. `openssl rand -hex 32`)",
+                    path.display(),
+                    key.len()
+                ));
+            }
+            Some(airlock_gateway::keys::hash(&key))
+        }
+        None if options.listen.ip().is_loopback() => None,
+        None => {
+            return Err(format!(
+                "--metrics {} is not a loopback address: add --metrics-key-file FILE so only scrapers with its key read the metrics",
+                options.listen
+            ))
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {} for metrics: {e}", options.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let scrape = move |headers: axum::http::HeaderMap| {
+        let gateway = gateway.clone();
+        async move {
+            if let Some(expected) = key {
+                use subtle::ConstantTimeEq;
+                let given = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .map(|k| airlock_gateway::keys::hash(k.trim()));
+                let ok = given.is_some_and(|g| bool::from(g.ct_eq(&expected)));
+                if !ok {
+                    return (
+                        StatusCode::UNAUTHORIZED,
+                        [(header::CONTENT_TYPE, "text/plain")],
+                        "a valid bearer key is required (the one in --metrics-key-file)"
+                            .to_string(),
+                    )
+                        .into_response();
+                }
+            }
+            let pending = tokio::task::spawn_blocking(move || {
+                let now = gateway.now_ms();
+                gateway.approvals().list(now, false).ok().map(|list| {
+                    list.iter()
+                        .filter(|r| r.status == airlock_gateway::approval::Status::Pending)
+                        .count() as u64
+                })
+            })
+            .await
+            .ok()
+            .flatten();
+            (
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                )],
+                global().render(pending),
+            )
+                .into_response()
+        }
+    };
+    let app = Router::new().route("/metrics", get(scrape));
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "the metrics listener stopped");
+        }
+    });
+    Ok(addr)
+}

@@ -1,0 +1,237 @@
+//! `serve --http --metrics`: a replica's Prometheus metrics, scraped over
+//! HTTP and read with the Prometheus project's own parser (the Python
+//! `prometheus-client`, pinned, in a venv `scripts/test-venv.sh` makes),
+//! after a known mix of executions: every count is the one the mix must
+//! produce, and only a scraper with the key reads them.
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    ffi::OsString,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use airlock::demo;
+use airlock_sim::Simulator;
+use common::{call, enroll, Server};
+use serde_json::json;
+
+/// The Python with the pinned parser.
+fn python() -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let venv = repo.join("target/test-venv");
+    let out = Command::new(repo.join("scripts/test-venv.sh"))
+        .arg(&venv)
+        .output()
+        .expect("scripts/test-venv.sh runs");
+    assert!(
+        out.status.success(),
+        "scripts/test-venv.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    venv.join("bin/python")
+}
+
+/// Parses an exposition with prometheus-client's OpenMetrics parser into
+/// `{"name{label=value,...}": value}` (samples of every family).
+fn parse(text: &str) -> BTreeMap<String, f64> {
+    let program = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+        out[f"{s.name}{{{labels}}}"] = s.value
+print(json.dumps(out))
+"#;
+    let mut child = Command::new(python())
+        .args(["-c", program])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the Prometheus parser refused the exposition: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+async fn server(extra_toml: &str, extra_args: &[&str]) -> (Simulator, Server, String) {
+    let (sim, sim_config) = demo::start(Duration::from_millis(5), 0).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proxmox = demo::proxmox_section(&sim, &sim_config, &dir.path().join("tokens")).unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        demo::config_toml(&proxmox, dir.path()) + extra_toml,
+    )
+    .unwrap();
+    let enrollment = dir.path().join(common::ENROLLMENT);
+    let alice = enroll(&enrollment, "alice");
+    let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
+    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
+    args.push(enrollment.into());
+    args.extend(extra_args.iter().map(OsString::from));
+    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
+        .await
+        .unwrap();
+    (sim, server, alice)
+}
+
+fn metrics_url(server: &Server) -> String {
+    let line = server
+        .said("metrics at ")
+        .expect("the server names its metrics address");
+    line.split("metrics at ").nth(1).unwrap().trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_counts_what_the_executions_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("metrics.key");
+    let key = "metrics-scraper-key-0123456789";
+    std::fs::write(&key_file, format!("{key}\n")).unwrap();
+    let (_sim, server, alice) = server(
+        "\n[rate]\ncalls_per_minute = 4\n\n[limits]\nwall_time_ms = 300\n",
+        &[
+            "--metrics",
+            "127.0.0.1:0",
+            "--metrics-key-file",
+            key_file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let client = server.connect(&alice).await;
+    let run = |script: &'static str| {
+        let client = &client;
+        async move { call(client, "execute", json!({"script": script})).await }
+    };
+    // The mix: one ok, one syntax error, one over the wall clock, one
+    // needing approval, a made-up tool, and calls past the rate limit.
+    run("1 + 1").await;
+    run("(").await;
+    run("while (true) {}").await;
+    run("await tools.no_such_tool({})").await; // 1st token
+    run("await tools.vm_start({node: 'pve1', vmid: 103})").await; // 2nd
+    let r = run(
+        "let n = 0; for (let i = 0; i < 6; i++) { try { await tools.node_list(); n++ } catch (e) {} } n",
+    )
+    .await;
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["result"],
+        2,
+        "two tokens left"
+    );
+
+    let url = metrics_url(&server);
+    let http = reqwest::Client::new();
+    let refused = http.get(&url).send().await.unwrap();
+    assert_eq!(refused.status(), 401, "no key, no metrics");
+    let wrong = http
+        .get(&url)
+        .bearer_auth("not-the-key-at-all")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let scraped = http.get(&url).bearer_auth(key).send().await.unwrap();
+    assert_eq!(scraped.status(), 200);
+    assert!(scraped.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let m = parse(&scraped.text().await.unwrap());
+    let get = |k: &str| {
+        m.get(k)
+            .copied()
+            .unwrap_or_else(|| panic!("no {k} in {m:#?}"))
+    };
+
+    for (outcome, n) in [
+        ("ok", 2.0),
+        ("SyntaxError", 1.0),
+        ("LimitExceeded", 1.0),
+        ("ToolError", 1.0),
+        ("ApprovalRequired", 1.0),
+    ] {
+        assert_eq!(
+            get(&format!("airlock_executions_total{{outcome={outcome}}}")),
+            n,
+            "{outcome}"
+        );
+    }
+    assert_eq!(get("airlock_execution_seconds_count{}"), 6.0);
+    assert_eq!(get("airlock_limit_hits_total{limit=wall_time_ms}"), 1.0);
+    assert_eq!(
+        get("airlock_limit_hits_total{limit=rate.calls_per_minute}"),
+        4.0
+    );
+    assert_eq!(
+        get("airlock_tool_calls_total{decision=unknown_tool,tool=(unknown)}"),
+        1.0
+    );
+    assert_eq!(
+        get("airlock_tool_calls_total{decision=approval_required,tool=vm_start}"),
+        1.0
+    );
+    assert_eq!(
+        get("airlock_tool_calls_total{decision=allowed,tool=node_list}"),
+        2.0
+    );
+    assert_eq!(
+        get("airlock_tool_calls_total{decision=rate_limited,tool=node_list}"),
+        4.0
+    );
+    assert_eq!(get("airlock_tool_call_seconds_count{}"), 8.0);
+    assert_eq!(get("airlock_approvals_pending{}"), 1.0);
+    // Lines: 6 starts, 6 ends, a line per call refused or allowed but the
+    // rate-limited ones after the first (counted on the next line), and a
+    // result line per allowed call.
+    assert_eq!(
+        get("airlock_audit_appends_total{written=true}"),
+        6.0 + 6.0 + 5.0 + 2.0
+    );
+    assert_eq!(
+        get("airlock_audit_append_seconds_count{}"),
+        get("airlock_audit_appends_total{written=true}")
+    );
+}
+
+#[test]
+fn metrics_beyond_loopback_need_a_key() {
+    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args([
+            "serve",
+            "--demo",
+            "--http",
+            "127.0.0.1:0",
+            "--no-auth",
+            "--metrics",
+            "0.0.0.0:0",
+        ])
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_STATE_DIR", tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--metrics-key-file") && err.contains("0.0.0.0"),
+        "{err}"
+    );
+}
