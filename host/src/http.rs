@@ -58,6 +58,7 @@ struct Gate {
     default_identity: String,
     per_minute: u32,
     buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    owners: crate::sessions::SessionOwners,
 }
 
 impl Gate {
@@ -135,9 +136,42 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
             .insert(header::RETRY_AFTER, "1".parse().expect("static header"));
         return r;
     }
-    req.extensions_mut().insert(Identity(identity));
-    next.run(req).await
+    let session = req
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Some(id) = &session {
+        match gate.owners.check(id, &identity).await {
+            Ok(()) => {}
+            Err(crate::sessions::NotYours::Other) => return plain(
+                StatusCode::FORBIDDEN,
+                "this session was opened with another key; open a session of your own (initialize)",
+            ),
+            Err(crate::sessions::NotYours::Unknown) => {
+                return plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cannot tell who opened this session right now; retry, or open a new session",
+                )
+            }
+        }
+    }
+    req.extensions_mut().insert(Identity(identity.clone()));
+    let response = next.run(req).await;
+    if session.is_none() {
+        if let Some(id) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+        {
+            gate.owners.bind(id, &identity).await;
+        }
+    }
+    response
 }
+
+/// The streamable HTTP transport's session header.
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Serves until interrupted. Prints the address it listens on.
 pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), String> {
@@ -165,6 +199,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         default_identity: options.default_identity.clone(),
         per_minute: options.requests_per_minute,
         buckets: Mutex::new(HashMap::new()),
+        owners: crate::sessions::SessionOwners::new(shared.gateway.state().sessions.clone()),
     });
     if let Some(store) = store {
         reload_keys(gate.clone(), store);
@@ -322,6 +357,7 @@ mod tests {
             default_identity: "local".into(),
             per_minute: 2,
             buckets: Mutex::new(HashMap::new()),
+            owners: crate::sessions::SessionOwners::new(None),
         };
         assert_eq!(gate.identify(&a).as_deref(), Some("alice"));
         assert_eq!(gate.identify(&b).as_deref(), Some("bob"));

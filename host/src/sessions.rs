@@ -6,13 +6,21 @@
 //! hashes `Mcp-Session-Id` then sends all of a session's requests to one
 //! replica (where elicitation answers must arrive), and when that replica
 //! is gone, to another that picks the session up.
+//!
+//! A session belongs to the identity that opened it ([`SessionOwners`]):
+//! a request with someone else's session id is refused on every replica,
+//! so a leaked id lets nobody answer another person's elicitation.
 
-use std::sync::Arc;
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex},
+};
 
-use airlock_gateway::state::SessionRecords;
+use airlock_gateway::state::{SessionRecords, MAX_SESSION_RECORD_BYTES};
 use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
+use serde_json::Value;
 
 /// rmcp's session store over the gateway's session records.
 pub struct SharedSessions(pub Arc<dyn SessionRecords>);
@@ -36,7 +44,10 @@ impl SessionStore for SharedSessions {
     }
 
     async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        let text = serde_json::to_string(state).map_err(failed)?;
+        let Some(text) = restorable(state)? else {
+            tracing::debug!("a session's initialize parameters are too large to keep for other replicas; it lives on this one only");
+            return Ok(());
+        };
         let (records, id) = (self.0.clone(), session_id.to_string());
         tokio::task::spawn_blocking(move || records.put(&id, &text))
             .await
@@ -50,5 +61,182 @@ impl SessionStore for SharedSessions {
             .await
             .map_err(failed)?
             .map_err(failed)
+    }
+}
+
+/// Longest client name or version kept for a restore.
+const MAX_CLIENT_TEXT: usize = 128;
+
+/// The part of a session's state a restore needs: the protocol version,
+/// the client's capabilities without `experimental` (free-form, any size),
+/// and its name and version, cut. `None` when even that is over
+/// [`MAX_SESSION_RECORD_BYTES`]: a client's `initialize` may be up to the
+/// request body limit, and the database must not keep that per session.
+fn restorable(state: &SessionState) -> Result<Option<String>, SessionStoreError> {
+    let mut v = serde_json::to_value(state).map_err(failed)?;
+    if let Some(params) = v
+        .get_mut("initialize_params")
+        .and_then(Value::as_object_mut)
+    {
+        if let Some(caps) = params
+            .get_mut("capabilities")
+            .and_then(Value::as_object_mut)
+        {
+            caps.remove("experimental");
+        }
+        if let Some(Value::Object(info)) = params.get_mut("clientInfo") {
+            info.retain(|k, _| k == "name" || k == "version");
+            for text in info.values_mut() {
+                if let Value::String(t) = text {
+                    if t.len() > MAX_CLIENT_TEXT {
+                        let mut end = MAX_CLIENT_TEXT;
+                        while !t.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        t.truncate(end);
+                    }
+                }
+            }
+        }
+    }
+    let text = serde_json::to_string(&v).map_err(failed)?;
+    Ok((text.len() <= MAX_SESSION_RECORD_BYTES).then_some(text))
+}
+
+/// Most sessions whose owner one replica remembers; beyond, the oldest
+/// are forgotten (with PostgreSQL they are looked up again).
+const MAX_REMEMBERED: usize = 100_000;
+
+/// Which identity opened which session.
+pub struct SessionOwners {
+    known: Mutex<(HashMap<String, String>, VecDeque<String>)>,
+    records: Option<Arc<dyn SessionRecords>>,
+}
+
+/// Why a request may not use a session.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotYours {
+    /// Another identity opened it.
+    Other,
+    /// The store that knows could not be asked.
+    Unknown,
+}
+
+impl SessionOwners {
+    pub fn new(records: Option<Arc<dyn SessionRecords>>) -> Self {
+        Self {
+            known: Mutex::new((HashMap::new(), VecDeque::new())),
+            records,
+        }
+    }
+
+    fn remember(&self, id: &str, identity: &str) {
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, order) = &mut *known;
+        if map.insert(id.to_string(), identity.to_string()).is_none() {
+            order.push_back(id.to_string());
+        }
+        while order.len() > MAX_REMEMBERED {
+            if let Some(old) = order.pop_front() {
+                map.remove(&old);
+            }
+        }
+    }
+
+    /// Whether `identity` may use session `id`. A session nobody knows is
+    /// left to the transport (it answers 404, or restores it).
+    pub async fn check(&self, id: &str, identity: &str) -> Result<(), NotYours> {
+        let owner = {
+            let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+            known.0.get(id).cloned()
+        };
+        let owner = match (owner, &self.records) {
+            (Some(o), _) => Some(o),
+            (None, None) => None,
+            (None, Some(records)) => {
+                let (records, lookup) = (records.clone(), id.to_string());
+                let found = tokio::task::spawn_blocking(move || records.owner(&lookup))
+                    .await
+                    .map_err(|_| NotYours::Unknown)?
+                    .map_err(|e| {
+                        tracing::warn!(error = %e, "cannot tell who opened a session; refusing it");
+                        NotYours::Unknown
+                    })?;
+                if let Some(o) = &found {
+                    self.remember(id, o);
+                }
+                found
+            }
+        };
+        match owner {
+            Some(o) if o != identity => Err(NotYours::Other),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records that `identity` opened session `id`: here, and for the
+    /// other replicas (before the answer reaches the client, so its next
+    /// request finds the owner wherever it lands).
+    pub async fn bind(&self, id: &str, identity: &str) {
+        self.remember(id, identity);
+        if let Some(records) = &self.records {
+            let (records, id, identity) = (records.clone(), id.to_string(), identity.to_string());
+            let bound = tokio::task::spawn_blocking(move || records.bind(&id, &identity)).await;
+            if !matches!(bound, Ok(Ok(()))) {
+                tracing::warn!("could not record a session's owner for the other replicas; they will not continue it");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(init: Value) -> SessionState {
+        serde_json::from_value(json!({ "initialize_params": init })).unwrap()
+    }
+
+    use serde_json::json;
+
+    #[test]
+    fn a_restore_keeps_what_it_needs_and_no_more() {
+        let big = "x".repeat(60_000);
+        let s = state(json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"elicitation": {}, "experimental": {"junk": {"pad": big}}},
+            "clientInfo": {"name": "é".repeat(200), "version": "1.0", "title": big},
+        }));
+        let text = restorable(&s).unwrap().expect("small once trimmed");
+        assert!(text.len() < 1024, "{} bytes", text.len());
+        let back: SessionState = serde_json::from_str(&text).unwrap();
+        let v = serde_json::to_value(&back).unwrap();
+        let p = &v["initialize_params"];
+        assert_eq!(p["protocolVersion"], "2025-06-18");
+        assert!(p["capabilities"]["elicitation"].is_object());
+        assert!(p["capabilities"].get("experimental").is_none());
+        assert!(p["clientInfo"]["name"].as_str().unwrap().len() <= MAX_CLIENT_TEXT);
+        assert!(p["clientInfo"].get("title").is_none());
+
+        // What stays too large is not kept at all.
+        let s = state(json!({
+            "protocolVersion": big,
+            "capabilities": {},
+            "clientInfo": {"name": "c", "version": "1"},
+        }));
+        assert_eq!(restorable(&s).unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_session_belongs_to_whoever_opened_it() {
+        let owners = SessionOwners::new(None);
+        assert_eq!(
+            owners.check("s1", "olga").await,
+            Ok(()),
+            "unknown: the transport decides"
+        );
+        owners.bind("s1", "alice").await;
+        assert_eq!(owners.check("s1", "alice").await, Ok(()));
+        assert_eq!(owners.check("s1", "olga").await, Err(NotYours::Other));
     }
 }

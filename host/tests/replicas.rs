@@ -202,6 +202,49 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
         .await;
         assert_eq!(value(&r), 3, "{r:?}");
     }
+    // A session belongs to the key that opened it, on every replica.
+    let http = reqwest::Client::new();
+    let post = |url: &str, key: &str, session: Option<&str>, body: Value| {
+        let mut r = http
+            .post(url)
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r.send()
+    };
+    let opened = post(&a.url, &alice, None, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let status = post(&a.url, &alice, Some(&session), initialized)
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 202);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    for replica in [&a, &b] {
+        let status = post(&replica.url, &olga, Some(&session), list.clone())
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 403, "another key may not use alice's session");
+    }
+    let status = post(&b.url, &alice, Some(&session), list.clone())
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 200, "alice's session goes on on the other replica");
+
     // A key no one issued gets nothing.
     let status = reqwest::Client::new()
         .post(&a.url)

@@ -150,6 +150,51 @@ pub enum CallError {
     RateUnavailable(String),
 }
 
+/// What a script is told when a store fails: what went wrong (a full
+/// disk, a lock held too long), never where the store is or what a
+/// database server said (host names and server messages are the
+/// operator's, in the log, which gets the whole error).
+trait Told: std::fmt::Display {
+    fn reason(&self) -> String;
+}
+
+const DATABASE_DOWN: &str = "the state database is unavailable";
+
+impl Told for AuditError {
+    fn reason(&self) -> String {
+        match self {
+            AuditError::Write { message, .. } | AuditError::Read { message, .. } => message.clone(),
+            AuditError::Locked { waited, .. } => format!(
+                "the log is locked by another process for more than {} s",
+                waited.as_secs_f64()
+            ),
+            AuditError::Store { .. } => DATABASE_DOWN.into(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl Told for ApprovalError {
+    fn reason(&self) -> String {
+        match self {
+            ApprovalError::Storage(m) if m.starts_with("PostgreSQL") => DATABASE_DOWN.into(),
+            ApprovalError::Storage(m) => m.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl Told for crate::rate::RateUnavailable {
+    fn reason(&self) -> String {
+        DATABASE_DOWN.into()
+    }
+}
+
+fn told(e: &impl Told) -> String {
+    tracing::error!(error = %e, "a state store failed; the call is refused");
+    e.reason()
+}
+
 fn did_you_mean_text(names: &[String]) -> String {
     if names.is_empty() {
         String::new()
@@ -585,7 +630,7 @@ impl Gateway {
                     self.append_for(&caller.identity, "call", line)
                 };
                 if let Err(e) = written {
-                    let error = CallError::AuditUnavailable(e.to_string());
+                    let error = CallError::AuditUnavailable(told(&e));
                     return Err(Refused::before_backend(error, args));
                 }
                 return Err(Refused::before_backend(refusal, args));
@@ -595,7 +640,7 @@ impl Gateway {
         line.insert("backend".into(), Value::String(spec.backend.clone()));
         line.insert("decision".into(), Value::String("allowed".into()));
         if let Err(e) = self.append_for(&caller.identity, "call", line) {
-            let error = CallError::AuditUnavailable(e.to_string());
+            let error = CallError::AuditUnavailable(told(&e));
             return Err(Refused::before_backend(error, args));
         }
 
@@ -646,9 +691,9 @@ impl Gateway {
         // The call has happened; if even its result cannot be recorded the
         // result is withheld rather than handed on unrecorded.
         if let Err(e) = self.state.audit.append("call_result", done) {
-            return Err(Refused::after_backend(CallError::AuditUnavailable(
-                e.to_string(),
-            )));
+            return Err(Refused::after_backend(CallError::AuditUnavailable(told(
+                &e,
+            ))));
         }
         outcome.map_err(Refused::after_backend)
     }
@@ -706,7 +751,7 @@ impl Gateway {
                     &summary,
                     self.now_ms(),
                 )
-                .map_err(|e| CallError::ApprovalUnavailable(e.to_string()))?;
+                .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?;
             match check {
                 Check::Proceed { request_id } => {
                     line.insert("approval".into(), Value::String(request_id));
@@ -755,7 +800,7 @@ impl Gateway {
                 identity: identity.to_string(),
                 limit: per_minute,
             }),
-            Err(e) => Err(CallError::RateUnavailable(e.0)),
+            Err(e) => Err(CallError::RateUnavailable(told(&e))),
         }
     }
 

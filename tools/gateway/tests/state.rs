@@ -644,13 +644,49 @@ fn postgres_down_refuses_within_the_bound_and_recovers() {
     let e = State::open(&config).err().expect("no database, no start");
     assert!(e.to_string().contains("[state]"), "{e}");
 
-    pg.restart().unwrap();
-    assert_eq!(
-        s.audit.append("call", fields(json!({"i": 2}))).unwrap().seq,
-        2
+    // While it is down, calls after the first failure are refused at
+    // once, not after a timeout each.
+    let started = Instant::now();
+    for _ in 0..20 {
+        assert!(s.audit.append("call", fields(json!({"i": 9}))).is_err());
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
     );
+
+    pg.restart().unwrap();
+    // Service resumes by itself once the rest after the last failure ends.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let head = loop {
+        match s.audit.append("call", fields(json!({"i": 2}))) {
+            Ok(h) => break h,
+            Err(AuditError::Store { .. }) if Instant::now() < deadline => std::thread::yield_now(),
+            Err(e) => panic!("still refused after the database came back: {e}"),
+        }
+    };
+    assert_eq!(head.seq, 2);
     assert_eq!(s.approvals.get(&r.id).unwrap().status, Status::Pending);
     assert!(s.audit.verify().unwrap().ok());
+}
+
+#[test]
+fn a_password_file_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let pg = server();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pw");
+    std::fs::write(&file, format!("{}\n", pg.password())).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut config = GatewayConfig::in_dir("/nonexistent/never-used");
+    let mut p = PostgresConfig::new(pg.url("postgres"));
+    p.password_file = Some(file.clone());
+    config.postgres = Some(p);
+    let e = State::open(&config).err().expect("refused");
+    assert!(e.to_string().contains("chmod 600"), "{e}");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    State::open(&config).unwrap();
 }
 
 #[test]

@@ -37,7 +37,12 @@ pub struct State {
 pub const MAX_SESSION_ID_BYTES: usize = 256;
 /// The largest session record kept; a larger one is not stored (its
 /// session then lives on the replica that opened it only).
-pub const MAX_SESSION_RECORD_BYTES: usize = 64 * 1024;
+pub const MAX_SESSION_RECORD_BYTES: usize = 4 * 1024;
+
+/// The most session records a deployment keeps; beyond, the oldest go
+/// (their sessions then live on their own replica only). With the size
+/// cap, the table stays under ~80 MiB whatever clients do.
+pub const MAX_SESSION_RECORDS: i64 = 20_000;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the session store is unavailable: {0}")]
@@ -50,6 +55,13 @@ pub trait SessionRecords: Send + Sync {
     fn put(&self, id: &str, record: &str) -> Result<(), SessionError>;
     fn get(&self, id: &str) -> Result<Option<String>, SessionError>;
     fn delete(&self, id: &str) -> Result<(), SessionError>;
+
+    /// Records who opened session `id` (once: the first owner stays), so
+    /// every replica can refuse the session to anyone else.
+    fn bind(&self, id: &str, identity: &str) -> Result<(), SessionError>;
+
+    /// Who opened session `id`, if it is known.
+    fn owner(&self, id: &str) -> Result<Option<String>, SessionError>;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -3,9 +3,7 @@
 //! in `airlock_schema`; a database a newer Airlock migrated further is
 //! refused rather than guessed at.
 
-use deadpool_postgres::Pool;
-
-use super::{connection, unavailable, PgError, LOCK_CLASS, LOCK_MIGRATE};
+use super::{connection, unavailable, Conns, PgError, LOCK_CLASS, LOCK_MIGRATE};
 
 /// (version, what it adds, SQL). Append only: a released migration never
 /// changes, a change is a new one.
@@ -70,6 +68,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     CREATE INDEX airlock_sessions_stored ON airlock_sessions (stored_ms);
     ",
     ),
+    (
+        4,
+        "who opened each session",
+        "ALTER TABLE airlock_sessions ADD COLUMN identity TEXT;",
+    ),
 ];
 
 /// The newest version this build knows.
@@ -78,7 +81,7 @@ pub(crate) fn latest() -> i32 {
 }
 
 /// Applies what is missing; returns the version the database is at.
-pub(crate) async fn apply(pool: &Pool, at: &str) -> Result<i32, PgError> {
+pub(crate) async fn apply(pool: &Conns, at: &str) -> Result<i32, PgError> {
     let mut conn = connection(pool, at).await?;
     let tx = conn.transaction().await.map_err(|e| unavailable(at, e))?;
     tx.execute(

@@ -20,7 +20,16 @@ mod migrations;
 pub mod rate;
 pub mod sessions;
 
-use std::{future::Future, path::PathBuf, str::FromStr, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    path::PathBuf,
+    str::FromStr,
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::{config::Host, NoTls};
@@ -93,6 +102,19 @@ impl PostgresConfig {
             ))
         })?;
         if let Some(path) = &self.password_file {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::MetadataExt;
+                if let Ok(meta) = std::fs::metadata(path) {
+                    if meta.mode() & 0o077 != 0 {
+                        return Err(PgError::Config(format!(
+                            "[state] password_file {} can be read by other users (mode {:o}); `chmod 600` it",
+                            path.display(),
+                            meta.mode() & 0o777
+                        )));
+                    }
+                }
+            }
             let text = std::fs::read_to_string(path).map_err(|e| {
                 PgError::Config(format!(
                     "[state] password_file {} cannot be read: {e}",
@@ -162,10 +184,31 @@ pub enum PgError {
 /// A pool of connections on a runtime of its own.
 pub struct Postgres {
     runtime: Option<tokio::runtime::Runtime>,
-    pool: Pool,
+    pool: Conns,
     at: String,
     /// The bound on one whole round (see the module docs).
     backstop: Duration,
+}
+
+/// The pool, with the mark of when the database last failed to accept a
+/// connection or answer (shared by every clone).
+#[derive(Clone)]
+pub(crate) struct Conns {
+    pool: Pool,
+    /// Until when calls are refused without trying (see [`Postgres::trip`]).
+    down_until_ms: Arc<AtomicI64>,
+}
+
+/// How long calls are refused at once after the database failed to
+/// answer: long enough that a stalled database does not hold every
+/// caller for its timeout, short enough that service resumes at once.
+pub const REST_MS: i64 = 1000;
+
+fn epoch_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Advisory lock keys: the class (ASCII "ARLK") and what it guards.
@@ -212,7 +255,10 @@ impl Postgres {
         };
         let this = Arc::new(Self {
             runtime: Some(runtime),
-            pool,
+            pool: Conns {
+                pool,
+                down_until_ms: Arc::new(AtomicI64::new(0)),
+            },
             at,
             backstop: config.timeout * 3,
         });
@@ -234,19 +280,41 @@ impl Postgres {
     where
         T: Send + 'static,
         E: From<PgError> + Send + 'static,
-        F: FnOnce(Pool, String) -> Fut,
+        F: FnOnce(Conns, String) -> Fut,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
     {
+        let now = epoch_ms();
+        let until = self.pool.down_until_ms.load(Ordering::Relaxed);
+        if now < until {
+            return Err(E::from(PgError::Unavailable {
+                at: self.at.clone(),
+                message: format!(
+                    "it did not answer a moment ago; trying again in {} ms",
+                    until - now
+                ),
+            }));
+        }
         let runtime = self.runtime.as_ref().expect("the runtime lives until drop");
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let fut = work(self.pool.clone(), self.at.clone());
         let task = runtime.spawn(async move {
             let _ = tx.send(fut.await);
         });
-        match rx.recv_timeout(self.backstop) {
+        let wait = || rx.recv_timeout(self.backstop);
+        // On a worker of a multi-threaded runtime, say this thread blocks,
+        // so its other tasks (timers, other sessions) move to another
+        // worker instead of waiting for the database too.
+        let answer = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        };
+        match answer {
             Ok(result) => result,
             Err(_) => {
                 task.abort();
+                self.trip();
                 Err(E::from(PgError::TimedOut {
                     at: self.at.clone(),
                     what,
@@ -254,6 +322,13 @@ impl Postgres {
                 }))
             }
         }
+    }
+
+    /// After the database failed to answer or to accept a connection,
+    /// refuse at once for [`REST_MS`] instead of making every caller wait
+    /// out its own timeout.
+    pub(crate) fn trip(&self) {
+        self.pool.trip();
     }
 }
 
@@ -289,10 +364,21 @@ pub(crate) fn unavailable(at: &str, e: impl std::error::Error) -> PgError {
     }
 }
 
-/// A pooled connection, or why there is none.
+impl Conns {
+    fn trip(&self) {
+        self.down_until_ms
+            .store(epoch_ms() + REST_MS, Ordering::Relaxed);
+    }
+}
+
+/// A pooled connection, or why there is none (and then calls rest a
+/// moment: see [`Postgres::trip`]).
 pub(crate) async fn connection(
-    pool: &Pool,
+    conns: &Conns,
     at: &str,
 ) -> Result<deadpool_postgres::Object, PgError> {
-    pool.get().await.map_err(|e| unavailable(at, e))
+    conns.pool.get().await.map_err(|e| {
+        conns.trip();
+        unavailable(at, e)
+    })
 }

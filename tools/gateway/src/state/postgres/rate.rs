@@ -2,8 +2,16 @@
 //! taken in a single `INSERT … ON CONFLICT DO UPDATE`, which PostgreSQL
 //! runs atomically per row. The arithmetic is `rate::Bucket::take`'s,
 //! written in SQL.
+//!
+//! An empty bucket answers how long until its next token; until then this
+//! replica refuses the identity's calls itself. Other replicas can only
+//! take tokens, never add them, so that refusal is always right, and a
+//! script looping on refused calls costs no database writes.
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use super::{connection, unavailable, PgError, Postgres};
 use crate::rate::{RateLimits, RateUnavailable};
@@ -16,11 +24,18 @@ impl From<PgError> for RateUnavailable {
 
 pub struct PgRate {
     db: Arc<Postgres>,
+    /// Per identity: no token before this time (ms), as the database said.
+    /// One entry per identity that was refused (identities come from the
+    /// configuration and the keys, not from scripts).
+    empty_until: Mutex<HashMap<String, i64>>,
 }
 
 impl PgRate {
     pub fn new(db: Arc<Postgres>) -> Self {
-        Self { db }
+        Self {
+            db,
+            empty_until: Mutex::new(HashMap::new()),
+        }
     }
 }
 
@@ -31,8 +46,18 @@ const REFILLED: &str =
 
 impl RateLimits for PgRate {
     fn take(&self, identity: &str, per_minute: u32, now_ms: i64) -> Result<bool, RateUnavailable> {
-        let identity = identity.to_string();
-        let per_minute = per_minute as f64;
+        {
+            let empty = self.empty_until.lock().unwrap_or_else(|p| p.into_inner());
+            // (A wait longer than a token's time is a clock set back: ask.)
+            if let Some(until) = empty.get(identity) {
+                let wait = until - now_ms;
+                if wait > 0 && wait <= 60_000 / per_minute.max(1) as i64 + 1 {
+                    return Ok(false);
+                }
+            }
+        }
+        let owned = identity.to_string();
+        let per = per_minute as f64;
         self.db
             .run("taking a rate token", move |pool, at| async move {
                 let conn = connection(&pool, &at).await?;
@@ -43,17 +68,29 @@ impl RateLimits for PgRate {
                    tokens = CASE WHEN {REFILLED} >= 1 THEN {REFILLED} - 1 ELSE {REFILLED} END, \
                    at_ms = GREATEST(r.at_ms, $3::int8), \
                    took = {REFILLED} >= 1 \
-                 RETURNING took"
+                 RETURNING took, tokens"
                 );
                 let statement = conn
                     .prepare_cached(&sql)
                     .await
                     .map_err(|e| unavailable(&at, e))?;
                 let row = conn
-                    .query_one(&statement, &[&identity, &per_minute, &now_ms])
+                    .query_one(&statement, &[&owned, &per, &now_ms])
                     .await
                     .map_err(|e| unavailable(&at, e))?;
-                Ok(row.get::<_, bool>(0))
+                Ok::<_, RateUnavailable>((row.get::<_, bool>(0), row.get::<_, f64>(1)))
+            })
+            .map(|(took, tokens)| {
+                let mut empty = self.empty_until.lock().unwrap_or_else(|p| p.into_inner());
+                if took {
+                    empty.remove(identity);
+                } else {
+                    // Tokens come at per_minute a minute: the next one in
+                    // (1 - tokens) of a token's time.
+                    let wait = ((1.0 - tokens).max(0.0) * 60_000.0 / per).ceil() as i64;
+                    empty.insert(identity.to_string(), now_ms + wait.max(1));
+                }
+                took
             })
     }
 }

@@ -3,10 +3,20 @@
 //! a session's request lands on when it is not the one that opened it).
 //! Opaque text here; bounded in size and in age.
 
-use std::sync::Arc;
+use std::sync::{
+    atomic::{AtomicU64, Ordering},
+    Arc,
+};
 
 use super::{connection, unavailable, PgError, Postgres};
-use crate::state::{SessionError, SessionRecords, MAX_SESSION_ID_BYTES, MAX_SESSION_RECORD_BYTES};
+use crate::state::{
+    SessionError, SessionRecords, MAX_SESSION_ID_BYTES, MAX_SESSION_RECORDS,
+    MAX_SESSION_RECORD_BYTES,
+};
+
+/// Every this many records stored by this process, the table is cut to
+/// [`MAX_SESSION_RECORDS`].
+const TRIM_EVERY: u64 = 100;
 
 /// Records not stored again for this long are deleted.
 const KEEP_MS: i64 = 24 * 60 * 60 * 1000;
@@ -19,11 +29,15 @@ impl From<PgError> for SessionError {
 
 pub struct PgSessions {
     db: Arc<Postgres>,
+    stored: AtomicU64,
 }
 
 impl PgSessions {
     pub fn new(db: Arc<Postgres>) -> Self {
-        Self { db }
+        Self {
+            db,
+            stored: AtomicU64::new(0),
+        }
     }
 }
 
@@ -44,6 +58,10 @@ impl SessionRecords for PgSessions {
             )));
         }
         let (id, record, now) = (id.to_string(), record.to_string(), now_ms());
+        let trim = self
+            .stored
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(TRIM_EVERY);
         self.db.run("storing a session", move |pool, at| async move {
             let conn = connection(&pool, &at).await?;
             let e = |e| unavailable(&at, e);
@@ -54,13 +72,17 @@ impl SessionRecords for PgSessions {
             )
             .await
             .map_err(e)?;
-            // Old ones go as new ones come: the table holds a day's sessions.
-            conn.execute(
-                "DELETE FROM airlock_sessions WHERE stored_ms < $1",
-                &[&(now - KEEP_MS)],
-            )
-            .await
-            .map_err(e)?;
+            // Old ones go as new ones come: the table holds a day's
+            // sessions, and never more than MAX_SESSION_RECORDS.
+            if trim {
+                conn.execute(
+                    "DELETE FROM airlock_sessions WHERE stored_ms < $1 OR id IN \
+                     (SELECT id FROM airlock_sessions ORDER BY stored_ms DESC OFFSET $2)",
+                    &[&(now - KEEP_MS), &MAX_SESSION_RECORDS],
+                )
+                .await
+                .map_err(e)?;
+            }
             Ok::<_, PgError>(())
         })?;
         Ok(())
@@ -100,5 +122,44 @@ impl SessionRecords for PgSessions {
                 Ok::<_, PgError>(())
             })?;
         Ok(())
+    }
+
+    fn bind(&self, id: &str, identity: &str) -> Result<(), SessionError> {
+        if id.len() > MAX_SESSION_ID_BYTES {
+            return Ok(());
+        }
+        let (id, identity) = (id.to_string(), identity.to_string());
+        self.db
+            .run("binding a session", move |pool, at| async move {
+                let conn = connection(&pool, &at).await?;
+                conn.execute(
+                    "UPDATE airlock_sessions SET identity = $2 WHERE id = $1 AND identity IS NULL",
+                    &[&id, &identity],
+                )
+                .await
+                .map_err(|e| unavailable(&at, e))?;
+                Ok::<_, PgError>(())
+            })?;
+        Ok(())
+    }
+
+    fn owner(&self, id: &str) -> Result<Option<String>, SessionError> {
+        if id.len() > MAX_SESSION_ID_BYTES {
+            return Ok(None);
+        }
+        let id = id.to_string();
+        Ok(self
+            .db
+            .run("reading a session's owner", move |pool, at| async move {
+                let conn = connection(&pool, &at).await?;
+                let row = conn
+                    .query_opt(
+                        "SELECT identity FROM airlock_sessions WHERE id = $1",
+                        &[&id],
+                    )
+                    .await
+                    .map_err(|e| unavailable(&at, e))?;
+                Ok::<_, PgError>(row.and_then(|r| r.get(0)))
+            })?)
     }
 }
