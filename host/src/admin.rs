@@ -65,22 +65,59 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The enrollment file named, else the state backend's keys (PostgreSQL).
+fn key_store(file: &ConfigFile, path: Option<PathBuf>) -> Result<Arc<dyn KeyStore>, String> {
+    match path {
+        Some(p) => Ok(Arc::new(EnrollmentFile::new(p))),
+        None => match state(file)?.keys {
+            Some(keys) => Ok(keys),
+            None => Err("name the enrollment file (--file FILE or AIRLOCK_ENROLLMENT), or keep keys in the deployment's database with [state] backend = \"postgres\"".into()),
+        },
+    }
+}
+
+/// `airlock revoke IDENTITY`.
+pub fn revoke(file: &ConfigFile, identity: &str, path: Option<PathBuf>) -> ExitCode {
+    let store = match key_store(file, path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match store.revoke(identity) {
+        Ok(0) => {
+            eprintln!(
+                "error: {} has no key for {}",
+                store.location(),
+                visible(identity)
+            );
+            ExitCode::from(1)
+        }
+        Ok(n) => {
+            println!(
+                "revoked {n} key(s) of {} in {}; servers drop them when they re-read the keys (kill -HUP, or within 5 s from PostgreSQL)",
+                visible(identity),
+                store.location()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// `airlock enroll`: a key into the enrollment file named, else into the
 /// state backend when it keeps keys (PostgreSQL).
 pub fn enroll(file: &ConfigFile, identity: &str, path: Option<PathBuf>) -> ExitCode {
-    let store: Arc<dyn KeyStore> = match path {
-        Some(p) => Arc::new(EnrollmentFile::new(p)),
-        None => match state(file).map(|s| s.keys) {
-            Ok(Some(keys)) => keys,
-            Ok(None) => {
-                eprintln!("error: name the enrollment file (--file FILE or AIRLOCK_ENROLLMENT), or keep keys in the deployment's database with [state] backend = \"postgres\"");
-                return ExitCode::from(2);
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-        },
+    let store = match key_store(file, path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
     };
     match keys::enroll(&*store, identity) {
         Ok(key) => {

@@ -162,6 +162,15 @@ enum Command {
         #[arg(long, env = "AIRLOCK_ENROLLMENT", value_name = "FILE")]
         file: Option<PathBuf>,
     },
+    /// Revoke every key of an identity (in the enrollment file, or with
+    /// [state] backend = "postgres" in the database). Servers stop
+    /// accepting them when they re-read the keys: at once on SIGHUP, or
+    /// within 5 s when the keys are in PostgreSQL.
+    Revoke {
+        identity: String,
+        #[arg(long, env = "AIRLOCK_ENROLLMENT", value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
     /// Search the tool catalog, as an agent's `search` does.
     Search {
         /// What you want to do, e.g. `start vm`.
@@ -308,6 +317,10 @@ fn main() -> ExitCode {
                 identity,
                 file: path,
             } => admin::enroll(&file, &identity, path),
+            Command::Revoke {
+                identity,
+                file: path,
+            } => admin::revoke(&file, &identity, path),
             Command::Search {
                 query,
                 tiers,

@@ -245,6 +245,24 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
         .status();
     assert_eq!(status, 200, "alice's session goes on on the other replica");
 
+    // A revoked key stops working on every replica once it re-reads.
+    let revoked = d.airlock(&["revoke", "olga"]);
+    assert!(revoked.status.success(), "{revoked:?}");
+    for replica in [&a, &b] {
+        let hup = Command::new("kill")
+            .args(["-HUP", &replica.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(hup.success());
+        replica.wait_for("reloaded the enrolled keys");
+        let status = post(&replica.url, &olga, None, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 401, "olga's key was revoked");
+    }
+
     // A key no one issued gets nothing.
     let status = reqwest::Client::new()
         .post(&a.url)

@@ -34,6 +34,9 @@ pub trait KeyStore: Send + Sync {
     /// Every key and its identity.
     fn all(&self) -> Result<Vec<(KeyHash, String)>, KeyError>;
 
+    /// Removes every key of `identity`; returns how many there were.
+    fn revoke(&self, identity: &str) -> Result<usize, KeyError>;
+
     /// Where, for messages (never a password).
     fn location(&self) -> String;
 
@@ -147,6 +150,29 @@ impl KeyStore for EnrollmentFile {
                 Ok((hash, c.identity))
             })
             .collect()
+    }
+
+    fn revoke(&self, identity: &str) -> Result<usize, KeyError> {
+        let kept: Vec<(KeyHash, String)> = self.all()?;
+        let before = kept.len();
+        let kept: Vec<_> = kept.into_iter().filter(|(_, i)| i != identity).collect();
+        let removed = before - kept.len();
+        if removed == 0 {
+            return Ok(0);
+        }
+        let mut text = String::from("# Enrolled HTTP clients (airlock enroll); only key hashes.\n");
+        for (hash, identity) in &kept {
+            text.push_str(&format!(
+                "\n[[client]]\nidentity = \"{identity}\"\nkey_sha256 = \"{}\"\n",
+                hex::encode(hash)
+            ));
+        }
+        // Written whole to a new file, then renamed over the old one: a
+        // server re-reading it sees the old keys or the new, never half.
+        let tmp = self.path.with_extension("toml.new");
+        std::fs::write(&tmp, text).map_err(|e| self.error(e))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| self.error(e))?;
+        Ok(removed)
     }
 
     fn location(&self) -> String {

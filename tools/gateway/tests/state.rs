@@ -591,6 +591,14 @@ both!(an_enrolled_key_is_kept_as_its_hash_only, |f: Fixture| {
             .unwrap(),
     };
     assert!(!stored.contains(&a[4..]) && stored.contains(&hex::encode(keys::hash(&a))));
+
+    // Revoking an identity removes all its keys and only them.
+    let a2 = keys::enroll(&*store, "alice").unwrap();
+    assert_eq!(store.revoke("alice").unwrap(), 2);
+    assert_eq!(store.revoke("alice").unwrap(), 0);
+    let left = store.all().unwrap();
+    assert_eq!(left, [(keys::hash(&b), "bob@example.org".to_string())]);
+    assert!(!left.iter().any(|(h, _)| *h == keys::hash(&a2)));
 });
 
 // What only a shared database does.

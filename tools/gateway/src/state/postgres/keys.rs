@@ -64,6 +64,17 @@ impl KeyStore for PgKeys {
             .collect())
     }
 
+    fn revoke(&self, identity: &str) -> Result<usize, KeyError> {
+        let identity = identity.to_string();
+        let n = self.db.run("revoking keys", move |pool, at| async move {
+            let conn = connection(&pool, &at).await?;
+            conn.execute("DELETE FROM airlock_keys WHERE identity = $1", &[&identity])
+                .await
+                .map_err(|e| unavailable(&at, e))
+        })?;
+        Ok(n as usize)
+    }
+
     fn location(&self) -> String {
         self.db.at().to_string()
     }
