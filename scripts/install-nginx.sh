@@ -26,43 +26,16 @@ if have_nginx; then
     exit 0
 fi
 
+me=install-nginx.sh
+what=nginx
+package="nginx or nginx-light"
 need="the nginx web server (only its binary is used); on Debian or Ubuntu: apt-get install nginx"
-
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-nginx.sh: nginx not found and there is no apt-get here; install $need" >&2
-    exit 127
-fi
-
-if [ "$(id -u)" -eq 0 ]; then
-    as_root=""
-elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    # -n: a test must never sit waiting for a password prompt.
-    as_root="sudo -n"
-else
-    echo "install-nginx.sh: nginx not found, and installing needs root (not root, no password-less sudo); install $need" >&2
-    exit 126
-fi
-
-# Two test processes may start this at once, and dpkg takes its own lock
-# and fails rather than waits: the second one waits here, then finds the
-# binary the first one installed. The lock is on this script itself,
-# opened for reading: any user can, and no lock file is left in /tmp for
-# another user to own.
-if command -v flock >/dev/null 2>&1; then
-    exec 9<"$0"
-    flock 9
-    if have_nginx; then
-        exit 0
-    fi
-fi
+have() { have_nginx; }
+. "$(dirname "$0")/apt-install.sh"
+apt_prepare
 
 echo "install-nginx.sh: installing nginx from the distribution's packages (apt-get, under a minute)" >&2
-# DEBIAN_FRONTEND through env(1), since sudo drops the caller's environment:
-# no debconf question may wait for an answer nobody will give.
 # --no-install-recommends: only nginx itself, not the recommended extras.
-apt() {
-    $as_root env DEBIAN_FRONTEND=noninteractive apt-get "$@" >&2
-}
 
 # Debian's package also starts a system nginx on port 80 (the tests never
 # use it: they run their own, on free loopback ports). When port 80 is
@@ -81,18 +54,11 @@ install_one() {
 }
 
 # `nginx` first, then the smaller `nginx-light` flavour (not in every
-# release). A fresh machine may have no package lists yet: then the first
-# attempts fail, and one `apt-get update` is what it takes.
+# release).
 install_any() {
     install_one nginx || install_one nginx-light
 }
-if ! install_any; then
-    echo "install-nginx.sh: install failed; updating the package lists and trying again" >&2
-    if ! apt update || ! install_any; then
-        echo "install-nginx.sh: apt-get could not install nginx or nginx-light; install $need" >&2
-        exit 1
-    fi
-fi
+apt_install_with install_any
 
 if ! have_nginx; then
     echo "install-nginx.sh: apt-get installed nginx but the nginx binary is still not found (PATH, /usr/sbin, /usr/local/sbin, /usr/local/nginx/sbin); install $need" >&2
