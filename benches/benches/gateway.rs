@@ -7,36 +7,17 @@
 
 use std::sync::Arc;
 
+mod common;
+
 use airlock_gateway::{
-    audit::AuditLog, search::Query, Backend, BackendError, Caller, Catalog, Gateway, GatewayConfig,
-    Reply, ToolSpec,
+    audit::AuditLog, search::Query, Backend, Caller, Catalog, Gateway, GatewayConfig, ToolSpec,
 };
-use airlock_proxmox::{curated, tiers::TierRules};
-use async_trait::async_trait;
+use common::{curated_specs, Immediate};
 use criterion::{criterion_group, criterion_main, Criterion};
-use serde_json::{json, Map, Value};
-
-/// Serves the curated catalog's specs and answers every call at once.
-struct Immediate(Vec<ToolSpec>);
-
-#[async_trait]
-impl Backend for Immediate {
-    fn id(&self) -> &str {
-        "pve"
-    }
-    fn tools(&self) -> Vec<ToolSpec> {
-        self.0.clone()
-    }
-    async fn call(&self, _: &Caller, _: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
-        Ok(Reply::new(args))
-    }
-}
+use serde_json::{json, Map};
 
 fn bench(c: &mut Criterion) {
-    let specs: Vec<ToolSpec> = curated::tools(&TierRules::defaults(), &Default::default(), "pve")
-        .into_iter()
-        .map(|(s, _)| s)
-        .collect();
+    let specs: Vec<ToolSpec> = curated_specs();
     let (catalog, _) = Catalog::build(vec![("pve".into(), specs.clone())]).unwrap();
 
     c.bench_function("search/curated/stop_a_vm", |b| {

@@ -1,7 +1,7 @@
 //! The state backends side by side: this machine's files (SQLite, JSONL,
 //! buckets in memory) against a real PostgreSQL on loopback (started by
-//! `airlock-testkit`, default durability except `fsync=off`... see
-//! docs/PERFORMANCE.md for what that means for the numbers). One audit
+//! `airlock-testkit` with `fsync=off`: docs/PERFORMANCE.md says what that
+//! means for the numbers). One audit
 //! append, one rate token, one approval check that files a request, one
 //! whole gateway call; and appends from three "replicas" at once (three
 //! `State`s on one store, a thread each), per append.
@@ -13,30 +13,16 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod common;
+
 use airlock_gateway::{
     state::{PostgresConfig, State},
-    Backend, BackendError, Caller, Gateway, GatewayConfig, Reply, ToolSpec,
+    Backend, Caller, Gateway, GatewayConfig, ToolSpec,
 };
-use airlock_proxmox::{curated, tiers::TierRules};
 use airlock_testkit::TempPostgres;
-use async_trait::async_trait;
+use common::{curated_specs, Immediate};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Map, Value};
-
-struct Immediate(Vec<ToolSpec>);
-
-#[async_trait]
-impl Backend for Immediate {
-    fn id(&self) -> &str {
-        "pve"
-    }
-    fn tools(&self) -> Vec<ToolSpec> {
-        self.0.clone()
-    }
-    async fn call(&self, _: &Caller, _: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
-        Ok(Reply::new(args))
-    }
-}
 
 fn line() -> Map<String, Value> {
     let mut line = Map::new();
@@ -78,10 +64,7 @@ fn bench(c: &mut Criterion) {
             c
         }),
     ];
-    let specs: Vec<ToolSpec> = curated::tools(&TierRules::defaults(), &Default::default(), "pve")
-        .into_iter()
-        .map(|(s, _)| s)
-        .collect();
+    let specs: Vec<ToolSpec> = curated_specs();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
