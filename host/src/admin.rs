@@ -3,7 +3,7 @@
 //! directory's files, or the deployment's PostgreSQL database), so they
 //! run beside any number of servers.
 
-use std::{path::PathBuf, process::ExitCode, sync::Arc};
+use std::{os::unix::fs::OpenOptionsExt, path::PathBuf, process::ExitCode, sync::Arc};
 
 use airlock_gateway::{
     approval::Request,
@@ -274,7 +274,7 @@ fn export(file: &ConfigFile, output: Option<PathBuf>) -> ExitCode {
             let created = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode_private()
+                .mode(airlock_gateway::private_files::FILE_MODE)
                 .open(path);
             match created {
                 Ok(f) => s.audit.export(&mut std::io::BufWriter::new(f)),
@@ -303,19 +303,5 @@ fn export(file: &ConfigFile, output: Option<PathBuf>) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(1)
         }
-    }
-}
-
-/// Creating a file only its owner can read: an audit export names who
-/// did what.
-trait PrivateMode {
-    fn mode_private(&mut self) -> &mut Self;
-}
-
-impl PrivateMode for std::fs::OpenOptions {
-    fn mode_private(&mut self) -> &mut Self {
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600);
-        self
     }
 }

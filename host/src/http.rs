@@ -28,7 +28,6 @@ use axum::{
 use rmcp::transport::streamable_http_server::{
     session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
 };
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use airlock_gateway::keys::{EnrollmentFile, KeyHash, KeyStore};
@@ -64,7 +63,7 @@ struct Gate {
 impl Gate {
     /// The identity whose key this is, compared in constant time.
     fn identify(&self, key: &str) -> Option<String> {
-        let digest = Sha256::digest(key.as_bytes());
+        let digest = airlock_gateway::keys::hash(key);
         let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
         let mut found = None;
         for (hash, identity) in keys.iter() {

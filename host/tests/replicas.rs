@@ -187,12 +187,7 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
     // re-read the keys (every few seconds; at once on SIGHUP).
     let olga = d.enroll("olga");
     for replica in [&a, &b] {
-        let hup = Command::new("kill")
-            .args(["-HUP", &replica.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(hup.success());
-        replica.wait_for("reloaded the enrolled keys");
+        reread_keys(replica);
         let client = replica.connect(&olga).await;
         let r = call(
             &client,
@@ -216,10 +211,7 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
         }
         r.send()
     };
-    let opened = post(&a.url, &alice, None, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
-        .await
-        .unwrap();
+    let opened = post(&a.url, &alice, None, initialize()).await.unwrap();
     assert_eq!(opened.status(), 200);
     let session = opened.headers()["mcp-session-id"]
         .to_str()
@@ -249,14 +241,8 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
     let revoked = d.airlock(&["revoke", "olga"]);
     assert!(revoked.status.success(), "{revoked:?}");
     for replica in [&a, &b] {
-        let hup = Command::new("kill")
-            .args(["-HUP", &replica.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(hup.success());
-        replica.wait_for("reloaded the enrolled keys");
-        let status = post(&replica.url, &olga, None, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
+        reread_keys(replica);
+        let status = post(&replica.url, &olga, None, initialize())
             .await
             .unwrap()
             .status();
@@ -473,6 +459,22 @@ async fn three_replicas_behind_nginx_go_on_when_one_is_killed() {
         .count();
     let note = stdout(&verified);
     assert_eq!(note.contains("no end line"), never_ended > 0, "{note}");
+}
+
+/// Has a replica re-read the keys now (SIGHUP) and waits until it has.
+fn reread_keys(replica: &Server) {
+    let hup = Command::new("kill")
+        .args(["-HUP", &replica.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    replica.wait_for("reloaded the enrolled keys");
+}
+
+/// A raw `initialize` request.
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
 }
 
 /// Runs the identity's script once in the client's session.
