@@ -7,42 +7,14 @@
 
 mod common;
 
-use std::{ffi::OsString, path::PathBuf, process::Command, sync::mpsc, time::Duration};
+use std::{process::Command, sync::mpsc, time::Duration};
 
-use airlock::demo;
 use airlock_gateway::audit;
-use airlock_sim::Simulator;
-use common::{call, enroll, text, Server};
+use common::{call, configured, serve_configured, text};
 use serde_json::{json, Value};
 
-/// A simulated cluster in this process and a configuration for it in a
-/// state directory of its own.
-async fn configured() -> (Simulator, tempfile::TempDir, PathBuf) {
-    let (sim, sim_config) = demo::start(Duration::from_millis(20), 0).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let proxmox = demo::proxmox_section(&sim, &sim_config, &dir.path().join("tokens")).unwrap();
-    let config = dir.path().join("airlock.toml");
-    std::fs::write(&config, demo::config_toml(&proxmox, dir.path())).unwrap();
-    (sim, dir, config)
-}
-
-/// `airlock serve --http` against a simulated cluster in this process (so
-/// its state directory, audit log included, outlives the server), with
-/// `alice` enrolled.
-async fn serve(extra: &[&str]) -> (Simulator, Server, String, PathBuf) {
-    let (sim, dir, config) = configured().await;
-    let audit = dir.path().join("audit.jsonl");
-    let enrollment = dir.path().join(common::ENROLLMENT);
-    let alice = enroll(&enrollment, "alice");
-    let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
-    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
-    args.push(enrollment.into());
-    args.extend(extra.iter().map(OsString::from));
-    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
-        .await
-        .unwrap();
-    (sim, server, alice, audit)
-}
+/// How long the simulated cluster's tasks take here.
+const TASK_DELAY: Duration = Duration::from_millis(20);
 
 /// Makes one tool call the server logs at `info` (a node that does not
 /// exist), then waits a minute on a timer: long enough that only a fault
@@ -109,8 +81,12 @@ fn everything_ended(lines: &[Value]) -> Vec<String> {
 async fn a_client_that_disconnects_mid_execution_frees_its_slot() {
     // One execution at a time, and a newcomer waits at most 200 ms for it:
     // if the abandoned execution kept its slot, the second one would fail.
-    let (_sim, server, alice, audit_file) =
-        serve(&["--executions-in-flight", "1", "--queue-wait-ms", "200"]).await;
+    let (_sim, server, alice, audit_file) = serve_configured(
+        TASK_DELAY,
+        "",
+        &["--executions-in-flight", "1", "--queue-wait-ms", "200"],
+    )
+    .await;
     let client = server.connect(&alice).await;
     let long = tokio::spawn(async move { call(&client, "execute", json!({"script": LONG})).await });
     server.wait_for("tools.node_status →");
@@ -133,7 +109,7 @@ async fn a_client_that_disconnects_mid_execution_frees_its_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {
-    let (_sim, mut server, alice, audit_file) = serve(&[]).await;
+    let (_sim, mut server, alice, audit_file) = serve_configured(TASK_DELAY, "", &[]).await;
     let client = server.connect(&alice).await;
     let long = tokio::spawn(async move { call(&client, "execute", json!({"script": LONG})).await });
     server.wait_for("tools.node_status →");
@@ -157,7 +133,7 @@ async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_client_that_goes_away_mid_execution_leaves_a_complete_audit() {
     use std::io::{BufRead, BufReader, Write};
-    let (_sim, dir, config) = configured().await;
+    let (_sim, dir, config) = configured(TASK_DELAY, "").await;
     let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
         .arg("--config")
         .arg(&config)

@@ -8,15 +8,12 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    ffi::OsString,
     path::{Path, PathBuf},
     process::Command,
     time::Duration,
 };
 
-use airlock::demo;
-use airlock_sim::Simulator;
-use common::{call, enroll, Server};
+use common::{call, serve_configured, Server};
 use serde_json::json;
 
 /// The Python with the pinned parser.
@@ -71,28 +68,6 @@ print(json.dumps(out))
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-async fn server(extra_toml: &str, extra_args: &[&str]) -> (Simulator, Server, String) {
-    let (sim, sim_config) = demo::start(Duration::from_millis(5), 0).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let proxmox = demo::proxmox_section(&sim, &sim_config, &dir.path().join("tokens")).unwrap();
-    let config = dir.path().join("airlock.toml");
-    std::fs::write(
-        &config,
-        demo::config_toml(&proxmox, dir.path()) + extra_toml,
-    )
-    .unwrap();
-    let enrollment = dir.path().join(common::ENROLLMENT);
-    let alice = enroll(&enrollment, "alice");
-    let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
-    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
-    args.push(enrollment.into());
-    args.extend(extra_args.iter().map(OsString::from));
-    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
-        .await
-        .unwrap();
-    (sim, server, alice)
-}
-
 fn metrics_url(server: &Server) -> String {
     let line = server
         .said("metrics at ")
@@ -106,7 +81,8 @@ async fn a_scrape_counts_what_the_executions_did() {
     let key_file = dir.path().join("metrics.key");
     let key = "metrics-scraper-key-0123456789";
     std::fs::write(&key_file, format!("{key}\n")).unwrap();
-    let (_sim, server, alice) = server(
+    let (_sim, server, alice, _) = serve_configured(
+        Duration::from_millis(5),
         "\n[rate]\ncalls_per_minute = 4\n\n[limits]\nwall_time_ms = 300\n",
         &[
             "--metrics",

@@ -157,6 +157,48 @@ pub fn enroll(file: &std::path::Path, identity: &str) -> String {
     key
 }
 
+/// A simulated cluster in this process (tasks taking `task_delay`) and a
+/// configuration for it, with `extra_toml` appended, in a state directory
+/// of its own (so the audit log, `DIR/audit.jsonl`, outlives a server).
+pub async fn configured(
+    task_delay: Duration,
+    extra_toml: &str,
+) -> (airlock_sim::Simulator, tempfile::TempDir, PathBuf) {
+    let (sim, sim_config) = airlock::demo::start(task_delay, 0).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proxmox =
+        airlock::demo::proxmox_section(&sim, &sim_config, &dir.path().join("tokens")).unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        airlock::demo::config_toml(&proxmox, dir.path()) + extra_toml,
+    )
+    .unwrap();
+    (sim, dir, config)
+}
+
+/// `airlock serve --http` (plus `extra_args`) on a [`configured`]
+/// simulated cluster, with `alice` enrolled: the simulator, the server,
+/// alice's key and the audit log's path.
+pub async fn serve_configured(
+    task_delay: Duration,
+    extra_toml: &str,
+    extra_args: &[&str],
+) -> (airlock_sim::Simulator, Server, String, PathBuf) {
+    let (sim, dir, config) = configured(task_delay, extra_toml).await;
+    let audit = dir.path().join("audit.jsonl");
+    let enrollment = dir.path().join(ENROLLMENT);
+    let alice = enroll(&enrollment, "alice");
+    let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
+    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
+    args.push(enrollment.into());
+    args.extend(extra_args.iter().map(OsString::from));
+    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
+        .await
+        .unwrap();
+    (sim, server, alice, audit)
+}
+
 /// Calls one of Airlock's three tools with a JSON object of arguments.
 pub async fn call<H: Service<RoleClient>>(
     client: &RunningService<RoleClient, H>,
