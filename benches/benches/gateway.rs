@@ -5,14 +5,10 @@
 //!
 //! `cargo bench -p airlock-benches --bench gateway`
 
-use std::sync::Arc;
-
 mod common;
 
-use airlock_gateway::{
-    audit::AuditLog, search::Query, Backend, Caller, Catalog, Gateway, GatewayConfig, ToolSpec,
-};
-use common::{curated_specs, Immediate};
+use airlock_gateway::{audit::AuditLog, search::Query, Catalog, GatewayConfig, ToolSpec};
+use common::{bench_call, curated_specs};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Map};
 
@@ -49,17 +45,7 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let mut config = GatewayConfig::in_dir(dir.path().join("gw"));
     config.rate.calls_per_minute = 0;
-    let (gateway, _) =
-        Gateway::new(config, vec![Arc::new(Immediate(specs)) as Arc<dyn Backend>]).unwrap();
-    let caller = Caller::new("local");
-    c.bench_function("gateway/call/vm_list", |b| {
-        b.to_async(&rt).iter(|| async {
-            gateway
-                .call(&caller, "vm_list", args.clone())
-                .await
-                .unwrap()
-        })
-    });
+    bench_call(c, "gateway/call/vm_list", config, specs, args, &rt);
 }
 
 criterion_group! {

@@ -17,10 +17,10 @@ mod common;
 
 use airlock_gateway::{
     state::{PostgresConfig, State},
-    Backend, Caller, Gateway, GatewayConfig, ToolSpec,
+    GatewayConfig, ToolSpec,
 };
 use airlock_testkit::TempPostgres;
-use common::{curated_specs, Immediate};
+use common::{bench_call, curated_specs};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Map, Value};
 
@@ -111,21 +111,15 @@ fn bench(c: &mut Criterion) {
 
         let mut config = config.clone();
         config.rate.calls_per_minute = 1_000_000_000;
-        let (gateway, _) = Gateway::new(
+        let name = format!("state/{kind}/gateway_call_vm_list");
+        bench_call(
+            c,
+            &name,
             config,
-            vec![Arc::new(Immediate(specs.clone())) as Arc<dyn Backend>],
-        )
-        .unwrap();
-        let caller = Caller::new("local");
-        let args = json!({"node": "pve1"});
-        c.bench_function(&format!("state/{kind}/gateway_call_vm_list"), |b| {
-            b.to_async(&rt).iter(|| async {
-                gateway
-                    .call(&caller, "vm_list", args.clone())
-                    .await
-                    .unwrap()
-            })
-        });
+            specs.clone(),
+            json!({"node": "pve1"}),
+            &rt,
+        );
     }
 }
 

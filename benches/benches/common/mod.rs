@@ -2,9 +2,12 @@
 //! catalog's specs and answers every call at once, so the numbers are the
 //! gateway's own (and its state store's), not a backend's.
 
-use airlock_gateway::{Backend, BackendError, Caller, Reply, ToolSpec};
+use std::sync::Arc;
+
+use airlock_gateway::{Backend, BackendError, Caller, Gateway, GatewayConfig, Reply, ToolSpec};
 use airlock_proxmox::{curated, tiers::TierRules};
 use async_trait::async_trait;
+use criterion::Criterion;
 use serde_json::Value;
 
 pub struct Immediate(pub Vec<ToolSpec>);
@@ -28,4 +31,27 @@ pub fn curated_specs() -> Vec<ToolSpec> {
         .into_iter()
         .map(|(s, _)| s)
         .collect()
+}
+
+/// Benches one whole gateway call of `vm_list` with `args`, through a
+/// gateway on `config` in front of [`Immediate`].
+pub fn bench_call(
+    c: &mut Criterion,
+    name: &str,
+    config: GatewayConfig,
+    specs: Vec<ToolSpec>,
+    args: Value,
+    rt: &tokio::runtime::Runtime,
+) {
+    let (gateway, _) =
+        Gateway::new(config, vec![Arc::new(Immediate(specs)) as Arc<dyn Backend>]).unwrap();
+    let caller = Caller::new("local");
+    c.bench_function(name, |b| {
+        b.to_async(rt).iter(|| async {
+            gateway
+                .call(&caller, "vm_list", args.clone())
+                .await
+                .unwrap()
+        })
+    });
 }
