@@ -55,13 +55,13 @@ pub struct Finished {
 impl Execution {
     /// Writes the start line: who runs it, in which mode, the script's
     /// hash and size.
-    pub fn start(gateway: &Arc<Gateway>, identity: &str, script: &str) -> Result<Self, NotStarted> {
-        let id = gateway.execution_started(&Caller::new(identity), script)?;
+    pub fn start(gateway: &Arc<Gateway>, caller: Caller, script: &str) -> Result<Self, NotStarted> {
+        let id = gateway.execution_started(&caller, script)?;
         Ok(Self {
             gateway: gateway.clone(),
             caller: Caller {
-                identity: identity.into(),
                 execution: Some(id),
+                ..caller
             },
             started: Instant::now(),
         })

@@ -3,6 +3,7 @@
 
 use std::{io::Read, path::PathBuf, process::ExitCode};
 
+use airlock_gateway::Caller;
 use airlock_sandbox::Sandbox;
 
 use crate::{
@@ -49,7 +50,7 @@ pub async fn exec(
         eprintln!("Running examples/fleet-report.js against the simulated cluster:\n");
         eprintln!("{DEMO_SCRIPT}");
     }
-    let execution = match Execution::start(&gateway, identity, &source) {
+    let execution = match Execution::start(&gateway, Caller::new(identity), &source) {
         Ok(e) => e,
         Err(e) => return fail(&e.to_string()),
     };
@@ -59,7 +60,7 @@ pub async fn exec(
     let view = report::View {
         outcome: &outcome,
         identity,
-        mode: gateway.mode_of(identity),
+        mode: gateway.mode_of(&Caller::new(identity)),
         execution: &execution,
     };
     let ok = if json {

@@ -3,6 +3,7 @@
 
 use std::{process::ExitCode, sync::Arc};
 
+use airlock_gateway::Caller;
 use airlock_sandbox::Sandbox;
 use rmcp::ServiceExt;
 
@@ -25,7 +26,7 @@ pub async fn stdio(
             return ExitCode::from(2);
         }
     };
-    tracing::info!(identity, mode = %shared.gateway.mode_of(identity), tools = shared.gateway.catalog().len(), "serving MCP on stdio");
+    tracing::info!(identity, mode = %shared.gateway.mode_of(&Caller::new(identity)), tools = shared.gateway.catalog().len(), "serving MCP on stdio");
     let service = match AirlockServer::new(shared.clone(), identity)
         .serve(rmcp::transport::stdio())
         .await

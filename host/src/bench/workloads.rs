@@ -11,7 +11,7 @@ use std::{
 };
 
 use airlock_benches::{EchoHost, WORKLOADS};
-use airlock_gateway::{search::Query, Catalog};
+use airlock_gateway::{search::Query, Caller, Catalog};
 use airlock_sandbox::{
     Capacity, Limits, Mode, Sandbox, SandboxConfig, ToolCall, ToolFailure, ToolHost,
 };
@@ -259,8 +259,8 @@ pub async fn fleet_report(
     let s = sequential(
         async || {
             let t0 = Instant::now();
-            let execution =
-                Execution::start(&gateway, "local", DEMO_SCRIPT).map_err(|e| e.to_string())?;
+            let execution = Execution::start(&gateway, Caller::new("local"), DEMO_SCRIPT)
+                .map_err(|e| e.to_string())?;
             let tools = execution.tools();
             let (outcome, _) = execution.run(sandbox, DEMO_SCRIPT, &limits, &tools).await;
             let took = t0.elapsed();

@@ -12,7 +12,7 @@ pub mod tools;
 
 use std::sync::{atomic::AtomicU32, Arc};
 
-use airlock_gateway::{search::Query, Gateway, Tier};
+use airlock_gateway::{search::Query, Caller, Gateway, Tier};
 use airlock_sandbox::{Limits, Sandbox};
 #[allow(deprecated)]
 use rmcp::model::SetLevelRequestParams;
@@ -62,10 +62,11 @@ impl Shared {
     }
 }
 
-/// Who an HTTP request authenticated as; put into the request's
-/// extensions by the HTTP transport's key check.
+/// Who an HTTP request authenticated as (and the mode an OAuth token's
+/// groups grant); put into the request's extensions by the HTTP
+/// transport's key or token check.
 #[derive(Clone, Debug)]
-pub struct Identity(pub String);
+pub struct Identity(pub Caller);
 
 /// One MCP session. On stdio it acts as the configured identity; over HTTP
 /// each request acts as the identity its bearer key belongs to.
@@ -85,13 +86,13 @@ impl AirlockServer {
         }
     }
 
-    fn identity(&self, context: &RequestContext<RoleServer>) -> String {
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
         context
             .extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Identity>())
             .map(|i| i.0.clone())
-            .unwrap_or_else(|| self.identity.clone())
+            .unwrap_or_else(|| Caller::new(self.identity.clone()))
     }
 
     fn args(request: &CallToolRequestParams) -> Value {
@@ -148,9 +149,10 @@ impl AirlockServer {
         let Some(script) = args.get("script").and_then(Value::as_str) else {
             return Self::invalid("`script` (JavaScript source) is required");
         };
-        let identity = self.identity(context);
+        let caller = self.caller(context);
+        let identity = caller.identity.clone();
         let _running = self.shared.executions.token();
-        let execution = match Execution::start(&self.shared.gateway, &identity, script) {
+        let execution = match Execution::start(&self.shared.gateway, caller, script) {
             Ok(e) => e,
             Err(e) => return Self::invalid(e.to_string()),
         };
@@ -289,8 +291,8 @@ impl ServerHandler for AirlockServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let identity = self.identity(&context);
-        resources::read(&self.shared, &identity, &request.uri)
+        let caller = self.caller(&context);
+        resources::read(&self.shared, &caller, &request.uri)
             .await
             .map(Into::into)
             .map_err(|e| McpError::resource_not_found(e.to_string(), None))

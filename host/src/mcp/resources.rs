@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use airlock_gateway::{
     catalog::{name_too_long, quote_name},
-    visible, Catalog, Mode, SchemaAnswer, Tier,
+    visible, Caller, Catalog, Mode, SchemaAnswer, Tier,
 };
 use rmcp::model::{
     CompletionInfo, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
@@ -107,10 +107,10 @@ pub fn templates() -> Vec<ResourceTemplate> {
         .with_mime_type(TYPESCRIPT)]
 }
 
-/// Reads `uri` as `identity`.
+/// Reads `uri` as `caller`.
 pub async fn read(
     shared: &Shared,
-    identity: &str,
+    caller: &Caller,
     uri: &str,
 ) -> Result<ReadResourceResult, ResourceError> {
     if let (false, Some(c)) = (uri.starts_with("airlock://"), &shared.collector) {
@@ -129,7 +129,7 @@ pub async fn read(
             pretty(serde_json::to_value(&shared.limits).unwrap_or(Value::Null)),
             JSON,
         ),
-        IDENTITY => (pretty(whoami(shared, identity)), JSON),
+        IDENTITY => (pretty(whoami(shared, caller)), JSON),
         _ => match uri.strip_prefix(TOOL_PREFIX) {
             Some(name) => (tool(shared, name)?, TYPESCRIPT),
             None => {
@@ -203,8 +203,9 @@ fn catalog(shared: &Shared) -> Value {
     })
 }
 
-fn whoami(shared: &Shared, identity: &str) -> Value {
-    let mode = shared.gateway.mode_of(identity);
+fn whoami(shared: &Shared, caller: &Caller) -> Value {
+    let identity = caller.identity.as_str();
+    let mode = shared.gateway.mode_of(caller);
     let may_call: Vec<&str> = Tier::ALL
         .into_iter()
         .filter(|t| mode.grants(*t))

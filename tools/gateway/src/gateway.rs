@@ -57,6 +57,13 @@ pub struct Caller {
     pub identity: String,
     /// The execution the call belongs to, when it came from a script.
     pub execution: Option<String>,
+    /// The mode the identity provider's groups grant this caller (an
+    /// OAuth token's group claim); used only when `[identities]` has no
+    /// grant for `identity`.
+    pub from_groups: Option<Mode>,
+    /// The mode the gateway allowed this call in; set before a backend
+    /// runs it (a backend may pick credentials by it), `None` before.
+    pub mode: Option<Mode>,
 }
 
 impl Caller {
@@ -64,7 +71,15 @@ impl Caller {
         Self {
             identity: identity.into(),
             execution: None,
+            from_groups: None,
+            mode: None,
         }
+    }
+
+    /// A caller whose identity provider's groups grant `mode`.
+    pub fn with_groups_mode(mut self, mode: Option<Mode>) -> Self {
+        self.from_groups = mode;
+        self
     }
 }
 
@@ -529,8 +544,9 @@ impl Gateway {
         self.state.audit.file()
     }
 
-    pub fn mode_of(&self, identity: &str) -> Mode {
-        self.policy.mode_of(identity)
+    /// The mode `caller` acts in (see [`crate::policy::Policy::mode_of`]).
+    pub fn mode_of(&self, caller: &Caller) -> Mode {
+        self.policy.mode_of(&caller.identity, caller.from_groups)
     }
 
     /// Tiers whose calls wait for a person's approval, so a client can say
@@ -659,7 +675,11 @@ impl Gateway {
                 .acquire()
                 .await
                 .expect("the semaphore is never closed");
-            backend.call(caller, &spec, args).await
+            let acting = Caller {
+                mode: Some(self.mode_of(caller)),
+                ..caller.clone()
+            };
+            backend.call(&acting, &spec, args).await
         };
         pending.call_id = None;
         let duration_ms = started.elapsed().as_millis() as u64;
@@ -731,7 +751,7 @@ impl Gateway {
             });
         }
         self.policy
-            .decide(&caller.identity, &spec.name, spec.tier)
+            .decide(&caller.identity, caller.from_groups, &spec.name, spec.tier)
             .map_err(|d| CallError::PolicyDenied {
                 tool: spec.name.clone(),
                 reason: d.0,
@@ -878,7 +898,7 @@ impl Gateway {
         line.insert("identity".into(), Value::String(caller.identity.clone()));
         line.insert(
             "mode".into(),
-            Value::String(self.mode_of(&caller.identity).as_str().into()),
+            Value::String(self.mode_of(caller).as_str().into()),
         );
         line.insert(
             "script_sha256".into(),

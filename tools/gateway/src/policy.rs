@@ -161,12 +161,14 @@ impl Policy {
         Ok(Self { config })
     }
 
-    pub fn mode_of(&self, identity: &str) -> Mode {
-        self.config
-            .identities
-            .get(identity)
-            .map(|g| g.mode)
-            .unwrap_or_default()
+    /// The mode `identity` acts in: its `[identities]` grant when it has
+    /// one (an operator's explicit word wins), else the mode its identity
+    /// provider's groups map to (`from_groups`), else `ro`.
+    pub fn mode_of(&self, identity: &str, from_groups: Option<Mode>) -> Mode {
+        match self.config.identities.get(identity) {
+            Some(g) => g.mode,
+            None => from_groups.unwrap_or_default(),
+        }
     }
 
     /// Whether `identity`'s approvals may be asked in its MCP client
@@ -182,9 +184,15 @@ impl Policy {
         self.config.read_only
     }
 
-    /// Whether `identity` may call `tool` of `tier`; a denial says why and
-    /// what would change it.
-    pub fn decide(&self, identity: &str, tool: &str, tier: Tier) -> Result<(), Denial> {
+    /// Whether `identity` (with the mode its groups grant, if any) may call
+    /// `tool` of `tier`; a denial says why and what would change it.
+    pub fn decide(
+        &self,
+        identity: &str,
+        from_groups: Option<Mode>,
+        tool: &str,
+        tier: Tier,
+    ) -> Result<(), Denial> {
         if tier == Tier::Forbidden {
             return Err(Denial(format!(
                 "{tool} is in the forbidden tier and can never be called through Airlock"
@@ -196,7 +204,7 @@ impl Policy {
             )));
         }
         let grant = self.config.identities.get(identity);
-        let mode = grant.map(|g| g.mode).unwrap_or_default();
+        let mode = self.mode_of(identity, from_groups);
         if !mode.grants(tier) {
             let needed = Mode::needed_for(tier).map(|m| m.as_str()).unwrap_or("none");
             return Err(Denial(format!(
@@ -293,31 +301,69 @@ mod tests {
             },
         );
         let p = Policy::new(config, &catalog(), &[]).unwrap();
-        assert!(p.decide("alice", "read_a", Tier::Read).is_ok());
+        assert!(p.decide("alice", None, "read_a", Tier::Read).is_ok());
         assert!(p
-            .decide("alice", "read_b", Tier::Read)
+            .decide("alice", None, "read_b", Tier::Read)
             .unwrap_err()
             .0
             .contains("allow list"));
         assert!(p
-            .decide("alice", "adm", Tier::Admin)
+            .decide("alice", None, "adm", Tier::Admin)
             .unwrap_err()
             .0
             .contains("deny list"));
         // An allow list cannot lift bob above his mode.
         assert!(p
-            .decide("bob", "op", Tier::Operate)
+            .decide("bob", None, "op", Tier::Operate)
             .unwrap_err()
             .0
             .contains("needs mode operator"));
         // Strangers get ro.
-        assert!(p.decide("mallory", "read_a", Tier::Read).is_ok());
-        assert!(p.decide("mallory", "op", Tier::Operate).is_err());
+        assert!(p.decide("mallory", None, "read_a", Tier::Read).is_ok());
+        assert!(p.decide("mallory", None, "op", Tier::Operate).is_err());
         assert!(p
-            .decide("alice", "bad", Tier::Forbidden)
+            .decide("alice", None, "bad", Tier::Forbidden)
             .unwrap_err()
             .0
             .contains("forbidden"));
+    }
+
+    #[test]
+    fn groups_grant_a_mode_only_to_identities_not_listed() {
+        let mut config = PolicyConfig::default();
+        config.identities.insert(
+            "carol@example.test".into(),
+            Grant {
+                mode: Mode::Ro,
+                ..Grant::default()
+            },
+        );
+        let p = Policy::new(config, &catalog(), &[]).unwrap();
+        // A stranger whose groups map to operator may operate, not admin.
+        assert!(p
+            .decide(
+                "dave@example.test",
+                Some(Mode::Operator),
+                "op",
+                Tier::Operate
+            )
+            .is_ok());
+        assert!(p
+            .decide(
+                "dave@example.test",
+                Some(Mode::Operator),
+                "adm",
+                Tier::Admin
+            )
+            .unwrap_err()
+            .0
+            .contains("has mode operator"));
+        // An operator's explicit grant wins over the groups, both ways.
+        assert_eq!(p.mode_of("carol@example.test", Some(Mode::Rw)), Mode::Ro);
+        assert!(p
+            .decide("carol@example.test", Some(Mode::Rw), "op", Tier::Operate)
+            .is_err());
+        assert_eq!(p.mode_of("dave@example.test", None), Mode::Ro);
     }
 
     #[test]
@@ -334,9 +380,9 @@ mod tests {
             },
         );
         let p = Policy::new(config, &catalog(), &[]).unwrap();
-        assert!(p.decide("root", "read_a", Tier::Read).is_ok());
+        assert!(p.decide("root", None, "read_a", Tier::Read).is_ok());
         assert!(p
-            .decide("root", "op", Tier::Operate)
+            .decide("root", None, "op", Tier::Operate)
             .unwrap_err()
             .0
             .contains("read-only"));

@@ -692,6 +692,8 @@ async fn executions_are_audited() {
     let c = Caller {
         identity: "x".into(),
         execution: Some(id.clone()),
+        from_groups: None,
+        mode: None,
     };
     s.gateway
         .call(&c, "read_status", json!({"node": "pve1"}))
@@ -897,6 +899,8 @@ async fn rate_limited_refusals_leave_one_line_and_a_count() {
     let mallory = Caller {
         identity: "mallory".into(),
         execution: Some(execution.clone()),
+        from_groups: None,
+        mode: None,
     };
     for _ in 0..5 {
         gateway.call(&mallory, "read_status", args()).await.unwrap();
