@@ -58,6 +58,18 @@ fn section_for(
         write_private(&path, &token.line())?;
         tokens.insert(identity, path);
     }
+    // Identities the file does not list (an OpenID provider's people)
+    // act with the token of the mode they are allowed.
+    let mut tokens_by_mode = std::collections::HashMap::new();
+    for mode in [Mode::Ro, Mode::Operator, Mode::Rw] {
+        let token = config
+            .token(role_for(mode))
+            .expect("the simulator has a token per role");
+        // `mode-` keeps these apart from identities' files.
+        let path = dir.join(format!("mode-{mode}.token"));
+        write_private(&path, &token.line())?;
+        tokens_by_mode.insert(mode, path);
+    }
     let mut targets = BTreeMap::new();
     targets.insert(
         "sim".to_string(),
@@ -65,6 +77,7 @@ fn section_for(
             url: sim.url(),
             fingerprint: Some(sim.fingerprint().to_string()),
             tokens,
+            tokens_by_mode,
             ..TargetConfig::default()
         },
     );
@@ -147,6 +160,14 @@ pub fn config_toml(proxmox: &ProxmoxConfig, state_dir: &Path) -> String {
         tokens.sort();
         for (identity, path) in tokens {
             out.push_str(&format!("{identity} = {:?}\n", path.display().to_string()));
+        }
+        if !t.tokens_by_mode.is_empty() {
+            out.push_str(&format!("\n[proxmox.targets.{name}.tokens_by_mode]\n"));
+            for mode in [Mode::Ro, Mode::Operator, Mode::Rw] {
+                if let Some(path) = t.tokens_by_mode.get(&mode) {
+                    out.push_str(&format!("{mode} = {:?}\n", path.display().to_string()));
+                }
+            }
         }
     }
     out

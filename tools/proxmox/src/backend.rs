@@ -24,6 +24,7 @@ use airlock_gateway::{
     backend::{Backend, BackendError, Reply},
     gateway::Caller,
     json_budget,
+    policy::Mode,
     spec::{Tier, ToolSpec},
 };
 
@@ -51,6 +52,12 @@ pub struct TargetConfig {
     /// Identity → file holding that person's API token.
     #[serde(default)]
     pub tokens: HashMap<String, PathBuf>,
+    /// Mode → file holding the API token of identities without one of
+    /// their own (people an OpenID provider names): `ro` a PVEAuditor
+    /// token, and so on, so the cluster's own permissions still match
+    /// the mode the call was allowed in.
+    #[serde(default)]
+    pub tokens_by_mode: HashMap<Mode, PathBuf>,
     #[serde(default)]
     pub connect_timeout_secs: Option<u64>,
     #[serde(default)]
@@ -116,6 +123,7 @@ pub enum ProxmoxError {
 struct Target {
     client: PveClient,
     tokens: HashMap<String, ApiToken>,
+    by_mode: HashMap<Mode, ApiToken>,
 }
 
 pub struct ProxmoxBackend {
@@ -184,7 +192,20 @@ impl ProxmoxBackend {
                     .map_err(|e| err(format!("token of identity {identity}: {e}")))?;
                 tokens.insert(identity.clone(), token);
             }
-            targets.insert(name.clone(), Target { client, tokens });
+            let mut by_mode = HashMap::new();
+            for (mode, file) in &t.tokens_by_mode {
+                let token = ApiToken::from_file(file)
+                    .map_err(|e| err(format!("token of mode {mode}: {e}")))?;
+                by_mode.insert(*mode, token);
+            }
+            targets.insert(
+                name.clone(),
+                Target {
+                    client,
+                    tokens,
+                    by_mode,
+                },
+            );
         }
         let default_target = match &config.default_target {
             Some(d) if targets.contains_key(d) => d.clone(),
@@ -276,10 +297,12 @@ impl ProxmoxBackend {
         target: &'a Target,
         caller: &Caller,
     ) -> Result<&'a ApiToken, BackendError> {
-        target.tokens.get(&caller.identity).ok_or_else(|| {
+        let by_mode = caller.mode.and_then(|m| target.by_mode.get(&m));
+        target.tokens.get(&caller.identity).or(by_mode).ok_or_else(|| {
+            let mode = caller.mode.map(|m| m.as_str()).unwrap_or("(none)");
             BackendError::new(
                 "unauthorized",
-                format!("identity {} has no Proxmox API token for target {target_name}; the operator adds one under [proxmox.targets.{target_name}.tokens]", caller.identity),
+                format!("identity {} has no Proxmox API token for target {target_name}, and there is none for its mode {mode}; the operator adds one under [proxmox.targets.{target_name}.tokens] or [proxmox.targets.{target_name}.tokens_by_mode]", caller.identity),
             )
         })
     }
@@ -290,6 +313,7 @@ async fn fetch_schema(target: &Target, name: &str, cap: BodyCap) -> Result<Strin
     let token = target
         .tokens
         .values()
+        .chain(target.by_mode.values())
         .next()
         .ok_or_else(|| ProxmoxError::Target {
             target: name.into(),
