@@ -10,6 +10,10 @@
 //! Only PostgreSQL's own programs are used (initdb, pg_ctl, createdb, psql):
 //! no client crate and no async runtime, so any crate can take this as a
 //! dev-dependency without sharing code with what it tests.
+//!
+//! The crate also starts throwaway nginx load balancers ([`TempNginx`]) and
+//! OpenID providers ([`TempOidcProvider`]: the `oidc-provider` npm package
+//! on Node, issuing ES256 JWT access tokens to client-credentials clients).
 
 use std::ffi::OsStr;
 use std::fs;
@@ -24,6 +28,8 @@ use tempfile::TempDir;
 
 mod nginx;
 pub use nginx::TempNginx;
+mod oidc;
+pub use oidc::{OidcClient, TempOidcProvider};
 
 /// The superuser initdb creates; every connection uses it.
 const SUPERUSER: &str = "airlock";
