@@ -3,7 +3,9 @@
 //! In front of the MCP service: `/healthz`; a bearer key on every request
 //! (compared in constant time against the SHA-256 hashes of the enrolled
 //! keys: an enrollment file re-read on SIGHUP, or the deployment's
-//! PostgreSQL database re-read every few seconds); a per-client request
+//! PostgreSQL database re-read every few seconds), or with `[oauth]` a JWT
+//! access token from a configured issuer (see [`crate::oauth`]; its
+//! metadata is served without a key); a per-client request
 //! rate limit (per replica: it protects the replica's own capacity). The MCP service itself checks `Host`
 //! and `Origin` against allowlists (DNS-rebinding protection) and caps the
 //! request body. TLS is terminated by a reverse proxy in front (see the
@@ -30,9 +32,15 @@ use rmcp::transport::streamable_http_server::{
 };
 use subtle::ConstantTimeEq;
 
-use airlock_gateway::keys::{EnrollmentFile, KeyHash, KeyStore};
+use airlock_gateway::{
+    keys::{EnrollmentFile, KeyHash, KeyStore},
+    Caller,
+};
 
-use crate::mcp::{AirlockServer, Identity, Shared};
+use crate::{
+    mcp::{AirlockServer, Identity, Shared},
+    oauth::{OAuthConfig, ResourceServer, TokenError},
+};
 
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
@@ -49,6 +57,8 @@ pub struct HttpOptions {
     pub requests_per_minute: u32,
     /// Prometheus metrics on a listener of their own.
     pub metrics: Option<crate::metrics::MetricsOptions>,
+    /// Accept JWT access tokens from these issuers (`[oauth]`).
+    pub oauth: Option<OAuthConfig>,
 }
 
 struct Gate {
@@ -58,6 +68,7 @@ struct Gate {
     per_minute: u32,
     buckets: Mutex<HashMap<String, (f64, Instant)>>,
     owners: crate::sessions::SessionOwners,
+    oauth: Option<Arc<ResourceServer>>,
 }
 
 impl Gate {
@@ -104,28 +115,98 @@ fn plain(status: StatusCode, text: &str) -> Response {
         .into_response()
 }
 
-async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
-    let identity = if gate.no_auth {
-        gate.default_identity.clone()
-    } else {
-        let key = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        match key.and_then(|k| gate.identify(k)) {
-            Some(identity) => identity,
-            None => {
-                let mut r = plain(StatusCode::UNAUTHORIZED, "a valid bearer key is required (Authorization: Bearer <key>); `airlock enroll` issues one");
-                r.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    "Bearer".parse().expect("static header"),
-                );
-                return r;
-            }
+impl Gate {
+    /// Who the request's credential makes the caller, or the answer that
+    /// refuses it.
+    async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, Response> {
+        if self.no_auth {
+            return Ok(Caller::new(self.default_identity.clone()));
         }
+        let bearer = authorization.and_then(|v| {
+            let (scheme, rest) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        });
+        let Some(bearer) = bearer else {
+            return Err(self.unauthorized(None));
+        };
+        match &self.oauth {
+            Some(server) if looks_like_jwt(bearer) => match server.tokens.check(bearer).await {
+                Ok(caller) => Ok(caller),
+                Err(e) => {
+                    tracing::debug!(reason = e.reason(), error = %e, "refused an access token");
+                    Err(self.refused(&e))
+                }
+            },
+            _ => match self.identify(bearer) {
+                Some(identity) => Ok(Caller::new(identity)),
+                None => Err(self.unauthorized(Some(BAD_KEY))),
+            },
+        }
+    }
+
+    /// 401 with the challenge: RFC 9728's pointer to our metadata when
+    /// tokens are accepted.
+    fn unauthorized(&self, why: Option<&str>) -> Response {
+        let (text, challenge) = match &self.oauth {
+            Some(server) => (
+                why.map(str::to_string).unwrap_or_else(|| {
+                    "a bearer token is required (Authorization: Bearer <token>): an access token from the issuer the resource metadata names, or a key from `airlock enroll`".into()
+                }),
+                server.challenge_for_key(why.is_some()),
+            ),
+            None => (
+                "a valid bearer key is required (Authorization: Bearer <key>); `airlock enroll` issues one".into(),
+                "Bearer".into(),
+            ),
+        };
+        with_challenge(plain(StatusCode::UNAUTHORIZED, &text), &challenge)
+    }
+
+    fn refused(&self, e: &TokenError) -> Response {
+        let Some(server) = &self.oauth else {
+            return self.unauthorized(Some(BAD_KEY));
+        };
+        if e.is_unavailable() {
+            let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, "5".parse().expect("static header"));
+            return r;
+        }
+        let status = if e.is_scope() {
+            StatusCode::FORBIDDEN
+        } else {
+            StatusCode::UNAUTHORIZED
+        };
+        with_challenge(plain(status, &e.to_string()), &server.challenge(Some(e)))
+    }
+}
+
+const BAD_KEY: &str =
+    "the bearer key is not enrolled (or was revoked); `airlock enroll` issues one";
+
+/// A JWT is three base64url parts; an enrolled key (`alk_…`) is one.
+fn looks_like_jwt(bearer: &str) -> bool {
+    bearer.split('.').count() == 3
+}
+
+fn with_challenge(mut r: Response, challenge: &str) -> Response {
+    if let Ok(v) = challenge.parse() {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let caller = match gate.authenticate(authorization.as_deref()).await {
+        Ok(c) => c,
+        Err(refusal) => return refusal,
     };
+    let identity = caller.identity.clone();
     if !gate.allow(&identity) {
         let mut r = plain(
             StatusCode::TOO_MANY_REQUESTS,
@@ -155,7 +236,7 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
             }
         }
     }
-    req.extensions_mut().insert(Identity(identity.clone()));
+    req.extensions_mut().insert(Identity(caller));
     let response = next.run(req).await;
     if session.is_none() {
         if let Some(id) = response
@@ -174,17 +255,30 @@ const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Serves until interrupted. Prints the address it listens on.
 pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), String> {
+    let oauth = match &options.oauth {
+        Some(_) if options.no_auth => {
+            return Err("--no-auth and [oauth] contradict each other: remove one".into())
+        }
+        Some(config) => Some(Arc::new(
+            ResourceServer::new(config).map_err(|e| e.to_string())?,
+        )),
+        None => None,
+    };
     let store: Option<Arc<dyn KeyStore>> = match (&options.enrollment, options.no_auth) {
         (_, true) => {
             tracing::warn!("serving MCP over HTTP WITHOUT authentication (--no-auth): every client acts as identity {}", options.default_identity);
             None
         }
         (Some(path), false) => Some(Arc::new(EnrollmentFile::new(path))),
-        (None, false) => match shared.gateway.state().keys.clone() {
-            Some(keys) => Some(keys),
-            None => return Err("serving over HTTP needs --enrollment FILE (keys for clients), or [state] backend = \"postgres\" (keys from `airlock enroll` kept there), or --no-auth to opt out explicitly".into()),
+        (None, false) => match (shared.gateway.state().keys.clone(), &oauth) {
+            (Some(keys), _) => Some(keys),
+            (None, Some(_)) => None,
+            (None, None) => return Err("serving over HTTP needs --enrollment FILE (keys for clients), [oauth] (access tokens from an OpenID provider), or [state] backend = \"postgres\" (keys from `airlock enroll` kept there), or --no-auth to opt out explicitly".into()),
         },
     };
+    if let Some(server) = &oauth {
+        server.tokens.warm().await;
+    }
     let keys = match &store {
         Some(s) => s.all().map_err(|e| e.to_string())?,
         None => Vec::new(),
@@ -199,6 +293,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         per_minute: options.requests_per_minute,
         buckets: Mutex::new(HashMap::new()),
         owners: crate::sessions::SessionOwners::new(shared.gateway.state().sessions.clone()),
+        oauth: oauth.clone(),
     });
     if let Some(store) = store {
         reload_keys(gate.clone(), store);
@@ -240,8 +335,17 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     let mcp = Router::new()
         .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(gate, guard));
-    let app = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+    let mut app = Router::new().route("/healthz", get(|| async { "ok" }));
+    if let Some(server) = &oauth {
+        for path in server.metadata_paths() {
+            let body = serde_json::to_string_pretty(server.document()).unwrap_or_default();
+            app = app.route(
+                path,
+                get(move || async move { ([(header::CONTENT_TYPE, "application/json")], body) }),
+            );
+        }
+    }
+    let app = app
         .merge(mcp)
         .fallback(|| async { plain(StatusCode::NOT_FOUND, "not found; MCP is at /mcp") });
     eprintln!("airlock: serving MCP at http://{addr}/mcp");
@@ -357,6 +461,7 @@ mod tests {
             per_minute: 2,
             buckets: Mutex::new(HashMap::new()),
             owners: crate::sessions::SessionOwners::new(None),
+            oauth: None,
         };
         assert_eq!(gate.identify(&a).as_deref(), Some("alice"));
         assert_eq!(gate.identify(&b).as_deref(), Some("bob"));

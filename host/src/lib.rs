@@ -11,6 +11,7 @@ pub mod log_output;
 pub mod lookup;
 pub mod mcp;
 pub mod metrics;
+pub mod oauth;
 pub mod report;
 pub mod run;
 pub mod serve;

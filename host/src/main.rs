@@ -308,6 +308,7 @@ fn main() -> ExitCode {
                                 listen,
                                 key_file: metrics_key_file,
                             }),
+                            oauth: config.oauth.clone(),
                         };
                         serve::http(config, &prefix, &sandbox, options).await
                     }

@@ -42,6 +42,8 @@ pub struct ConfigFile {
     pub proxmox: Option<ProxmoxConfig>,
     /// A QuoxCORE collector; see docs/CONFIGURATION.md.
     pub collector: Option<airlock_collector::CollectorConfig>,
+    /// Accept OAuth access tokens over HTTP; see docs/DEPLOYMENT.md.
+    pub oauth: Option<crate::oauth::OAuthConfig>,
     /// Removed: `[backends.demo]` served an in-memory fleet with tool
     /// names of its own. Kept only to refuse it with a message that says
     /// what replaced it (see [`ConfigFile::check_removed`]).
@@ -125,6 +127,12 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
             path: path.display().to_string(),
             message,
         })?;
+    if let Some(oauth) = &file.oauth {
+        oauth.check().map_err(|e| SettingsError::Parse {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+    }
     file.approve_command = Some(approve_command("airlock", path));
     Ok(file)
 }

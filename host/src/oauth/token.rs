@@ -1,0 +1,326 @@
+//! Checking one access token: which issuer, which key, which algorithm,
+//! for whom, until when — and who it makes the caller.
+
+use std::collections::HashMap;
+
+use airlock_gateway::{Caller, Mode};
+use jsonwebtoken::{errors::ErrorKind, Validation};
+use serde_json::{Map, Value};
+
+use super::{config::Issuer, jwks::IssuerKeys, jwks::KeyError};
+
+/// A token longer than this is refused unread; real ones are 1–2 KiB.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+/// An identity longer than this is refused: it names audit lines and
+/// policy entries.
+pub const MAX_IDENTITY_CHARS: usize = 256;
+
+/// Why a token was not accepted. The texts name what failed and never
+/// quote the token.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("the token is not a well-formed JWT ({0})")]
+    Malformed(String),
+    #[error("the token is longer than {} KiB", MAX_TOKEN_BYTES / 1024)]
+    TooLong,
+    #[error("the token's issuer is not one this server trusts")]
+    UnknownIssuer,
+    #[error("the token is signed with {alg}, which issuer {issuer} may not use here (allowed: {allowed})")]
+    Algorithm {
+        alg: String,
+        issuer: String,
+        allowed: String,
+    },
+    #[error("the token's type (header typ) is {0}, not at+jwt: it is not an access token (an ID token, perhaps)")]
+    NotAnAccessToken(String),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("the token's signature does not verify")]
+    Signature,
+    #[error("the token has expired")]
+    Expired,
+    #[error("the token is not valid yet (nbf is in the future)")]
+    NotYetValid,
+    #[error("the token is not for this server: its audience (aud) does not name {0}")]
+    Audience(String),
+    #[error("the token lacks the claim {0}")]
+    MissingClaim(String),
+    #[error("the token's {claim} claim cannot name an identity ({why})")]
+    BadIdentity { claim: String, why: &'static str },
+    #[error("the token lacks the scope {0}")]
+    InsufficientScope(String),
+}
+
+impl TokenError {
+    /// Whether the client may retry with the same token later (the
+    /// provider's keys could not be fetched), rather than needing a new
+    /// token.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, TokenError::Key(KeyError::Unavailable { .. }))
+    }
+
+    pub fn is_scope(&self) -> bool {
+        matches!(self, TokenError::InsufficientScope(_))
+    }
+
+    /// A short label for metrics and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TokenError::Malformed(_) | TokenError::TooLong => "malformed",
+            TokenError::UnknownIssuer => "issuer",
+            TokenError::Algorithm { .. } => "algorithm",
+            TokenError::NotAnAccessToken(_) => "type",
+            TokenError::Key(KeyError::Unavailable { .. }) => "keys_unavailable",
+            TokenError::Key(_) => "key",
+            TokenError::Signature => "signature",
+            TokenError::Expired => "expired",
+            TokenError::NotYetValid => "not_yet_valid",
+            TokenError::Audience(_) => "audience",
+            TokenError::MissingClaim(_) | TokenError::BadIdentity { .. } => "claims",
+            TokenError::InsufficientScope(_) => "scope",
+        }
+    }
+}
+
+/// The issuers whose tokens this server accepts.
+pub struct Tokens {
+    issuers: HashMap<String, (Issuer, IssuerKeys)>,
+    scopes: Vec<String>,
+    leeway: u64,
+}
+
+impl Tokens {
+    pub fn new(issuers: Vec<Issuer>, scopes: Vec<String>, leeway: u64) -> Result<Self, String> {
+        let mut map = HashMap::new();
+        for issuer in issuers {
+            let keys = IssuerKeys::new(&issuer)?;
+            map.insert(issuer.issuer.clone(), (issuer, keys));
+        }
+        Ok(Self {
+            issuers: map,
+            scopes,
+            leeway,
+        })
+    }
+
+    /// Fetches every issuer's keys once; failures are logged, not fatal.
+    pub async fn warm(&self) {
+        for (_, keys) in self.issuers.values() {
+            let _ = keys.warm().await;
+        }
+    }
+
+    /// Who `token` makes the caller, or why it is refused.
+    pub async fn check(&self, token: &str) -> Result<Caller, TokenError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(TokenError::TooLong);
+        }
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| TokenError::Malformed(e.to_string()))?;
+        // Which issuer's rules apply is read before the signature is
+        // checked; everything it says is verified against that issuer's
+        // keys below.
+        let unverified: Map<String, Value> = jsonwebtoken::dangerous::insecure_decode_claims(token)
+            .map_err(|e| TokenError::Malformed(e.to_string()))?;
+        let iss = unverified.get("iss").and_then(Value::as_str);
+        let (issuer, keys) = iss
+            .and_then(|i| self.issuers.get(i))
+            .ok_or(TokenError::UnknownIssuer)?;
+        if !issuer.algorithms.contains(&header.alg) {
+            return Err(TokenError::Algorithm {
+                alg: format!("{:?}", header.alg),
+                issuer: issuer.issuer.clone(),
+                allowed: issuer
+                    .algorithms
+                    .iter()
+                    .map(|a| format!("{a:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if issuer.require_typ && !is_access_token_type(header.typ.as_deref()) {
+            return Err(TokenError::NotAnAccessToken(
+                header
+                    .typ
+                    .as_deref()
+                    .map(|t| format!("`{}`", t.chars().take(32).collect::<String>()))
+                    .unwrap_or_else(|| "missing".into()),
+            ));
+        }
+        let key = keys.key_for(header.kid.as_deref(), header.alg).await?;
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.set_issuer(&[&issuer.issuer]);
+        validation.set_audience(&[&issuer.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.validate_nbf = true;
+        validation.leeway = self.leeway;
+        let data =
+            jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation).map_err(|e| {
+                match e.kind() {
+                    ErrorKind::InvalidSignature => TokenError::Signature,
+                    ErrorKind::ExpiredSignature => TokenError::Expired,
+                    ErrorKind::ImmatureSignature => TokenError::NotYetValid,
+                    ErrorKind::InvalidAudience => TokenError::Audience(issuer.audience.clone()),
+                    ErrorKind::InvalidIssuer => TokenError::UnknownIssuer,
+                    ErrorKind::MissingRequiredClaim(c) => TokenError::MissingClaim(c.clone()),
+                    ErrorKind::InvalidAlgorithm => TokenError::Algorithm {
+                        alg: format!("{:?}", header.alg),
+                        issuer: issuer.issuer.clone(),
+                        allowed: "a key of the matching type".into(),
+                    },
+                    other => TokenError::Malformed(format!("{other:?}")),
+                }
+            })?;
+        let claims = data.claims;
+        for scope in &self.scopes {
+            if !has_scope(&claims, scope) {
+                return Err(TokenError::InsufficientScope(scope.clone()));
+            }
+        }
+        let identity = identity(&claims, &issuer.identity_claim)?;
+        let mode = groups_mode(&claims, issuer);
+        Ok(Caller::new(identity).with_groups_mode(mode))
+    }
+}
+
+/// RFC 9068's `at+jwt`, with or without the `application/` prefix.
+fn is_access_token_type(typ: Option<&str>) -> bool {
+    typ.is_some_and(|t| {
+        let t = t.to_ascii_lowercase();
+        t == "at+jwt" || t == "application/at+jwt"
+    })
+}
+
+fn identity(claims: &Map<String, Value>, claim: &str) -> Result<String, TokenError> {
+    let bad = |why| TokenError::BadIdentity {
+        claim: claim.to_string(),
+        why,
+    };
+    let value = claims
+        .get(claim)
+        .ok_or_else(|| TokenError::MissingClaim(claim.to_string()))?;
+    let name = value.as_str().ok_or_else(|| bad("not a string"))?;
+    if name.is_empty() {
+        return Err(bad("empty"));
+    }
+    if name.chars().count() > MAX_IDENTITY_CHARS {
+        return Err(bad("longer than 256 characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(bad("has control characters"));
+    }
+    Ok(name.to_string())
+}
+
+/// The highest mode the caller's groups map to, if any do.
+fn groups_mode(claims: &Map<String, Value>, issuer: &Issuer) -> Option<Mode> {
+    if issuer.groups.is_empty() {
+        return None;
+    }
+    let groups: Vec<&str> = match claims.get(&issuer.groups_claim) {
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+        Some(Value::String(s)) => s.split_whitespace().collect(),
+        _ => return None,
+    };
+    groups
+        .into_iter()
+        .filter_map(|g| issuer.groups.get(g).copied())
+        .max_by_key(|m| rank(*m))
+}
+
+fn rank(mode: Mode) -> u8 {
+    match mode {
+        Mode::Ro => 0,
+        Mode::Operator => 1,
+        Mode::Rw => 2,
+    }
+}
+
+/// `scope` (RFC 9068: space-separated) or `scp` (Entra ID: a string or a
+/// list) carries `wanted`.
+fn has_scope(claims: &Map<String, Value>, wanted: &str) -> bool {
+    ["scope", "scp"]
+        .iter()
+        .any(|claim| match claims.get(*claim) {
+            Some(Value::String(s)) => s.split_whitespace().any(|x| x == wanted),
+            Some(Value::Array(items)) => items.iter().any(|x| x.as_str() == Some(wanted)),
+            _ => false,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::Algorithm;
+    use serde_json::json;
+
+    fn claims(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn groups_give_the_highest_mapped_mode() {
+        let issuer = Issuer {
+            issuer: "https://idp.example.test".into(),
+            audience: "https://a.example.test/mcp".into(),
+            algorithms: vec![Algorithm::ES256],
+            identity_claim: "sub".into(),
+            groups_claim: "groups".into(),
+            groups: [
+                ("ops".to_string(), Mode::Operator),
+                ("admins".to_string(), Mode::Rw),
+            ]
+            .into(),
+            require_typ: true,
+            ca_file: None,
+        };
+        let c = claims(json!({"groups": ["staff", "ops", "admins"]}));
+        assert_eq!(groups_mode(&c, &issuer), Some(Mode::Rw));
+        let c = claims(json!({"groups": ["staff"]}));
+        assert_eq!(groups_mode(&c, &issuer), None);
+        let c = claims(json!({"groups": "ops staff"}));
+        assert_eq!(groups_mode(&c, &issuer), Some(Mode::Operator));
+        let c = claims(json!({"groups": 7}));
+        assert_eq!(groups_mode(&c, &issuer), None);
+    }
+
+    #[test]
+    fn identities_must_be_plain_names() {
+        assert_eq!(
+            identity(&claims(json!({"sub": "alice"})), "sub").unwrap(),
+            "alice"
+        );
+        assert!(matches!(
+            identity(&claims(json!({})), "email"),
+            Err(TokenError::MissingClaim(c)) if c == "email"
+        ));
+        for bad in [
+            json!({"sub": 3}),
+            json!({"sub": ""}),
+            json!({"sub": "a\nb"}),
+            json!({"sub": "x".repeat(300)}),
+        ] {
+            assert!(matches!(
+                identity(&claims(bad), "sub"),
+                Err(TokenError::BadIdentity { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn scopes_come_from_scope_or_scp() {
+        assert!(has_scope(&claims(json!({"scope": "openid mcp"})), "mcp"));
+        assert!(has_scope(&claims(json!({"scp": ["mcp"]})), "mcp"));
+        assert!(!has_scope(&claims(json!({"scope": "mcpx"})), "mcp"));
+        assert!(!has_scope(&claims(json!({})), "mcp"));
+    }
+
+    #[test]
+    fn access_token_types() {
+        assert!(is_access_token_type(Some("at+jwt")));
+        assert!(is_access_token_type(Some("application/AT+JWT")));
+        assert!(!is_access_token_type(Some("JWT")));
+        assert!(!is_access_token_type(None));
+    }
+}
