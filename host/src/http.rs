@@ -127,6 +127,7 @@ impl Gate {
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
         });
         let Some(bearer) = bearer else {
+            crate::metrics::global().refused("no_credential");
             return Err(self.unauthorized(None));
         };
         match &self.oauth {
@@ -134,12 +135,16 @@ impl Gate {
                 Ok(caller) => Ok(caller),
                 Err(e) => {
                     tracing::debug!(reason = e.reason(), error = %e, "refused an access token");
+                    crate::metrics::global().refused(e.reason());
                     Err(self.refused(&e))
                 }
             },
             _ => match self.identify(bearer) {
                 Some(identity) => Ok(Caller::new(identity)),
-                None => Err(self.unauthorized(Some(BAD_KEY))),
+                None => {
+                    crate::metrics::global().refused("bad_key");
+                    Err(self.unauthorized(Some(BAD_KEY)))
+                }
             },
         }
     }
@@ -208,6 +213,7 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
     };
     let identity = caller.identity.clone();
     if !gate.allow(&identity) {
+        crate::metrics::global().refused("rate_limited");
         let mut r = plain(
             StatusCode::TOO_MANY_REQUESTS,
             "too many requests from this client; slow down",
@@ -224,10 +230,13 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
     if let Some(id) = &session {
         match gate.owners.check(id, &identity).await {
             Ok(()) => {}
-            Err(crate::sessions::NotYours::Other) => return plain(
-                StatusCode::FORBIDDEN,
-                "this session was opened with another key; open a session of your own (initialize)",
-            ),
+            Err(crate::sessions::NotYours::Other) => {
+                crate::metrics::global().refused("not_your_session");
+                return plain(
+                    StatusCode::FORBIDDEN,
+                    "this session was opened with another key; open a session of your own (initialize)",
+                );
+            }
             Err(crate::sessions::NotYours::Unknown) => {
                 return plain(
                     StatusCode::SERVICE_UNAVAILABLE,

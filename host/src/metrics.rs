@@ -1,7 +1,8 @@
 //! What an operator's Prometheus scrapes from a replica (`serve --http
 //! --metrics ADDR`): executions by outcome and their latency, limit hits
 //! by limit, tool calls by tool and decision and their latency, audit
-//! appends and their latency, approval requests waiting. In the
+//! appends and their latency, approval requests waiting, HTTP requests
+//! refused at the door (no credential, a bad key or token, too many). In the
 //! OpenMetrics text format, from the Prometheus project's own Rust client.
 //!
 //! The counts are process-wide ([`global`]): every execution and gateway
@@ -46,6 +47,11 @@ struct CallLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WrittenLabel {
     written: &'static str,
 }
@@ -60,6 +66,7 @@ pub struct Metrics {
     audit_appends: Family<WrittenLabel, Counter>,
     audit_seconds: Histogram,
     approvals_pending: Gauge,
+    http_refusals: Family<ReasonLabel, Counter>,
 }
 
 /// This process's metrics.
@@ -125,6 +132,12 @@ impl Metrics {
             "Approval requests waiting for a decision, as of the scrape",
             approvals_pending.clone(),
         );
+        let http_refusals = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "http_refusals",
+            "HTTP requests refused before reaching MCP, by reason (no_credential, bad_key, a token's failure such as expired or audience, rate_limited, not_your_session)",
+            http_refusals.clone(),
+        );
         Self {
             registry,
             executions,
@@ -135,7 +148,16 @@ impl Metrics {
             audit_appends,
             audit_seconds,
             approvals_pending,
+            http_refusals,
         }
+    }
+
+    /// An HTTP request refused at the door; `reason` is one of a fixed
+    /// set of words, never anything a client sent.
+    pub fn refused(&self, reason: &'static str) {
+        self.http_refusals
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
     }
 
     /// One execution ended: `outcome` is `ok`, an error kind or

@@ -116,6 +116,14 @@ async fn a_scrape_counts_what_the_executions_did() {
 
     let url = metrics_url(&server);
     let http = reqwest::Client::new();
+    // One request with a key nobody enrolled, refused at the door.
+    let stranger = http
+        .post(&server.url)
+        .bearer_auth("alk_not-enrolled")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stranger.status(), 401);
     let refused = http.get(&url).send().await.unwrap();
     assert_eq!(refused.status(), 401, "no key, no metrics");
     let wrong = http
@@ -175,6 +183,7 @@ async fn a_scrape_counts_what_the_executions_did() {
     );
     assert_eq!(get("airlock_tool_call_seconds_count{}"), 8.0);
     assert_eq!(get("airlock_approvals_pending{}"), 1.0);
+    assert_eq!(get("airlock_http_refusals_total{reason=bad_key}"), 1.0);
     // Lines: 6 starts, 6 ends, a line per call refused or allowed but the
     // rate-limited ones after the first (counted on the next line), and a
     // result line per allowed call.

@@ -62,34 +62,29 @@ impl ResourceServer {
     /// The `WWW-Authenticate` value for a request without a usable token
     /// (`error`: why the one given was refused).
     pub fn challenge(&self, error: Option<&TokenError>) -> String {
-        let mut parts = Vec::new();
-        if let Some(e) = error {
-            let code = if e.is_scope() {
-                "insufficient_scope"
-            } else {
-                "invalid_token"
-            };
-            parts.push(format!("error=\"{code}\""));
-            parts.push(format!(
-                "error_description=\"{}\"",
-                quotable(&e.to_string())
-            ));
+        match error {
+            Some(e) if e.is_scope() => {
+                self.header(Some(("insufficient_scope", Some(e.to_string()))))
+            }
+            Some(e) => self.header(Some(("invalid_token", Some(e.to_string())))),
+            None => self.header(None),
         }
-        parts.push(format!("resource_metadata=\"{}\"", self.metadata_url));
-        if !self.scopes.is_empty() {
-            parts.push(format!("scope=\"{}\"", quotable(&self.scopes.join(" "))));
-        }
-        format!("Bearer {}", parts.join(", "))
     }
-}
 
-impl ResourceServer {
     /// The challenge for a request with no credential (`refused`: false)
     /// or with a bearer key that is not enrolled.
     pub fn challenge_for_key(&self, refused: bool) -> String {
+        self.header(refused.then_some(("invalid_token", None)))
+    }
+
+    /// `Bearer [error=…, error_description=…,] resource_metadata=…[, scope=…]`
+    fn header(&self, error: Option<(&str, Option<String>)>) -> String {
         let mut parts = Vec::new();
-        if refused {
-            parts.push("error=\"invalid_token\"".to_string());
+        if let Some((code, description)) = error {
+            parts.push(format!("error=\"{code}\""));
+            if let Some(d) = description {
+                parts.push(format!("error_description=\"{}\"", quotable(&d)));
+            }
         }
         parts.push(format!("resource_metadata=\"{}\"", self.metadata_url));
         if !self.scopes.is_empty() {
