@@ -69,7 +69,14 @@ struct Gate {
     buckets: Mutex<HashMap<String, (f64, Instant)>>,
     owners: crate::sessions::SessionOwners,
     oauth: Option<Arc<ResourceServer>>,
+    /// Whom `[identities]` names: a token whose groups map to no mode is
+    /// accepted only for them.
+    listed: Arc<dyn Fn(&str) -> bool + Send + Sync>,
 }
+
+/// Buckets kept before idle ones (full again, so the same as none) are
+/// dropped: identities from a provider are not a fixed, small set.
+const MAX_BUCKETS: usize = 10_000;
 
 impl Gate {
     /// The identity whose key this is, compared in constant time.
@@ -92,6 +99,10 @@ impl Gate {
         }
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
+        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(client) {
+            let refill = std::time::Duration::from_secs(60);
+            buckets.retain(|_, (_, at)| now.duration_since(*at) < refill);
+        }
         let (tokens, at) = buckets
             .entry(client.to_string())
             .or_insert((per_minute, now));
@@ -132,7 +143,19 @@ impl Gate {
         };
         match &self.oauth {
             Some(server) if looks_like_jwt(bearer) => match server.tokens.check(bearer).await {
-                Ok(caller) => Ok(caller),
+                Ok(caller) if caller.from_groups.is_some() || (self.listed)(&caller.identity) => {
+                    Ok(caller)
+                }
+                Ok(caller) => {
+                    crate::metrics::global().refused("no_mode");
+                    Err(plain(
+                        StatusCode::FORBIDDEN,
+                        &format!(
+                            "identity {} has no mode here: none of its groups is mapped in [oauth.issuers.groups], the issuer has no default_mode, and [identities] does not list it; ask an operator",
+                            caller.identity
+                        ),
+                    ))
+                }
                 Err(e) => {
                     tracing::debug!(reason = e.reason(), error = %e, "refused an access token");
                     crate::metrics::global().refused(e.reason());
@@ -303,6 +326,10 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         buckets: Mutex::new(HashMap::new()),
         owners: crate::sessions::SessionOwners::new(shared.gateway.state().sessions.clone()),
         oauth: oauth.clone(),
+        listed: {
+            let gateway = shared.gateway.clone();
+            Arc::new(move |identity: &str| gateway.lists_identity(identity))
+        },
     });
     if let Some(store) = store {
         reload_keys(gate.clone(), store);
@@ -350,7 +377,17 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
             let body = serde_json::to_string_pretty(server.document()).unwrap_or_default();
             app = app.route(
                 path,
-                get(move || async move { ([(header::CONTENT_TYPE, "application/json")], body) }),
+                // Public by design (RFC 9728), and read by browser-based
+                // clients from other origins.
+                get(move || async move {
+                    (
+                        [
+                            (header::CONTENT_TYPE, "application/json"),
+                            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+                        ],
+                        body,
+                    )
+                }),
             );
         }
     }
@@ -471,6 +508,7 @@ mod tests {
             buckets: Mutex::new(HashMap::new()),
             owners: crate::sessions::SessionOwners::new(None),
             oauth: None,
+            listed: Arc::new(|_: &str| false),
         };
         assert_eq!(gate.identify(&a).as_deref(), Some("alice"));
         assert_eq!(gate.identify(&b).as_deref(), Some("bob"));

@@ -153,7 +153,7 @@ async fn serve(issuer: &str, scopes: &str, extra: &str) -> (Server, String) {
     std::fs::write(
         &config,
         format!(
-            "[identities.\"pinned@example.test\"]\nmode = \"ro\"\n\
+            "[identities.\"sso:pinned@example.test\"]\nmode = \"ro\"\n\
              [oauth]\nresource = \"http://127.0.0.1:{port}/mcp\"\nscopes = [{scopes}]\n\
              [[oauth.issuers]]\nissuer = \"{issuer}\"\n{extra}"
         ),
@@ -283,7 +283,7 @@ async fn good_tokens_get_in_as_their_subject_and_hostile_ones_are_refused() {
     let (server, bob) = serve(
         &issuer.url,
         "\"mcp\"",
-        "groups = { ops = \"operator\", admins = \"rw\" }\n",
+        "groups = { ops = \"operator\", admins = \"rw\" }\ndefault_mode = \"ro\"\n",
     )
     .await;
     let iss = issuer.url.clone();
@@ -321,14 +321,14 @@ async fn good_tokens_get_in_as_their_subject_and_hostile_ones_are_refused() {
     let me = whoami(&server, &good).await;
     assert_eq!(
         (me["identity"].as_str(), me["mode"].as_str()),
-        (Some("carol"), Some("ro"))
+        (Some("sso:carol"), Some("ro"))
     );
     let mut c = claims(&iss, &server, "dave");
     c["groups"] = json!(["staff", "ops"]);
     let me = whoami(&server, &sign(&k1, &c)).await;
     assert_eq!(
         (me["identity"].as_str(), me["mode"].as_str()),
-        (Some("dave"), Some("operator"))
+        (Some("sso:dave"), Some("operator"))
     );
     // An operator's [identities] entry wins over the groups.
     let mut c = claims(&iss, &server, "pinned@example.test");
@@ -453,6 +453,18 @@ async fn an_unknown_key_id_is_fetched_for_once_then_refused() {
     let issuer = Issuer::start(&[&k1]).await;
     let (server, _) = serve(&issuer.url, "", "").await;
     assert_eq!(issuer.fetches(), 1);
+    // Tokens of identities with no mode: refused unless [identities]
+    // names them.
+    let stranger = sign(&k1, &claims(&issuer.url, &server, "stranger"));
+    let a = initialize(&server, &stranger).await;
+    assert_eq!(a.status, 403, "{}", a.text);
+    assert!(
+        a.text.contains("identity sso:stranger has no mode"),
+        "{}",
+        a.text
+    );
+    let pinned = sign(&k1, &claims(&issuer.url, &server, "pinned@example.test"));
+    assert_eq!(initialize(&server, &pinned).await.status, 200);
     let fake = Key::new("k9");
     let token = sign(&fake, &claims(&issuer.url, &server, "m"));
     assert_refused(
@@ -498,7 +510,7 @@ async fn an_issuer_that_is_down_or_slow_costs_a_bounded_wait_and_keys_still_work
     // waits at most the fetch bound (3 s), then is refused, and requests
     // with keys go on meanwhile.
     let issuer = Issuer::start(&[&k1]).await;
-    let (server, bob) = serve(&issuer.url, "", "").await;
+    let (server, bob) = serve(&issuer.url, "", "default_mode = \"ro\"\n").await;
     *issuer.state.slow.lock().unwrap() = Some(Duration::from_secs(20));
     let k2 = Key::new("k2");
     let token = sign(&k2, &claims(&issuer.url, &server, "carol"));
@@ -556,12 +568,15 @@ async fn tokens_from_a_real_openid_provider_run_scripts_as_their_client() {
     let me = whoami(&server, &ops).await;
     assert_eq!(
         (me["identity"].as_str(), me["mode"].as_str()),
-        (Some("ops-bot"), Some("operator"))
+        (Some("sso:ops-bot"), Some("operator"))
     );
-    let me = whoami(&server, &plain).await;
-    assert_eq!(
-        (me["identity"].as_str(), me["mode"].as_str()),
-        (Some("plain-bot"), Some("ro"))
+    // No mapped group, no default_mode, not in [identities]: no entry.
+    let a = initialize(&server, &plain).await;
+    assert_eq!(a.status, 403, "{}", a.text);
+    assert!(
+        a.text.contains("identity sso:plain-bot has no mode"),
+        "{}",
+        a.text
     );
 
     // A script runs with the token as its caller.

@@ -16,6 +16,8 @@ use serde::Deserialize;
 pub const DEFAULT_LEEWAY_SECS: u64 = 30;
 /// A larger leeway would keep expired tokens alive for minutes.
 pub const MAX_LEEWAY_SECS: u64 = 300;
+/// The identity prefix of the only issuer, when it names none.
+pub const DEFAULT_PREFIX: &str = "sso";
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,10 +53,15 @@ pub struct IssuerConfig {
     /// `none` are refused: a public key must never act as a shared secret.
     #[serde(default = "default_algorithms")]
     pub algorithms: Vec<String>,
-    /// The claim whose value is the identity (default `sub`; `email` or
-    /// `preferred_username` for names people recognise).
+    /// The claim whose value names the identity (default `sub`; `email`
+    /// only with `email_verified: true` in the token).
     #[serde(default = "default_identity_claim")]
     pub identity_claim: String,
+    /// What this issuer's identities are called: `PREFIX:VALUE`. A `:`
+    /// never appears in an enrolled key's identity, so a token can never
+    /// act as a key's holder, nor one issuer as another's people. Default
+    /// `sso` with one issuer; required, and distinct, with several.
+    pub identity_prefix: Option<String>,
     /// The claim that lists the caller's groups (default `groups`).
     #[serde(default = "default_groups_claim")]
     pub groups_claim: String,
@@ -62,6 +69,11 @@ pub struct IssuerConfig {
     /// An identity listed under `[identities]` keeps its own mode.
     #[serde(default)]
     pub groups: BTreeMap<String, Mode>,
+    /// The mode of a caller none of whose groups is mapped and whom
+    /// `[identities]` does not list. Default: none, such tokens are
+    /// refused (everyone the provider will issue a token to is not
+    /// everyone who should read the infrastructure).
+    pub default_mode: Option<Mode>,
     /// Require the header `typ` of an access token, `at+jwt` (RFC 9068).
     /// Providers that type their access tokens plain `JWT` (Keycloak,
     /// Entra ID) need `false`.
@@ -97,6 +109,9 @@ pub struct Issuer {
     pub audience: String,
     pub algorithms: Vec<Algorithm>,
     pub identity_claim: String,
+    /// `PREFIX:` included.
+    pub identity_prefix: String,
+    pub default_mode: Option<Mode>,
     pub groups_claim: String,
     pub groups: BTreeMap<String, Mode>,
     pub require_typ: bool,
@@ -112,9 +127,12 @@ impl OAuthConfig {
                 self.resource
             ))
         })?;
-        if !matches!(resource.scheme(), "https" | "http") || resource.fragment().is_some() {
+        if !matches!(resource.scheme(), "https" | "http")
+            || resource.fragment().is_some()
+            || resource.query().is_some()
+        {
             return Err(ConfigError(format!(
-                "resource `{}` must be an http(s) URL without a #fragment",
+                "resource `{}` must be an http(s) URL without a ?query or #fragment",
                 self.resource
             )));
         }
@@ -136,6 +154,7 @@ impl OAuthConfig {
             ));
         }
         let mut seen = std::collections::BTreeSet::new();
+        let mut prefixes = std::collections::BTreeSet::new();
         let mut issuers = Vec::new();
         for cfg in &self.issuers {
             if !seen.insert(cfg.issuer.as_str()) {
@@ -144,14 +163,42 @@ impl OAuthConfig {
                     cfg.issuer
                 )));
             }
-            issuers.push(cfg.check(&self.resource)?);
+        }
+        for cfg in &self.issuers {
+            let prefix = match (&cfg.identity_prefix, self.issuers.len()) {
+                (Some(p), _) => p.clone(),
+                (None, 1) => DEFAULT_PREFIX.to_string(),
+                (None, _) => {
+                    return Err(ConfigError(format!(
+                        "issuer `{}` needs identity_prefix: with several issuers each names its people apart (e.g. \"corp\", \"partners\"), or one issuer's `alice` would be another's",
+                        cfg.issuer
+                    )))
+                }
+            };
+            if prefix.is_empty()
+                || prefix.len() > 32
+                || !prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            {
+                return Err(ConfigError(format!(
+                    "issuer `{}`: identity_prefix `{prefix}` must be 1-32 of a-z, 0-9, -, _ and .",
+                    cfg.issuer
+                )));
+            }
+            if !prefixes.insert(prefix.clone()) {
+                return Err(ConfigError(format!(
+                    "identity_prefix `{prefix}` is used by two issuers; each needs its own"
+                )));
+            }
+            issuers.push(cfg.check(&self.resource, &prefix)?);
         }
         Ok((resource, issuers))
     }
 }
 
 impl IssuerConfig {
-    fn check(&self, resource: &str) -> Result<Issuer, ConfigError> {
+    fn check(&self, resource: &str, prefix: &str) -> Result<Issuer, ConfigError> {
         let at = |what: String| ConfigError(format!("issuer `{}`: {what}", self.issuer));
         let url = Url::parse(&self.issuer).map_err(|e| at(format!("is not a URL ({e})")))?;
         match url.scheme() {
@@ -197,6 +244,8 @@ impl IssuerConfig {
                 .unwrap_or_else(|| resource.to_string()),
             algorithms,
             identity_claim: self.identity_claim.clone(),
+            identity_prefix: format!("{prefix}:"),
+            default_mode: self.default_mode,
             groups_claim: self.groups_claim.clone(),
             groups: self.groups.clone(),
             require_typ: self.require_typ,
@@ -236,6 +285,11 @@ mod tests {
         assert_eq!(i.algorithms, vec![Algorithm::RS256, Algorithm::ES256]);
         assert!(i.require_typ);
         assert_eq!(i.identity_claim, "sub");
+        assert_eq!(i.identity_prefix, "sso:");
+        assert_eq!(
+            i.default_mode, None,
+            "tokens without a mapped group are refused"
+        );
     }
 
     #[test]
@@ -263,6 +317,23 @@ mod tests {
         ))
         .unwrap_err();
         assert!(twice.contains("twice"), "{twice}");
+        let query = config(
+            "resource = \"https://a.example.test/mcp?x=1\"\n[[issuers]]\nissuer = \"https://idp.example.test\"\n",
+        )
+        .unwrap_err();
+        assert!(query.contains("?query"), "{query}");
+        let two = format!("{GOOD}[[issuers]]\nissuer = \"https://other.example.test\"\n");
+        let unnamed = config(&two).unwrap_err();
+        assert!(unnamed.contains("needs identity_prefix"), "{unnamed}");
+        let same = config(
+            "resource = \"https://a.example.test/mcp\"\n\
+             [[issuers]]\nissuer = \"https://a.test\"\nidentity_prefix = \"x\"\n\
+             [[issuers]]\nissuer = \"https://b.test\"\nidentity_prefix = \"x\"\n",
+        )
+        .unwrap_err();
+        assert!(same.contains("used by two issuers"), "{same}");
+        let colon = config(&format!("{GOOD}identity_prefix = \"a:b\"\n")).unwrap_err();
+        assert!(colon.contains("identity_prefix"), "{colon}");
     }
 
     #[test]

@@ -33,13 +33,18 @@ pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// Keys older than this are fetched again on next use (a key the
 /// provider withdrew stops being accepted within this time).
 pub const MAX_KEY_AGE: Duration = Duration::from_secs(3600);
+/// Keys that could not be fetched again for this long are dropped: a
+/// provider unreachable for a day may have withdrawn them meanwhile.
+pub const KEYS_EXPIRE: Duration = Duration::from_secs(24 * 3600);
 
 /// Why no key could be had for a token.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     /// The provider could not be asked (down, slow, refused, answered
     /// nonsense), and no key is known: the token cannot be judged now.
-    #[error("the keys of issuer {issuer} cannot be fetched right now ({reason}); retry shortly")]
+    /// (`reason` goes to the log only: it may quote the provider's
+    /// answer, which is not for unauthenticated clients.)
+    #[error("the keys of issuer {issuer} cannot be fetched right now; retry shortly")]
     Unavailable { issuer: String, reason: String },
     /// The provider publishes no key by that id (after fetching again,
     /// or too soon after the last fetch to fetch again).
@@ -59,6 +64,9 @@ struct Fetched {
 pub struct IssuerKeys {
     issuer: String,
     discovery: String,
+    /// Whether the issuer itself is plain HTTP on loopback (then, and
+    /// only then, its `jwks_uri` may be too).
+    loopback_http: bool,
     http: reqwest::Client,
     /// The keys fetched last; read without waiting.
     current: RwLock<Option<Arc<Fetched>>>,
@@ -112,6 +120,8 @@ impl IssuerKeys {
                 "{}/.well-known/openid-configuration",
                 issuer.issuer.trim_end_matches('/')
             ),
+            loopback_http: Url::parse(&issuer.issuer)
+                .is_ok_and(|u| u.scheme() == "http" && loopback(&u)),
             issuer: issuer.issuer.clone(),
             http,
             current: RwLock::new(None),
@@ -205,11 +215,13 @@ impl IssuerKeys {
         }
     }
 
+    /// The keys fetched last, unless they have [`KEYS_EXPIRE`]d.
     fn current(&self) -> Option<Arc<Fetched>> {
         self.current
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+            .filter(|f| f.at.elapsed() < KEYS_EXPIRE)
     }
 
     async fn fetch(&self, state: &mut FetchState) -> Result<usize, String> {
@@ -247,11 +259,11 @@ impl IssuerKeys {
         let keys: Vec<Jwk> = set
             .keys
             .into_iter()
-            .take(MAX_KEYS)
             // A key this library cannot read (another key type) is not
             // fatal: the others still serve.
             .filter_map(|k| serde_json::from_value::<Jwk>(k).ok())
             .filter(|k| k.common.public_key_use != Some(PublicKeyUse::Encryption))
+            .take(MAX_KEYS)
             .collect();
         if keys.is_empty() {
             return Err("the key set holds no signing key this server can use".into());
@@ -272,7 +284,7 @@ impl IssuerKeys {
             .map_err(|e| format!("the discovery document's jwks_uri is not a URL ({e})"))?;
         match uri.scheme() {
             "https" => {}
-            "http" if loopback(&uri) => {}
+            "http" if self.loopback_http && loopback(&uri) => {}
             _ => return Err("the discovery document's jwks_uri is not https://".into()),
         }
         Ok(uri)
@@ -333,9 +345,15 @@ fn pick<'a>(
     alg: Algorithm,
 ) -> Result<Option<&'a Jwk>, KeyError> {
     match kid {
-        Some(kid) => Ok(keys
-            .iter()
-            .find(|k| k.common.key_id.as_deref() == Some(kid))),
+        Some(kid) => {
+            let named = |k: &&Jwk| k.common.key_id.as_deref() == Some(kid);
+            // Two keys may share a kid across key types: the one that fits.
+            Ok(keys
+                .iter()
+                .filter(named)
+                .find(|k| fits(k, alg))
+                .or_else(|| keys.iter().find(named)))
+        }
         None => {
             let fits: Vec<&Jwk> = keys.iter().filter(|k| fits(k, alg)).collect();
             match fits.len() {

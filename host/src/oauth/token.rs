@@ -19,8 +19,8 @@ pub const MAX_IDENTITY_CHARS: usize = 256;
 /// quote the token.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("the token is not a well-formed JWT ({0})")]
-    Malformed(String),
+    #[error("the token is not a well-formed JWT (its {0} cannot be read)")]
+    Malformed(&'static str),
     #[error("the token is longer than {} KiB", MAX_TOKEN_BYTES / 1024)]
     TooLong,
     #[error("the token's issuer is not one this server trusts")]
@@ -31,7 +31,9 @@ pub enum TokenError {
         issuer: String,
         allowed: String,
     },
-    #[error("the token's type (header typ) is {0}, not at+jwt: it is not an access token (an ID token, perhaps)")]
+    #[error(
+        "the token's type ({0}) is not at+jwt: it is not an access token (an ID token, perhaps)"
+    )]
     NotAnAccessToken(String),
     #[error(transparent)]
     Key(#[from] KeyError),
@@ -47,6 +49,8 @@ pub enum TokenError {
     MissingClaim(String),
     #[error("the token's {claim} claim cannot name an identity ({why})")]
     BadIdentity { claim: String, why: &'static str },
+    #[error("the token's email is not verified (email_verified is not true), so it cannot name an identity")]
+    EmailNotVerified,
     #[error("the token lacks the scope {0}")]
     InsufficientScope(String),
 }
@@ -76,7 +80,9 @@ impl TokenError {
             TokenError::Expired => "expired",
             TokenError::NotYetValid => "not_yet_valid",
             TokenError::Audience(_) => "audience",
-            TokenError::MissingClaim(_) | TokenError::BadIdentity { .. } => "claims",
+            TokenError::MissingClaim(_)
+            | TokenError::BadIdentity { .. }
+            | TokenError::EmailNotVerified => "claims",
             TokenError::InsufficientScope(_) => "scope",
         }
     }
@@ -115,13 +121,14 @@ impl Tokens {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(TokenError::TooLong);
         }
+        // Fixed texts: a parser's message would quote what the sender wrote.
         let header =
-            jsonwebtoken::decode_header(token).map_err(|e| TokenError::Malformed(e.to_string()))?;
+            jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed("header"))?;
         // Which issuer's rules apply is read before the signature is
         // checked; everything it says is verified against that issuer's
         // keys below.
         let unverified: Map<String, Value> = jsonwebtoken::dangerous::insecure_decode_claims(token)
-            .map_err(|e| TokenError::Malformed(e.to_string()))?;
+            .map_err(|_| TokenError::Malformed("claims"))?;
         let iss = unverified.get("iss").and_then(Value::as_str);
         let (issuer, keys) = iss
             .and_then(|i| self.issuers.get(i))
@@ -169,18 +176,21 @@ impl Tokens {
                         issuer: issuer.issuer.clone(),
                         allowed: "a key of the matching type".into(),
                     },
-                    other => TokenError::Malformed(format!("{other:?}")),
+                    _ => TokenError::Malformed("claims"),
                 }
             })?;
         let claims = data.claims;
+        if !issuer.require_typ && looks_like_id_token(&claims) {
+            return Err(TokenError::NotAnAccessToken("an ID token's claims".into()));
+        }
         for scope in &self.scopes {
             if !has_scope(&claims, scope) {
                 return Err(TokenError::InsufficientScope(scope.clone()));
             }
         }
-        let identity = identity(&claims, &issuer.identity_claim)?;
-        let mode = groups_mode(&claims, issuer);
-        Ok(Caller::new(identity).with_groups_mode(mode))
+        let name = identity(&claims, &issuer.identity_claim)?;
+        let mode = groups_mode(&claims, issuer).or(issuer.default_mode);
+        Ok(Caller::new(format!("{}{name}", issuer.identity_prefix)).with_groups_mode(mode))
     }
 }
 
@@ -192,6 +202,20 @@ fn is_access_token_type(typ: Option<&str>) -> bool {
     })
 }
 
+/// An ID token sent where an access token belongs, from a provider that
+/// does not type its tokens: it carries a `nonce`, or (Keycloak) says
+/// `"typ": "ID"` in its claims.
+fn looks_like_id_token(claims: &Map<String, Value>) -> bool {
+    claims.contains_key("nonce")
+        || claims
+            .get("typ")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.eq_ignore_ascii_case("id"))
+}
+
+/// The claim's value as a name: printable ASCII without spaces (no
+/// lookalike letters, no invisible or right-to-left characters for an
+/// operator reading the audit to mistake for someone else).
 fn identity(claims: &Map<String, Value>, claim: &str) -> Result<String, TokenError> {
     let bad = |why| TokenError::BadIdentity {
         claim: claim.to_string(),
@@ -204,11 +228,14 @@ fn identity(claims: &Map<String, Value>, claim: &str) -> Result<String, TokenErr
     if name.is_empty() {
         return Err(bad("empty"));
     }
-    if name.chars().count() > MAX_IDENTITY_CHARS {
+    if name.len() > MAX_IDENTITY_CHARS {
         return Err(bad("longer than 256 characters"));
     }
-    if name.chars().any(char::is_control) {
-        return Err(bad("has control characters"));
+    if !name.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(bad("not printable ASCII without spaces"));
+    }
+    if claim == "email" && claims.get("email_verified") != Some(&Value::Bool(true)) {
+        return Err(TokenError::EmailNotVerified);
     }
     Ok(name.to_string())
 }
@@ -266,6 +293,8 @@ mod tests {
             audience: "https://a.example.test/mcp".into(),
             algorithms: vec![Algorithm::ES256],
             identity_claim: "sub".into(),
+            identity_prefix: "sso:".into(),
+            default_mode: None,
             groups_claim: "groups".into(),
             groups: [
                 ("ops".to_string(), Mode::Operator),
@@ -300,12 +329,38 @@ mod tests {
             json!({"sub": ""}),
             json!({"sub": "a\nb"}),
             json!({"sub": "x".repeat(300)}),
+            json!({"sub": "\u{0430}lice"}),
+            json!({"sub": "al\u{200b}ice"}),
+            json!({"sub": "al ice"}),
         ] {
             assert!(matches!(
                 identity(&claims(bad), "sub"),
                 Err(TokenError::BadIdentity { .. })
             ));
         }
+    }
+
+    #[test]
+    fn an_email_names_an_identity_only_when_verified() {
+        let c = claims(json!({"email": "a@example.test", "email_verified": true}));
+        assert_eq!(identity(&c, "email").unwrap(), "a@example.test");
+        for c in [
+            json!({"email": "a@example.test"}),
+            json!({"email": "a@example.test", "email_verified": "true"}),
+            json!({"email": "a@example.test", "email_verified": false}),
+        ] {
+            assert!(matches!(
+                identity(&claims(c), "email"),
+                Err(TokenError::EmailNotVerified)
+            ));
+        }
+    }
+
+    #[test]
+    fn id_tokens_are_told_apart_by_their_claims() {
+        assert!(looks_like_id_token(&claims(json!({"nonce": "n"}))));
+        assert!(looks_like_id_token(&claims(json!({"typ": "ID"}))));
+        assert!(!looks_like_id_token(&claims(json!({"typ": "Bearer"}))));
     }
 
     #[test]

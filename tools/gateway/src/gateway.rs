@@ -544,6 +544,12 @@ impl Gateway {
         self.state.audit.file()
     }
 
+    /// Whether the configuration names `identity` (`[identities]`): a
+    /// token whose groups map to no mode is accepted only for those.
+    pub fn lists_identity(&self, identity: &str) -> bool {
+        self.policy.lists(identity)
+    }
+
     /// The mode `caller` acts in (see [`crate::policy::Policy::mode_of`]).
     pub fn mode_of(&self, caller: &Caller) -> Mode {
         self.policy.mode_of(&caller.identity, caller.from_groups)

@@ -41,7 +41,7 @@ impl Mode {
     }
 
     /// The least mode that grants `tier`.
-    fn needed_for(tier: Tier) -> Option<Mode> {
+    pub fn needed_for(tier: Tier) -> Option<Mode> {
         [Mode::Ro, Mode::Operator, Mode::Rw]
             .into_iter()
             .find(|m| m.grants(tier))
@@ -169,6 +169,11 @@ impl Policy {
             Some(g) => g.mode,
             None => from_groups.unwrap_or_default(),
         }
+    }
+
+    /// Whether `[identities]` has an entry for `identity`.
+    pub fn lists(&self, identity: &str) -> bool {
+        self.config.identities.contains_key(identity)
     }
 
     /// Whether `identity`'s approvals may be asked in its MCP client

@@ -296,8 +296,18 @@ impl ProxmoxBackend {
         target_name: &str,
         target: &'a Target,
         caller: &Caller,
+        tier: Tier,
     ) -> Result<&'a ApiToken, BackendError> {
-        let by_mode = caller.mode.and_then(|m| target.by_mode.get(&m));
+        // The least mode's token that does the call, up to the caller's:
+        // an rw caller's reads go with the ro token when there is one.
+        let by_mode = caller.mode.and_then(|allowed| {
+            let least = Mode::needed_for(tier)?;
+            [Mode::Ro, Mode::Operator, Mode::Rw]
+                .into_iter()
+                .skip_while(|m| *m != least)
+                .take_while(|m| mode_rank(*m) <= mode_rank(allowed))
+                .find_map(|m| target.by_mode.get(&m))
+        });
         target.tokens.get(&caller.identity).or(by_mode).ok_or_else(|| {
             let mode = caller.mode.map(|m| m.as_str()).unwrap_or("(none)");
             BackendError::new(
@@ -308,12 +318,24 @@ impl ProxmoxBackend {
     }
 }
 
+fn mode_rank(mode: Mode) -> u8 {
+    match mode {
+        Mode::Ro => 0,
+        Mode::Operator => 1,
+        Mode::Rw => 2,
+    }
+}
+
 async fn fetch_schema(target: &Target, name: &str, cap: BodyCap) -> Result<String, ProxmoxError> {
     // The viewer's script needs no token, but any token works.
     let token = target
         .tokens
         .values()
-        .chain(target.by_mode.values())
+        .chain(
+            [Mode::Ro, Mode::Operator, Mode::Rw]
+                .iter()
+                .filter_map(|m| target.by_mode.get(m)),
+        )
         .next()
         .ok_or_else(|| ProxmoxError::Target {
             target: name.into(),
@@ -436,7 +458,7 @@ impl Backend for ProxmoxBackend {
             )
         })?;
         let (target_name, target) = self.target(&args)?;
-        let token = self.token(target_name, target, caller)?;
+        let token = self.token(target_name, target, caller, tool.tier)?;
         if route.kind == RouteKind::WaitTask {
             return self
                 .wait_task(target_name, target, token, route, &args)

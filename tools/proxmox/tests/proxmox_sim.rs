@@ -586,3 +586,72 @@ async fn the_simulator_keeps_real_state() {
         .await;
     assert_eq!(running, 10);
 }
+
+/// Identities without a token of their own (an OpenID provider's people)
+/// act with the token of the least mode that does the call, never above
+/// the mode the gateway allowed; without an allowed mode, with none.
+#[tokio::test]
+async fn tokens_by_mode_pick_the_least_mode_that_does_the_call() {
+    use airlock_gateway::Mode;
+    let (sim, config) = sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut proxmox = proxmox_config(&sim, &config, dir.path(), CatalogKind::Curated);
+    let mut by_mode = std::collections::HashMap::new();
+    for (mode, role) in [(Mode::Ro, Role::Reader), (Mode::Rw, Role::Admin)] {
+        let path = dir.path().join(format!("mode-{mode}.token"));
+        std::fs::write(&path, config.token(role).unwrap().line()).unwrap();
+        by_mode.insert(mode, path);
+    }
+    proxmox.targets.get_mut("lab").unwrap().tokens_by_mode = by_mode;
+    let backend = ProxmoxBackend::new(&proxmox).await.unwrap();
+    let tool = |n: &str| backend.tools().into_iter().find(|t| t.name == n).unwrap();
+    let caller = |mode| Caller {
+        mode,
+        ..Caller::new("sso:dana")
+    };
+    let token_of = |role| config.token(role).unwrap().id.clone();
+    let last_token = || async { sim.requests().await.last().unwrap().2.clone() };
+
+    // An rw caller's read goes with the ro token; its write with rw's.
+    backend
+        .call(
+            &caller(Some(Mode::Rw)),
+            &tool("vm_list"),
+            json!({"node": "pve1"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(last_token().await, token_of(Role::Reader));
+    backend
+        .call(
+            &caller(Some(Mode::Rw)),
+            &tool("vm_start"),
+            json!({"node": "pve1", "vmid": 103}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(last_token().await, token_of(Role::Admin));
+    // An operator's operate call: no operator token, and rw is above the
+    // allowed mode, so nothing is sent.
+    let before = sim.requests().await.len();
+    let err = backend
+        .call(
+            &caller(Some(Mode::Operator)),
+            &tool("vm_start"),
+            json!({"node": "pve1", "vmid": 103}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "unauthorized");
+    assert!(err.message.contains("tokens_by_mode"), "{}", err.message);
+    let err = backend
+        .call(&caller(None), &tool("vm_list"), json!({"node": "pve1"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "unauthorized");
+    assert_eq!(
+        sim.requests().await.len(),
+        before,
+        "nothing sent without a token"
+    );
+}
