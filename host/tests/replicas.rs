@@ -6,6 +6,10 @@
 //! one audit chain, which `airlock audit verify` checks in the database
 //! and `airlock audit export` writes as a file the offline check accepts.
 //!
+//! Two replicas trusting one real OpenID provider: its token works on
+//! both, as the same identity, with the mode its group maps to; the
+//! request it files on one is approved and used on the other.
+//!
 //! Three replicas behind a real nginx that hashes `Mcp-Session-Id`
 //! (docs/DEPLOYMENT.md's configuration): several clients and identities
 //! run scripts through it while one replica is killed (SIGKILL); their
@@ -260,6 +264,68 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
         .unwrap()
         .status();
     assert_eq!(status, 401);
+}
+
+/// What `host/tests/oauth.rs` checks against one server holds for a
+/// deployment: a token from the organisation's OpenID provider is good on
+/// every replica (each fetches the provider's keys itself), and an
+/// approval its holder needs crosses replicas as a key holder's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openid_providers_token_works_on_every_replica() {
+    use airlock_testkit::{OidcClient, TempOidcProvider};
+    let packages = match TempOidcProvider::install_packages() {
+        Ok(p) => p,
+        // As for the other npm-based tests (mcp-clients/README.md).
+        Err(e) if e.contains("npm is not on PATH") => {
+            eprintln!("SKIPPED: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let provider = tokio::task::block_in_place(|| {
+        TempOidcProvider::start(
+            &packages,
+            &[OidcClient::new("deploy-bot", "deploy-secret").with_groups(&["admins"])],
+        )
+    })
+    .unwrap();
+    let d = deployment().await;
+    // The address clients use, through the proxy this test leaves out.
+    let resource = "http://localhost:8080/mcp";
+    let mut toml = std::fs::read_to_string(&d.config).unwrap();
+    toml.push_str(&format!(
+        "\n[oauth]\nresource = \"{resource}\"\nscopes = [\"mcp\"]\n\
+         [[oauth.issuers]]\nissuer = \"{}\"\nalgorithms = [\"ES256\"]\n\
+         groups = {{ admins = \"rw\" }}\n",
+        provider.issuer()
+    ));
+    std::fs::write(&d.config, toml).unwrap();
+    let (a, b) = {
+        let d = &d;
+        tokio::task::block_in_place(|| (d.replica(), d.replica()))
+    };
+    let token = tokio::task::block_in_place(|| provider.token("deploy-bot", resource)).unwrap();
+    let on_a = a.connect(&token).await;
+    let on_b = b.connect(&token).await;
+
+    let first = value(&call(&on_a, "execute", json!({"script": START})).await);
+    assert_eq!(first["code"], "approval_required", "{first}");
+    let id = first["id"].as_str().unwrap().to_string();
+    let listed = d.airlock(&["approvals", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["identity"], "sso:deploy-bot", "{listed}");
+    let approved = d.airlock(&["approvals", "approve", &id, "--by", "carol"]);
+    assert!(approved.status.success(), "{approved:?}");
+    let second = value(&call(&on_b, "execute", json!({"script": START})).await);
+    let task = second.as_str().unwrap_or_default();
+    assert!(
+        task.contains(":qmstart:103:"),
+        "ran on the other replica: {second}"
+    );
+    let again = value(&call(&on_a, "execute", json!({"script": START})).await);
+    assert_eq!(again["code"], "approval_required", "used once: {again}");
+    let verified = d.airlock(&["audit", "verify"]);
+    assert!(verified.status.success(), "{verified:?}");
 }
 
 fn private(file: &Path) {
