@@ -5,9 +5,14 @@
 const node = "pve1";
 const running = (await tools.vm_list({ node })).filter((vm) => vm.status === "running" && !vm.template);
 
-const upids = await Promise.all(
+// allSettled, not all: every shutdown is asked for (and, on the first
+// run, files its approval request) before the script goes on or fails.
+const settled = await Promise.allSettled(
   running.map((vm) => tools.vm_shutdown({ node, vmid: vm.vmid, timeout: 60, forceStop: true })),
 );
+const refused = settled.find((s) => s.status === "rejected");
+if (refused) throw refused.reason;
+const upids = settled.map((s) => s.value);
 const done = await Promise.all(upids.map((upid) => tools.wait_task({ node, upid })));
 
 running.map((vm, i) => ({ vmid: vm.vmid, name: vm.name, result: done[i].exitstatus }))
