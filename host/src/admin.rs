@@ -56,6 +56,15 @@ pub enum AuditAction {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// End, in the chain, the executions that started longer ago than
+    /// --older-than and never ended (their process was killed): each gets
+    /// an `execution_end` line with outcome `unknown`.
+    Close {
+        /// Leave executions younger than this alone: they may still be
+        /// running on a live replica (default 1h; e.g. 30m, 2h).
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
+        older_than: std::time::Duration,
+    },
 }
 
 fn now_ms() -> i64 {
@@ -211,7 +220,65 @@ pub fn audit(file: &ConfigFile, action: AuditAction) -> ExitCode {
             }
         },
         AuditAction::Export { output } => export(file, output),
+        AuditAction::Close { older_than } => close(file, older_than),
     }
+}
+
+/// `airlock audit close`: what `verify` notes as unfinished, ended.
+fn close(file: &ConfigFile, older_than: std::time::Duration) -> ExitCode {
+    let s = match state(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let verdict = match s.audit.verify() {
+        Ok(v) if v.ok() => v,
+        Ok(v) => {
+            let (line, why) = v.problem.unwrap_or_default();
+            eprintln!("error: the chain in {} is broken at line {line} ({why}); nothing was written. Run `airlock audit verify` and look into it first", s.audit.location());
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cutoff = std::time::SystemTime::now()
+        .checked_sub(older_than)
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let (mut closed, mut young) = (0usize, 0usize);
+    for u in &verdict.unfinished {
+        // A start line whose time cannot be read is old enough: it is
+        // not one a running process just wrote.
+        let started = humantime::parse_rfc3339(&u.started).unwrap_or(std::time::UNIX_EPOCH);
+        if started > cutoff {
+            young += 1;
+            continue;
+        }
+        let mut line = serde_json::Map::new();
+        line.insert("execution".into(), u.execution.clone().into());
+        if let Some(identity) = &u.identity {
+            line.insert("identity".into(), identity.clone().into());
+        }
+        line.insert("outcome".into(), "unknown".into());
+        line.insert(
+            "closed_by".into(),
+            "airlock audit close: no end line; its process stopped without writing one".into(),
+        );
+        if let Err(e) = s.audit.append("execution_end", line) {
+            eprintln!("error: closed {closed}, then: {e}");
+            return ExitCode::from(2);
+        }
+        closed += 1;
+    }
+    println!(
+        "closed {closed} execution(s) with outcome unknown in {}; left {young} younger than {}",
+        s.audit.location(),
+        humantime::format_duration(older_than)
+    );
+    ExitCode::SUCCESS
 }
 
 fn report(verdict: Result<audit::Verdict, audit::AuditError>, at: &str) -> ExitCode {
@@ -242,17 +309,21 @@ fn report(verdict: Result<audit::Verdict, audit::AuditError>, at: &str) -> ExitC
 
 /// Executions with a start line and no end: not a broken chain, but worth
 /// a look (a replica killed mid-run leaves these).
-fn unfinished(ids: &[String]) {
+fn unfinished(open: &[audit::Unfinished]) {
     const SHOWN: usize = 10;
-    if ids.is_empty() {
+    if open.is_empty() {
         return;
     }
-    let shown: Vec<String> = ids.iter().take(SHOWN).map(|i| visible(i)).collect();
+    let shown: Vec<String> = open
+        .iter()
+        .take(SHOWN)
+        .map(|u| visible(&u.execution))
+        .collect();
     println!(
-        "note: {} execution(s) started and have no end line: still running, or their process was killed before writing it: {}{}",
-        ids.len(),
+        "note: {} execution(s) started and have no end line: still running, or their process was killed before writing it (`airlock audit close` ends those older than an hour): {}{}",
+        open.len(),
         shown.join(", "),
-        if ids.len() > SHOWN { ", ..." } else { "" }
+        if open.len() > SHOWN { ", ..." } else { "" }
     );
 }
 

@@ -525,6 +525,23 @@ async fn three_replicas_behind_nginx_go_on_when_one_is_killed() {
         .count();
     let note = stdout(&verified);
     assert_eq!(note.contains("no end line"), never_ended > 0, "{note}");
+
+    // The operator ends them (every client is gone, so none is running):
+    // each gets an end line with outcome unknown, and the chain verifies.
+    let closed = d.airlock(&["audit", "close", "--older-than", "0s"]);
+    assert!(closed.status.success(), "{closed:?}");
+    assert!(
+        stdout(&closed).starts_with(&format!("closed {never_ended} execution(s)")),
+        "{closed:?}"
+    );
+    let verified = d.airlock(&["audit", "verify"]);
+    assert!(verified.status.success(), "{verified:?}");
+    assert!(!stdout(&verified).contains("no end line"), "{verified:?}");
+    let again = d.airlock(&["audit", "close", "--older-than", "0s"]);
+    assert!(
+        stdout(&again).starts_with("closed 0 execution(s)"),
+        "{again:?}"
+    );
 }
 
 /// Has a replica re-read the keys now (SIGHUP) and waits until it has.

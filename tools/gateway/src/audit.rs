@@ -320,7 +320,16 @@ pub struct Verdict {
     /// Executions, among the lines that verified, with a start and no
     /// end, in the order they started: still running, or their process
     /// stopped without writing it (killed). Not a break in the chain.
-    pub unfinished: Vec<String>,
+    pub unfinished: Vec<Unfinished>,
+}
+
+/// An execution whose start line has no end line (yet).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Unfinished {
+    pub execution: String,
+    /// Its start line's `ts` (RFC 3339), as written.
+    pub started: String,
+    pub identity: Option<String>,
 }
 
 impl Verdict {
@@ -365,7 +374,7 @@ pub struct Verifier {
     problem: Option<(u64, String)>,
     /// Executions started and not (yet) ended, by id, with the line
     /// that started them (for the order).
-    open: std::collections::HashMap<String, u64>,
+    open: std::collections::HashMap<String, (u64, Unfinished)>,
 }
 
 impl Default for Verifier {
@@ -408,14 +417,13 @@ impl Verifier {
             Some(_) => self.lines - 1,
             None => self.lines,
         };
-        let mut unfinished: Vec<(u64, String)> =
-            self.open.into_iter().map(|(id, at)| (at, id)).collect();
-        unfinished.sort();
+        let mut unfinished: Vec<(u64, Unfinished)> = self.open.into_values().collect();
+        unfinished.sort_by_key(|(at, _)| *at);
         Verdict {
             good_lines,
             head: self.head,
             problem: self.problem,
-            unfinished: unfinished.into_iter().map(|(_, id)| id).collect(),
+            unfinished: unfinished.into_iter().map(|(_, u)| u).collect(),
         }
     }
 
@@ -426,7 +434,13 @@ impl Verifier {
         };
         match record.get("event").and_then(Value::as_str) {
             Some("execution_start") => {
-                self.open.insert(id.to_string(), self.lines);
+                let text = |k: &str| record.get(k).and_then(Value::as_str).map(str::to_string);
+                let started = Unfinished {
+                    execution: id.to_string(),
+                    started: text("ts").unwrap_or_default(),
+                    identity: text("identity"),
+                };
+                self.open.insert(id.to_string(), (self.lines, started));
             }
             Some("execution_end") => {
                 self.open.remove(id);
@@ -507,6 +521,33 @@ mod tests {
             .lines()
             .map(str::to_string)
             .collect()
+    }
+
+    #[test]
+    fn executions_without_an_end_are_named_with_their_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        for (event, id) in [
+            ("execution_start", "r1-x1"),
+            ("execution_start", "r1-x2"),
+            ("execution_end", "r1-x1"),
+            ("execution_start", "r2-x1"),
+        ] {
+            log.append(
+                event,
+                fields(json!({"execution": id, "identity": "sso:ann"})),
+            )
+            .unwrap();
+        }
+        let v = verify(&path).unwrap();
+        let open: Vec<&str> = v.unfinished.iter().map(|u| u.execution.as_str()).collect();
+        assert_eq!(open, ["r1-x2", "r2-x1"], "in the order they started");
+        assert_eq!(v.unfinished[0].identity.as_deref(), Some("sso:ann"));
+        assert!(humantime::parse_rfc3339(&v.unfinished[0].started).is_ok());
+        log.append("execution_end", fields(json!({"execution": "r1-x2"})))
+            .unwrap();
+        assert_eq!(verify(&path).unwrap().unfinished.len(), 1);
     }
 
     #[test]
