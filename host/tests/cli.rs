@@ -97,6 +97,35 @@ fn json_output_carries_the_whole_outcome() {
 }
 
 #[test]
+fn fuel_means_one_thing_whichever_way_it_is_turned_on() {
+    let state = State::new();
+    // Metering alone: a budget of nothing is not meant; the script runs,
+    // the fuel it used is reported, nothing stops it.
+    let config = state.config("[sandbox]\nfuel_metering = true\n");
+    let out = state.run(&["--config", &config, "exec", "--json", "-"], "1 + 1");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["result"]["ok"], 2);
+    assert!(
+        outcome["stats"]["fuel_used"].as_u64().unwrap() > 0,
+        "{outcome}"
+    );
+    // A budget turns metering on, even against fuel_metering = false.
+    let config = state.config("[sandbox]\nfuel_metering = false\n[limits]\nfuel = 100000\n");
+    let out = state.run(&["--config", &config, "exec", "-"], "while (true) {}");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("LimitExceeded") && err.contains("fuel"),
+        "{err}"
+    );
+    // Neither: no metering, nothing reported.
+    let out = state.run(&["exec", "--json", "-"], "1 + 1");
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(outcome["stats"]["fuel_used"].is_null(), "{outcome}");
+}
+
+#[test]
 fn a_hit_limit_exits_1_and_names_it() {
     let script = "for (const n of ['pve1', 'pve2']) await tools.vm_list({node: n})";
     let out = airlock(&["exec", "--tool-calls", "1", "-"], script, &[]);

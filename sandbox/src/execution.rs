@@ -83,8 +83,13 @@ pub async fn run_on(
             done_rx,
         ));
     }
-    if let Some(fuel) = limits.fuel {
-        let _ = store.set_fuel(fuel);
+    // A metered engine always gets fuel: the budget, or (no `fuel` limit)
+    // all there is, so metering without a budget measures and never stops
+    // a script. `get_fuel` fails only on an engine without metering.
+    let metered = store.get_fuel().is_ok();
+    let fuel_given = limits.fuel.unwrap_or(u64::MAX);
+    if metered {
+        let _ = store.set_fuel(fuel_given);
     }
     store.set_epoch_deadline(1);
 
@@ -120,9 +125,7 @@ pub async fn run_on(
         }
     };
 
-    let fuel_used = limits
-        .fuel
-        .map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
+    let fuel_used = metered.then(|| fuel_given.saturating_sub(store.get_fuel().unwrap_or(0)));
     let data = store.data_mut();
     data.deadline = None;
     let run = data.run.take().expect("set above");

@@ -108,8 +108,25 @@ async fn fuel() {
     assert_eq!(ok(&o), &json!(2));
     let used = o.stats.fuel_used.expect("fuel is reported when metered");
     assert!(used > 0 && used < 5_000_000, "{used}");
-    // Asking for fuel from a sandbox built without metering is refused.
+    // Metering without a budget: nothing is stopped, the use is reported.
+    let o = sb
+        .execute(
+            "let s = 0; for (let i = 0; i < 1000; i++) { s += i } s",
+            &Limits::default(),
+            &host,
+        )
+        .await;
+    assert_eq!(ok(&o), &json!(499500));
+    let unbudgeted = o
+        .stats
+        .fuel_used
+        .expect("reported when metered, budget or not");
+    assert!(unbudgeted > used, "{unbudgeted} vs {used}");
+    // Without metering there is nothing to report.
     let plain = common::fresh().await;
+    let o = plain.execute("1", &Limits::default(), &host).await;
+    assert_eq!(o.stats.fuel_used, None);
+    // Asking for fuel from a sandbox built without metering is refused.
     match plain.execute("1", &limits, &host).await.result {
         Err(ExecError::InvalidRequest { message }) => {
             assert!(message.contains("fuel"), "{message}")
