@@ -127,6 +127,12 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
             path: path.display().to_string(),
             message,
         })?;
+    file.approval
+        .check()
+        .map_err(|message| SettingsError::Parse {
+            path: path.display().to_string(),
+            message,
+        })?;
     if let Some(oauth) = &file.oauth {
         oauth.check().map_err(|e| SettingsError::Parse {
             path: path.display().to_string(),

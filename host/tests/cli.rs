@@ -163,6 +163,16 @@ fn bad_settings_exit_2_naming_the_problem() {
     let out = airlock(&["exec", "/nonexistent/script.js"], "", &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("/nonexistent/script.js"));
+    // A range that makes approval impossible fails at start, not later.
+    let state = State::new();
+    let config = state.config("[approval]\nttl_secs = 0\n");
+    let out = state.run(&["--config", &config, "exec", "-"], "1");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("approval.ttl_secs = 0"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -273,24 +273,7 @@ impl Catalog {
         if name_too_long(name).is_some() {
             return Vec::new();
         }
-        let lower = name.to_lowercase();
-        let mut close: Vec<(f64, &str)> = self
-            .entries
-            .iter()
-            .map(|e| {
-                (
-                    strsim::jaro_winkler(&lower, &e.spec.name.to_lowercase()),
-                    e.spec.name.as_str(),
-                )
-            })
-            .filter(|(s, _)| *s >= 0.85)
-            .collect();
-        close.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let mut out: Vec<String> = close
-            .into_iter()
-            .map(|(_, n)| n.to_string())
-            .take(3)
-            .collect();
+        let mut out = similar_names(name, self.entries.iter().map(|e| e.spec.name.as_str()));
         for (i, _) in self.index.rank(&name.replace(['_', '-', '.'], " ")) {
             if out.len() >= 3 {
                 break;
@@ -302,6 +285,26 @@ impl Catalog {
         }
         out
     }
+}
+
+/// Up to three of `names` spelt like `name` (Jaro-Winkler ≥ 0.85), closest
+/// first: the did-you-mean of a misspelt tool name in a request or in the
+/// configuration (a backend's tier overrides, before any catalog exists).
+pub fn similar_names<'a>(name: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    if name_too_long(name).is_some() {
+        return Vec::new();
+    }
+    let lower = name.to_lowercase();
+    let mut close: Vec<(f64, &str)> = names
+        .map(|n| (strsim::jaro_winkler(&lower, &n.to_lowercase()), n))
+        .filter(|(s, _)| *s >= 0.85)
+        .collect();
+    close.sort_by(|a, b| b.0.total_cmp(&a.0));
+    close
+        .into_iter()
+        .map(|(_, n)| n.to_string())
+        .take(3)
+        .collect()
 }
 
 #[cfg(test)]

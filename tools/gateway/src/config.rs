@@ -30,6 +30,26 @@ pub struct ApprovalConfig {
     pub in_client: Vec<Tier>,
 }
 
+/// The longest `approval.ttl_secs` accepted: a grant that outlives a
+/// month is a standing permission, not an approval.
+pub const MAX_TTL_SECS: u64 = 30 * 24 * 3600;
+
+impl ApprovalConfig {
+    /// Values that would make approval impossible or meaningless.
+    pub fn check(&self) -> Result<(), String> {
+        if self.ttl_secs == 0 || self.ttl_secs > MAX_TTL_SECS {
+            return Err(format!(
+                "approval.ttl_secs = {} is out of range: give 1 to {MAX_TTL_SECS} seconds (0 would expire every request and approval at once)",
+                self.ttl_secs
+            ));
+        }
+        if self.max_open_per_identity == 0 {
+            return Err("approval.max_open_per_identity = 0 would refuse every approval request; give at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 impl Default for ApprovalConfig {
     fn default() -> Self {
         Self {

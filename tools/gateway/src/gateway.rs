@@ -300,6 +300,8 @@ pub enum GatewayError {
     State(#[from] StateError),
     #[error("two backends have the id `{0}`")]
     DuplicateBackend(String),
+    #[error("{0}")]
+    Config(String),
 }
 
 type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -382,6 +384,7 @@ impl Gateway {
         config: GatewayConfig,
         backends: Vec<Arc<dyn Backend>>,
     ) -> Result<(Self, Vec<Clash>), GatewayError> {
+        config.approval.check().map_err(GatewayError::Config)?;
         let mut by_id = HashMap::new();
         let mut sources = Vec::new();
         let mut order = Vec::new();

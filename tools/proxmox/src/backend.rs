@@ -250,6 +250,25 @@ impl ProxmoxBackend {
                 tools
             }
         };
+        // A misspelt override would silently leave its tool at the default
+        // tier: refuse it, as the policy refuses a misspelt deny entry.
+        let mut overridden: Vec<&String> = config.tiers.keys().collect();
+        overridden.sort();
+        for name in overridden {
+            if !generated.iter().any(|(spec, _)| &spec.name == name) {
+                let hint = airlock_gateway::catalog::similar_names(
+                    name,
+                    generated.iter().map(|(s, _)| s.name.as_str()),
+                );
+                let hint = match hint.first() {
+                    Some(s) => format!(" (did you mean `{s}`?)"),
+                    None => " (`airlock search` lists the tools)".to_string(),
+                };
+                return Err(ProxmoxError::Config(format!(
+                    "[proxmox.tiers] names `{name}`, which is not a tool of this catalog{hint}"
+                )));
+            }
+        }
         let mut tools = Vec::new();
         let mut routes = HashMap::new();
         for (spec, route) in generated {

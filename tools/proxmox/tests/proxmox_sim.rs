@@ -655,3 +655,35 @@ async fn tokens_by_mode_pick_the_least_mode_that_does_the_call() {
         "nothing sent without a token"
     );
 }
+
+/// A misspelt tier override is refused at start-up with a suggestion,
+/// as a misspelt policy entry is: silently ignored, it would leave the
+/// tool at its default tier.
+#[tokio::test]
+async fn a_misspelt_tier_override_is_refused() {
+    let (sim, config) = sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut proxmox = proxmox_config(&sim, &config, dir.path(), CatalogKind::Curated);
+    proxmox
+        .tiers
+        .insert("vm_strat".into(), airlock_gateway::Tier::Operate);
+    let err = match ProxmoxBackend::new(&proxmox).await {
+        Ok(_) => panic!("a tier override naming no tool was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("[proxmox.tiers] names `vm_strat`") && err.contains("did you mean `vm_start`"),
+        "{err}"
+    );
+    proxmox.tiers.clear();
+    proxmox
+        .tiers
+        .insert("vm_start".into(), airlock_gateway::Tier::Admin);
+    let backend = ProxmoxBackend::new(&proxmox).await.unwrap();
+    let start = backend
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "vm_start")
+        .unwrap();
+    assert_eq!(start.tier, airlock_gateway::Tier::Admin);
+}
