@@ -92,10 +92,12 @@ impl Gate {
         found
     }
 
-    fn allow(&self, client: &str) -> bool {
+    /// Takes a request token from `client`'s bucket, or says how many
+    /// whole seconds until the next one is due.
+    fn allow(&self, client: &str) -> Result<(), u64> {
         let per_minute = self.per_minute as f64;
         if per_minute == 0.0 {
-            return true;
+            return Ok(());
         }
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
@@ -110,10 +112,11 @@ impl Gate {
             (*tokens + now.duration_since(*at).as_secs_f64() * per_minute / 60.0).min(per_minute);
         *at = now;
         if *tokens < 1.0 {
-            return false;
+            let wait = (1.0 - *tokens) * 60.0 / per_minute;
+            return Err(wait.ceil().max(1.0) as u64);
         }
         *tokens -= 1.0;
-        true
+        Ok(())
     }
 }
 
@@ -235,14 +238,13 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
         Err(refusal) => return refusal,
     };
     let identity = caller.identity.clone();
-    if !gate.allow(&identity) {
+    if let Err(wait) = gate.allow(&identity) {
         crate::metrics::global().refused("rate_limited");
         let mut r = plain(
             StatusCode::TOO_MANY_REQUESTS,
-            "too many requests from this client; slow down",
+            &format!("too many requests from this client (serve --requests-per-minute {}); the next is allowed in {wait} s", gate.per_minute),
         );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, "1".parse().expect("static header"));
+        r.headers_mut().insert(header::RETRY_AFTER, wait.into());
         return r;
     }
     let session = req
@@ -513,12 +515,14 @@ mod tests {
         assert_eq!(gate.identify(&a).as_deref(), Some("alice"));
         assert_eq!(gate.identify(&b).as_deref(), Some("bob"));
         assert_eq!(gate.identify("alk_wrong"), None);
-        assert!(gate.allow("alice") && gate.allow("alice"));
+        assert!(gate.allow("alice").is_ok() && gate.allow("alice").is_ok());
+        let wait = gate.allow("alice").unwrap_err();
+        // 2 a minute: the next token is due in up to 30 s, not 1.
         assert!(
-            !gate.allow("alice"),
-            "the third request within a minute is refused"
+            (29..=30).contains(&wait),
+            "the third request within a minute waits {wait} s"
         );
-        assert!(gate.allow("bob"));
+        assert!(gate.allow("bob").is_ok());
         assert!(enroll(&file, "evil\"]\n[x").is_err());
     }
 }
