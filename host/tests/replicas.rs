@@ -185,6 +185,10 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
         .collect();
     assert_eq!(used.len(), 1, "{used:?}");
     assert_eq!(used[0]["approval"], id.as_str());
+    assert_eq!(
+        used[0]["approved_by"], "carol",
+        "who approved, in the chain"
+    );
     private(&file);
 
     // A key issued while the replicas run works on each once it has

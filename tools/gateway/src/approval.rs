@@ -87,8 +87,12 @@ impl Request {
 /// What the gateway should do with a call that needs approval.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Check {
-    /// An approval matched and is now used up.
-    Proceed { request_id: String },
+    /// An approval matched and is now used up; `decided_by` is who
+    /// granted it (and how, e.g. "… (in the MCP client)"), for the audit.
+    Proceed {
+        request_id: String,
+        decided_by: Option<String>,
+    },
     /// Not approved (yet): the pending request to point the operator at.
     Required(Request),
     /// An operator refused exactly this call.
@@ -314,21 +318,25 @@ impl ApprovalStore for SqliteApprovals {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let binding = params![identity, tool, args_hash, now_ms];
-        let approved: Option<String> = tx
+        let approved: Option<(String, Option<String>)> = tx
             .query_row(
-                "SELECT id FROM approvals WHERE identity = ?1 AND tool = ?2 AND args_hash = ?3 \
-                 AND status = 'approved' AND expires_ms > ?4 ORDER BY created_ms LIMIT 1",
+                "SELECT id, decided_by FROM approvals WHERE identity = ?1 AND tool = ?2 \
+                 AND args_hash = ?3 AND status = 'approved' AND expires_ms > ?4 \
+                 ORDER BY created_ms LIMIT 1",
                 binding,
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        if let Some(id) = approved {
+        if let Some((id, decided_by)) = approved {
             tx.execute(
                 "UPDATE approvals SET status = 'used', used_ms = ?2 WHERE id = ?1",
                 params![id, now_ms],
             )?;
             tx.commit()?;
-            return Ok(Check::Proceed { request_id: id });
+            return Ok(Check::Proceed {
+                request_id: id,
+                decided_by,
+            });
         }
         let open = |status: &str| -> rusqlite::Result<Option<Request>> {
             tx.query_row(

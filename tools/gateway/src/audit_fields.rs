@@ -91,6 +91,16 @@ pub fn request_id(id: &str) -> Value {
     Value::String(cut_json(id, REQUEST_ID_BYTES, REQUEST_ID_BYTES))
 }
 
+/// Who decided an approval: an identity (up to 256 characters from a
+/// token, plus how: " (in the MCP client)") or an operator's name.
+pub const DECIDER_CHARS: usize = 320;
+pub const DECIDER_JSON_BYTES: usize = 1024;
+
+/// Who approved a call, as a line records it.
+pub fn decider(by: &str) -> Value {
+    Value::String(cut_json(by, DECIDER_CHARS, DECIDER_JSON_BYTES))
+}
+
 /// An error code or an outcome as a line records it.
 pub fn code(code: &str) -> Value {
     Value::String(cut_json(code, CODE_CHARS, CODE_JSON_BYTES))

@@ -782,8 +782,16 @@ impl Gateway {
                 )
                 .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?;
             match check {
-                Check::Proceed { request_id } => {
+                Check::Proceed {
+                    request_id,
+                    decided_by,
+                } => {
                     line.insert("approval".into(), Value::String(request_id));
+                    // Who granted it belongs in the tamper-evident chain,
+                    // not only in the (mutable) approval store.
+                    if let Some(by) = decided_by {
+                        line.insert("approved_by".into(), audit_fields::decider(&by));
+                    }
                 }
                 Check::Required(r) => {
                     line.insert("approval".into(), Value::String(r.id.clone()));

@@ -357,6 +357,14 @@ async fn approval_round_trip_is_single_use() {
     assert_eq!(s.backend.count(), 2);
     let log = std::fs::read_to_string(s.audit()).unwrap();
     assert!(log.contains(&format!("\"approval\":\"{id}\"")));
+    // Who approved is in the chain, on the line of the call it let run.
+    let used: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &serde_json::Value| l["decision"] == "allowed" && l["approval"] == id.as_str())
+        .collect();
+    assert_eq!(used.len(), 1, "{log}");
+    assert_eq!(used[0]["approved_by"], "operator-1");
 }
 
 #[tokio::test]

@@ -170,7 +170,8 @@ both!(an_approval_is_single_use, |f: Fixture| {
     assert_eq!(
         s.check("alice", "vm_stop", "h1", "", T0 + 3).unwrap(),
         Check::Proceed {
-            request_id: r.id.clone()
+            request_id: r.id.clone(),
+            decided_by: Some("op".into())
         }
     );
     // Replay: used up, so a new request.

@@ -101,7 +101,7 @@ impl ApprovalStore for PgApprovals {
                        SELECT id FROM airlock_approvals WHERE identity = $1 AND tool = $2 \
                        AND args_hash = $3 AND status = 'approved' AND expires_ms > $4 \
                        ORDER BY created_ms LIMIT 1) \
-                     AND status = 'approved' RETURNING id").await.map_err(e)?,
+                     AND status = 'approved' RETURNING id, decided_by").await.map_err(e)?,
                     &[&identity, &tool, &args_hash, &now_ms],
                 )
                 .await
@@ -110,6 +110,7 @@ impl ApprovalStore for PgApprovals {
                 tx.commit().await.map_err(e)?;
                 return Ok(Check::Proceed {
                     request_id: row.get(0),
+                    decided_by: row.get(1),
                 });
             }
             for (status, answer) in [
