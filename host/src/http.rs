@@ -55,6 +55,9 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
     pub requests_per_minute: u32,
+    /// On SIGTERM/Ctrl-C: how long executions in flight may finish
+    /// before the rest are cancelled.
+    pub shutdown_grace: std::time::Duration,
     /// Prometheus metrics on a listener of their own.
     pub metrics: Option<crate::metrics::MetricsOptions>,
     /// Accept JWT access tokens from these issuers (`[oauth]`).
@@ -69,6 +72,8 @@ struct Gate {
     buckets: Mutex<HashMap<String, (f64, Instant)>>,
     owners: crate::sessions::SessionOwners,
     oauth: Option<Arc<ResourceServer>>,
+    /// POST answers not yet sent in full.
+    answers: tokio_util::task::TaskTracker,
     /// Whom `[identities]` names: a token whose groups map to no mode is
     /// accepted only for them.
     listed: Arc<dyn Fn(&str) -> bool + Send + Sync>,
@@ -271,7 +276,21 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
         }
     }
     req.extensions_mut().insert(Identity(caller));
+    // A POST's answer (a tool call's result) is held open until its body
+    // is sent, so a stopping server can wait for it; a GET's event stream
+    // lives as long as the session and is not waited for.
+    let answering = (req.method() == axum::http::Method::POST).then(|| gate.answers.token());
     let response = next.run(req).await;
+    let response = match answering {
+        Some(token) => response.map(|body| {
+            use futures::StreamExt;
+            axum::body::Body::from_stream(body.into_data_stream().map(move |chunk| {
+                let _held = &token;
+                chunk
+            }))
+        }),
+        None => response,
+    };
     if session.is_none() {
         if let Some(id) = response
             .headers()
@@ -328,6 +347,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         buckets: Mutex::new(HashMap::new()),
         owners: crate::sessions::SessionOwners::new(shared.gateway.state().sessions.clone()),
         oauth: oauth.clone(),
+        answers: tokio_util::task::TaskTracker::new(),
         listed: {
             let gateway = shared.gateway.clone();
             Arc::new(move |identity: &str| gateway.lists_identity(identity))
@@ -365,6 +385,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         .with_allowed_origins(origins)
         .enforce_origin_validation();
     let default_identity = options.default_identity.clone();
+    let draining = shared.clone();
     let service = StreamableHttpService::new(
         move || Ok(AirlockServer::new(shared.clone(), default_identity.clone())),
         LocalSessionManager::default().into(),
@@ -372,7 +393,8 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     );
     let mcp = Router::new()
         .nest_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(gate, guard));
+        .layer(middleware::from_fn_with_state(gate.clone(), guard));
+    let answers = gate.answers.clone();
     let mut app = Router::new().route("/healthz", get(|| async { "ok" }));
     if let Some(server) = &oauth {
         for path in server.metadata_paths() {
@@ -397,10 +419,30 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         .merge(mcp)
         .fallback(|| async { plain(StatusCode::NOT_FOUND, "not found; MCP is at /mcp") });
     eprintln!("airlock: serving MCP at http://{addr}/mcp");
+    let grace = options.shutdown_grace;
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             stop_requested().await;
-            cancel.cancel();
+            // No new connections from here on (and no keep-alive for the
+            // open ones); executions in flight finish and answer, up to
+            // the grace period. Then the MCP sessions are cancelled: what
+            // still runs ends as Cancelled in the audit, and open event
+            // streams close so the server can stop.
+            tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + grace;
+                let left = draining.executions_ended(grace).await;
+                // Their answers still travel to their clients.
+                answers.close();
+                let sent = tokio::time::timeout_at(deadline, answers.wait()).await.is_ok();
+                if left > 0 {
+                    tracing::warn!(executions = left, grace = ?grace, "cancelling the executions still running after the shutdown grace period");
+                } else if sent {
+                    tracing::info!("every execution in flight finished and answered; stopping");
+                } else {
+                    tracing::warn!(answers = answers.len(), "answers still unsent after the shutdown grace period; stopping");
+                }
+                cancel.cancel();
+            });
         })
         .await
         .map_err(|e| e.to_string())
@@ -510,6 +552,7 @@ mod tests {
             buckets: Mutex::new(HashMap::new()),
             owners: crate::sessions::SessionOwners::new(None),
             oauth: None,
+            answers: tokio_util::task::TaskTracker::new(),
             listed: Arc::new(|_: &str| false),
         };
         assert_eq!(gate.identify(&a).as_deref(), Some("alice"));

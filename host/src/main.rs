@@ -140,6 +140,11 @@ enum Command {
         /// HTTP: requests per minute per client (0 = unlimited).
         #[arg(long, default_value_t = 600)]
         requests_per_minute: u32,
+        /// HTTP: on SIGTERM or Ctrl-C, how long executions in flight may
+        /// go on finishing (no new requests are taken) before the rest
+        /// are cancelled, e.g. 30s, 2m.
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        shutdown_grace: std::time::Duration,
         /// HTTP: serve Prometheus metrics at http://ADDR/metrics, on a
         /// listener of its own (e.g. 127.0.0.1:9464).
         #[arg(long, value_name = "ADDR", requires = "http")]
@@ -272,6 +277,7 @@ fn main() -> ExitCode {
                 allowed_origins,
                 max_body_bytes,
                 requests_per_minute,
+                shutdown_grace,
                 metrics,
                 metrics_key_file,
                 sandbox,
@@ -304,6 +310,7 @@ fn main() -> ExitCode {
                             allowed_origins,
                             max_body_bytes: max_body_bytes as usize,
                             requests_per_minute,
+                            shutdown_grace,
                             metrics: metrics.map(|listen| airlock::metrics::MetricsOptions {
                                 listen,
                                 key_file: metrics_key_file,

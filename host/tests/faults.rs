@@ -1,8 +1,8 @@
 //! Faults around a running execution, on a real `airlock serve`: a client
 //! that goes away in the middle (HTTP and stdio), and SIGTERM while an
-//! execution runs. Each time the execution is cancelled within a bound,
-//! its slot is free again, and the audit log records how it ended and
-//! still verifies. (A client's disconnect is noticed when the transport
+//! execution runs (it finishes within the grace period, else it is
+//! cancelled). Each time the execution ends within a bound, its slot is
+//! free again, and the audit log records how it ended and still verifies. (A client's disconnect is noticed when the transport
 //! gives up on it: about 5 s on both transports.)
 
 mod common;
@@ -107,9 +107,47 @@ async fn a_client_that_disconnects_mid_execution_frees_its_slot() {
     assert_eq!(outcomes, ["Cancelled", "ok"]);
 }
 
+/// A rolling restart loses nothing that fits in the grace period: an
+/// execution that started before SIGTERM runs to its end and its client
+/// gets the result; then the server stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_an_execution_in_flight_finish_and_answer() {
+    let (_sim, mut server, alice, audit_file) = serve_configured(TASK_DELAY, "", &[]).await;
+    let client = server.connect(&alice).await;
+    let script = "try { await tools.node_status({node: 'nowhere'}) } catch (e) {} \
+                  await new Promise((r) => setTimeout(r, 3000)); 'finished'";
+    let running =
+        tokio::spawn(async move { call(&client, "execute", json!({"script": script})).await });
+    server.wait_for("tools.node_status →");
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let r = tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("the client never got the result of the execution SIGTERM let finish")
+        .unwrap();
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["result"],
+        "finished",
+        "{}",
+        text(&r)
+    );
+    server.wait_for("every execution in flight finished and answered");
+    let child = std::mem::replace(&mut server.child, Command::new("true").spawn().unwrap());
+    let status = exit_within(child, Duration::from_secs(20), "SIGTERM");
+    assert!(status.success(), "{status:?}");
+    let outcomes = everything_ended(&audit_lines(&audit_file));
+    assert_eq!(outcomes, ["ok"]);
+}
+
+/// Past the grace period, what still runs is cancelled and audited so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {
-    let (_sim, mut server, alice, audit_file) = serve_configured(TASK_DELAY, "", &[]).await;
+    let (_sim, mut server, alice, audit_file) =
+        serve_configured(TASK_DELAY, "", &["--shutdown-grace", "1s"]).await;
     let client = server.connect(&alice).await;
     let long = tokio::spawn(async move { call(&client, "execute", json!({"script": LONG})).await });
     server.wait_for("tools.node_status →");
