@@ -186,14 +186,18 @@ enum Command {
         /// Only this backend.
         #[arg(long)]
         backend: Option<String>,
+        /// At most this many hits (default 10).
         #[arg(long)]
         limit: Option<usize>,
+        /// Print the hits as JSON, as the MCP `search` tool returns them.
         #[arg(long)]
         json: bool,
     },
     /// Show tools' input schemas as JSON Schema and TypeScript.
     Schema {
+        /// Tool names, as search shows them (e.g. vm_start node_list).
         names: Vec<String>,
+        /// Print the answer as JSON, as the MCP `get_schema` tool returns it.
         #[arg(long)]
         json: bool,
     },

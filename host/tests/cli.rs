@@ -621,3 +621,25 @@ fn unknown_names_in_policy_lists_fail_startup() {
         "{err}"
     );
 }
+
+#[test]
+fn enroll_makes_the_directory_its_file_is_in() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = State::new();
+    let file = state.path().join("new/keys/clients.toml");
+    let out = state.run(&["enroll", "bob", "--file", file.to_str().unwrap()], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).trim().starts_with("alk_"));
+    assert!(std::fs::read_to_string(&file)
+        .unwrap()
+        .contains("identity = \"bob\""));
+    let mode = std::fs::metadata(file.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o700,
+        "made private, as the state directory is"
+    );
+}

@@ -135,6 +135,13 @@ impl KeyStore for EnrollmentFile {
             "\n[[client]]\nidentity = \"{identity}\"\nkey_sha256 = \"{}\"\n",
             hex::encode(key_sha256)
         ));
+        // A first key may name a directory that does not exist yet: made
+        // as the state directory is (0700, this user's).
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.exists() {
+                crate::private_files::private_dir(dir).map_err(|e| self.error(e))?;
+            }
+        }
         std::fs::write(&self.path, text).map_err(|e| self.error(e))
     }
 
