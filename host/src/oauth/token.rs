@@ -253,15 +253,7 @@ fn groups_mode(claims: &Map<String, Value>, issuer: &Issuer) -> Option<Mode> {
     groups
         .into_iter()
         .filter_map(|g| issuer.groups.get(g).copied())
-        .max_by_key(|m| rank(*m))
-}
-
-fn rank(mode: Mode) -> u8 {
-    match mode {
-        Mode::Ro => 0,
-        Mode::Operator => 1,
-        Mode::Rw => 2,
-    }
+        .max()
 }
 
 /// `scope` (RFC 9068: space-separated) or `scp` (Entra ID: a string or a

@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{catalog::Catalog, spec::Tier};
 
-/// What an identity is trusted with.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// What an identity is trusted with; ordered by how much (ro < operator
+/// < rw), so "the highest of these modes" is `max`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Read tools only (the default).
@@ -331,6 +334,19 @@ mod tests {
             .unwrap_err()
             .0
             .contains("forbidden"));
+    }
+
+    #[test]
+    fn modes_are_ordered_by_what_they_grant() {
+        assert!(Mode::Ro < Mode::Operator && Mode::Operator < Mode::Rw);
+        for (lower, higher) in [(Mode::Ro, Mode::Operator), (Mode::Operator, Mode::Rw)] {
+            for tier in Tier::ALL {
+                assert!(
+                    !lower.grants(tier) || higher.grants(tier),
+                    "{higher} grants all {lower} does"
+                );
+            }
+        }
     }
 
     #[test]

@@ -324,7 +324,7 @@ impl ProxmoxBackend {
             [Mode::Ro, Mode::Operator, Mode::Rw]
                 .into_iter()
                 .skip_while(|m| *m != least)
-                .take_while(|m| mode_rank(*m) <= mode_rank(allowed))
+                .take_while(|m| *m <= allowed)
                 .find_map(|m| target.by_mode.get(&m))
         });
         target.tokens.get(&caller.identity).or(by_mode).ok_or_else(|| {
@@ -334,14 +334,6 @@ impl ProxmoxBackend {
                 format!("identity {} has no Proxmox API token for target {target_name}, and there is none for its mode {mode}; the operator adds one under [proxmox.targets.{target_name}.tokens] or [proxmox.targets.{target_name}.tokens_by_mode]", caller.identity),
             )
         })
-    }
-}
-
-fn mode_rank(mode: Mode) -> u8 {
-    match mode {
-        Mode::Ro => 0,
-        Mode::Operator => 1,
-        Mode::Rw => 2,
     }
 }
 
