@@ -20,13 +20,13 @@ use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use tempfile::TempDir;
 
 mod nginx;
+mod watchdog;
 pub use nginx::TempNginx;
 mod oidc;
 pub use oidc::{OidcClient, TempOidcProvider};
@@ -62,7 +62,7 @@ pub struct TempPostgres {
     password_file: PathBuf,
     data: PathBuf,
     log: PathBuf,
-    watchdog: Option<Child>,
+    watchdog: Option<watchdog::Watchdog>,
     /// Declared last so it is removed after the server is stopped.
     dir: TempDir,
 }
@@ -373,7 +373,7 @@ impl TempPostgres {
     /// A process that waits for end-of-file on its stdin, then stops the
     /// server and removes the directory. Its own process group, so a
     /// Ctrl-C meant for the tests does not end it before it has done so.
-    fn spawn_watchdog(&self) -> Result<Child, String> {
+    fn spawn_watchdog(&self) -> Result<watchdog::Watchdog, String> {
         let script =
             r#"read -r _ignored; "$0" stop -s -m immediate -D "$1" >/dev/null 2>&1; rm -rf "$2""#;
         let mut cmd = self.as_pg_user("sh");
@@ -381,13 +381,8 @@ impl TempPostgres {
             .arg(script)
             .arg(self.bin.join("pg_ctl"))
             .arg(&self.data)
-            .arg(self.dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        cmd.spawn()
-            .map_err(|e| format!("PostgreSQL: cannot start the watchdog (sh): {e}"))
+            .arg(self.dir.path());
+        watchdog::Watchdog::spawn(cmd, "PostgreSQL")
     }
 }
 
@@ -404,9 +399,8 @@ impl Drop for TempPostgres {
                 .stderr(Stdio::null());
             let _ = cmd.status();
         }
-        if let Some(mut watchdog) = self.watchdog.take() {
-            drop(watchdog.stdin.take());
-            let _ = watchdog.wait();
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.release();
         }
     }
 }

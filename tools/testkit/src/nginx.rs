@@ -11,7 +11,6 @@
 //! Only the `nginx` binary is used; no HTTP client crate is needed here.
 
 use std::fs;
-use std::io::Write;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -20,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::{is_executable, log_tail, read_from};
+use crate::{is_executable, log_tail, read_from, watchdog::Watchdog};
 
 /// How many free ports to try when another process takes the one picked
 /// between choosing it and nginx binding it.
@@ -69,7 +68,7 @@ pub struct TempNginx {
     port: u16,
     config: String,
     access_log: PathBuf,
-    watchdog: Option<Child>,
+    watchdog: Option<Watchdog>,
     /// Declared last so it is removed after nginx is stopped.
     dir: TempDir,
 }
@@ -238,7 +237,7 @@ impl TempNginx {
     /// when there is none to stop) and removes the directory. Its own
     /// process group, so a Ctrl-C meant for the tests does not end it
     /// before it has done so.
-    fn spawn_watchdog(&self) -> Result<Child, String> {
+    fn spawn_watchdog(&self) -> Result<Watchdog, String> {
         // QUIT to the group lets nginx finish gracefully; `kill -0` on the
         // group finds any process of it still there (the master's group id
         // cannot be handed to another process while one is), and KILL ends
@@ -260,31 +259,22 @@ case $pid in
 esac
 rm -rf "$1"
 "#;
-        Command::new("sh")
-            .arg("-c")
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
             .arg(script)
             .arg("airlock-nginx-watchdog")
             .arg(self.dir.path())
-            .current_dir("/")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("nginx: cannot start the watchdog (sh): {e}"))
+            .current_dir("/");
+        Watchdog::spawn(cmd, "nginx")
     }
 
     /// Hands the watchdog a line: the pid of a master it must stop if the
     /// test process dies, or `stopped` once there is none.
     fn tell_watchdog(&mut self, line: &str) -> Result<(), String> {
-        let stdin = self
-            .watchdog
-            .as_mut()
-            .and_then(|watchdog| watchdog.stdin.as_mut())
-            .ok_or_else(|| "nginx: the watchdog is gone".to_string())?;
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .map_err(|e| format!("nginx: cannot talk to the watchdog: {e}"))
+        match self.watchdog.as_mut() {
+            Some(w) => w.tell(line),
+            None => Err("nginx: the watchdog is gone".into()),
+        }
     }
 }
 
@@ -297,9 +287,8 @@ impl Drop for TempNginx {
             stop(&mut master, STOP_GRACE);
             let _ = self.tell_watchdog("stopped");
         }
-        if let Some(mut watchdog) = self.watchdog.take() {
-            drop(watchdog.stdin.take());
-            let _ = watchdog.wait();
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.release();
         }
     }
 }

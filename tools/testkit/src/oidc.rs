@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::{is_executable, log_tail};
+use crate::{is_executable, log_tail, watchdog::Watchdog};
 
 /// How long the provider may take to print its ready line. Node starts in
 /// well under a second; a loaded CI machine can be much slower.
@@ -99,7 +99,7 @@ pub struct TempOidcProvider {
     port: u16,
     clients: Vec<OidcClient>,
     log: PathBuf,
-    watchdog: Option<Child>,
+    watchdog: Option<Watchdog>,
     /// Declared last so it is removed after the provider is stopped.
     dir: TempDir,
 }
@@ -423,7 +423,7 @@ impl TempOidcProvider {
     /// is none to kill) and removes the directory. Its own process group,
     /// so a Ctrl-C meant for the tests does not end it before it has done
     /// so.
-    fn spawn_watchdog(&self) -> Result<Child, String> {
+    fn spawn_watchdog(&self) -> Result<Watchdog, String> {
         let script = r#"
 pid=
 while read -r line; do pid=$line; done
@@ -433,31 +433,22 @@ case $pid in
 esac
 rm -rf "$1"
 "#;
-        Command::new("sh")
-            .arg("-c")
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
             .arg(script)
             .arg("airlock-oidc-watchdog")
             .arg(self.dir.path())
-            .current_dir("/")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("OpenID provider: cannot start the watchdog (sh): {e}"))
+            .current_dir("/");
+        Watchdog::spawn(cmd, "OpenID provider")
     }
 
     /// Hands the watchdog a line: the pid of a provider it must kill if
     /// the test process dies, or `stopped` once there is none.
     fn tell_watchdog(&mut self, line: &str) -> Result<(), String> {
-        let stdin = self
-            .watchdog
-            .as_mut()
-            .and_then(|watchdog| watchdog.stdin.as_mut())
-            .ok_or_else(|| "OpenID provider: the watchdog is gone".to_string())?;
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .map_err(|e| format!("OpenID provider: cannot talk to the watchdog: {e}"))
+        match self.watchdog.as_mut() {
+            Some(w) => w.tell(line),
+            None => Err("OpenID provider: the watchdog is gone".into()),
+        }
     }
 
     /// Kills the provider, waits for it and for the output copier, and
@@ -479,9 +470,8 @@ impl Drop for TempOidcProvider {
     /// nothing left.
     fn drop(&mut self) {
         self.stop();
-        if let Some(mut watchdog) = self.watchdog.take() {
-            drop(watchdog.stdin.take());
-            let _ = watchdog.wait();
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.release();
         }
     }
 }
