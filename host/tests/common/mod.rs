@@ -67,6 +67,10 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
             .args(args)
             .env("AIRLOCK_STATE_DIR", dir.path())
+            // Drop kills the server (SIGKILL): temporary files it makes
+            // (the simulated cluster's token files) go where the test
+            // removes them, not into /tmp for good.
+            .env("TMPDIR", dir.path())
             .env_remove("AIRLOCK_CONFIG")
             .env("AIRLOCK_LOG", "info")
             .stdin(Stdio::null())
