@@ -277,14 +277,8 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openid_providers_token_works_on_every_replica() {
     use airlock_testkit::{OidcClient, TempOidcProvider};
-    let packages = match TempOidcProvider::install_packages() {
-        Ok(p) => p,
-        // As for the other npm-based tests (mcp-clients/README.md).
-        Err(e) if e.contains("npm is not on PATH") => {
-            eprintln!("SKIPPED: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(packages) = common::oidc_packages() else {
+        return;
     };
     let provider = tokio::task::block_in_place(|| {
         TempOidcProvider::start(

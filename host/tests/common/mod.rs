@@ -225,3 +225,17 @@ pub fn text(r: &CallToolResult) -> String {
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect()
 }
+
+/// The npm packages the OpenID provider runs from, installed if missing;
+/// `None` (the test says SKIPPED) without npm, as for the other npm-based
+/// tests (mcp-clients/README.md).
+pub fn oidc_packages() -> Option<PathBuf> {
+    match airlock_testkit::TempOidcProvider::install_packages() {
+        Ok(p) => Some(p),
+        Err(e) if e.contains("npm is not on PATH") => {
+            eprintln!("SKIPPED: {e}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
