@@ -149,7 +149,7 @@ impl IssuerKeys {
             if let Some(jwk) = pick(&f.keys, kid, alg)? {
                 if now.duration_since(f.at) > MAX_KEY_AGE {
                     self.refresh_stale().await;
-                    return self.key_after_refresh(kid, alg);
+                    return self.key_in_current(kid, alg, || "no keys fetched yet".into());
                 }
                 return decoding_key(jwk, alg);
             }
@@ -167,33 +167,25 @@ impl IssuerKeys {
             // A failure is recorded in `state`; the answer below says it.
             let _ = self.fetch(&mut state).await;
         }
-        let after = self.current();
-        match after {
-            Some(f) => match pick(&f.keys, kid, alg)? {
-                Some(jwk) => decoding_key(jwk, alg),
-                None => Err(KeyError::Unknown {
-                    issuer: self.issuer.clone(),
-                    kid: kid.unwrap_or("(none given)").chars().take(64).collect(),
-                }),
-            },
-            None => Err(KeyError::Unavailable {
-                issuer: self.issuer.clone(),
-                reason: state
-                    .last_error
-                    .clone()
-                    .unwrap_or_else(|| "no keys fetched yet".into()),
-            }),
-        }
+        self.key_in_current(kid, alg, || {
+            state
+                .last_error
+                .clone()
+                .unwrap_or_else(|| "no keys fetched yet".into())
+        })
     }
 
-    fn key_after_refresh(
+    /// The key among those held now, after any fetch: unknown if they
+    /// lack it, unavailable (`why`, for the log) if none are held.
+    fn key_in_current(
         &self,
         kid: Option<&str>,
         alg: Algorithm,
+        why: impl FnOnce() -> String,
     ) -> Result<DecodingKey, KeyError> {
         let f = self.current().ok_or_else(|| KeyError::Unavailable {
             issuer: self.issuer.clone(),
-            reason: "no keys fetched yet".into(),
+            reason: why(),
         })?;
         match pick(&f.keys, kid, alg)? {
             Some(jwk) => decoding_key(jwk, alg),
