@@ -6,7 +6,11 @@
 //! writes a configuration file that points at it, so it can be used
 //! exactly like a real cluster.
 
-use std::{collections::BTreeMap, path::Path, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use airlock_collector::{CollectorConfig, TierRule};
 use airlock_gateway::{
@@ -325,6 +329,47 @@ pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simu
         collector,
         _scratch: scratch,
     })
+}
+
+/// Where `airlock demo` keeps approvals and the audit log: the state
+/// directory for simulations (`<state>/simulated`, as `exec` without a
+/// backend uses), not a temporary one, because the demo exits when its
+/// script ends and an approval must outlive that for the script's second
+/// run. A small configuration file, `demo.toml`, is (re)written there so
+/// the printed `approvals approve` command reaches this directory even
+/// when the user's own configuration points elsewhere.
+pub fn keep_demo_state(file: &mut ConfigFile) -> Result<PathBuf, String> {
+    // The demo reads no configuration: the default one's directory for
+    // simulations (`AIRLOCK_STATE_DIR`, XDG state home, ...).
+    let dir = ConfigFile::default()
+        .state_dir()
+        .map_err(|e| e.to_string())?;
+    let base = dir
+        .parent()
+        .ok_or_else(|| format!("the state directory {} has no parent", dir.display()))?
+        .to_path_buf();
+    airlock_gateway::private_files::private_dir(&dir).map_err(|e| e.to_string())?;
+    let config_path = dir.join("demo.toml");
+    let text = format!(
+        "# Written by `airlock demo`: names the state directory of its approvals and audit\n\
+         # ({}), for `airlock --config {} approvals ...`.\n\
+         state_dir = {:?}\n",
+        dir.display(),
+        config_path.display(),
+        base.display().to_string()
+    );
+    // Written whole and renamed into place: two demos at once both leave
+    // the same complete file.
+    let scratch = dir.join(format!("demo.toml.{}", std::process::id()));
+    std::fs::write(&scratch, text)
+        .and_then(|()| std::fs::rename(&scratch, &config_path))
+        .map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
+    let program = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "airlock".into());
+    file.state_dir = Some(dir.clone());
+    file.approve_command = Some(crate::settings::approve_command(&program, &config_path));
+    Ok(dir)
 }
 
 /// A temporary directory only this user can enter: it holds token files

@@ -64,7 +64,9 @@ enum Command {
     /// (--collector) and the simulated tasks' duration.
     ///
     /// Identities: local and rita (mode ro), olga (operator), alice (rw).
-    /// Approvals and the audit log go to a temporary state directory.
+    /// Approvals and the audit log are kept in the state directory for
+    /// simulations (`<state>/simulated`), so an approval granted after the
+    /// run is there for the script's next run.
     Demo {
         /// Script to run instead of the fleet report; `-` reads stdin.
         file: Option<PathBuf>,
@@ -377,12 +379,15 @@ async fn demo_command(
     let options = demo::SimOptions {
         task_delay: Duration::from_millis(task_delay_ms),
         collector: with_collector,
-        own_state: true,
+        own_state: false,
     };
     let simulated = match demo::simulate(&mut file, options).await {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
+    if let Err(e) = demo::keep_demo_state(&mut file) {
+        return fail(&e);
+    }
     let (nodes, guests) = simulated
         .sim
         .with_cluster(|c| (c.nodes.len(), c.guests.len()))

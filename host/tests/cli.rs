@@ -548,6 +548,55 @@ fn approval_round_trip_from_the_command_line() {
     assert!(out.status.success(), "{}", text(&out.stdout));
 }
 
+/// `airlock demo FILE` exits when its script ends, so the approval command
+/// it prints must reach a store that outlives it, and the script's next
+/// run must find the approval there.
+#[test]
+fn the_demo_approval_command_works_after_the_demo_exits() {
+    let state = State::new();
+    let script = "await tools.vm_stop({node: 'pve1', vmid: 100})";
+    let demo = |state: &State| {
+        state.run(
+            &[
+                "demo",
+                "--json",
+                "--identity",
+                "olga",
+                "--task-delay-ms",
+                "1",
+                "-",
+            ],
+            script,
+        )
+    };
+    let first = json_of(&demo(&state));
+    assert_eq!(first["result"]["error"]["kind"], "ApprovalRequired");
+    let id = first["result"]["error"]["request_id"].as_str().unwrap();
+    let how = first["result"]["error"]["how"].as_str().unwrap();
+    let printed = how
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("a command in backquotes: {how}"));
+    let words: Vec<&str> = printed.split_whitespace().collect();
+    assert_eq!(words.last(), Some(&id), "{printed}");
+    // Run as printed, from another directory and without the test's
+    // state variable: the command alone must name the store.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(words[0])
+        .args(&words[1..])
+        .current_dir(elsewhere.path())
+        .env_remove("AIRLOCK_STATE_DIR")
+        .env_remove("AIRLOCK_CONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{printed}: {}", text(&out.stderr));
+    let second = json_of(&demo(&state));
+    let task = second["result"]["ok"].as_str().unwrap_or_default();
+    assert!(task.contains(":qmstop:100:"), "approved, it ran: {second}");
+    let out = state.run(&["audit", "verify"], "");
+    assert!(out.status.success(), "{}", text(&out.stdout));
+}
+
 #[test]
 fn audit_verify_finds_the_edited_line() {
     let state = State::new();
