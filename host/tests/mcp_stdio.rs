@@ -288,6 +288,65 @@ async fn after_a_decline_the_client_is_not_asked_again_in_that_execution() {
     client.cancel().await.unwrap();
 }
 
+/// With `Promise.all`, the decline of the first call ends the script while
+/// its siblings wait behind that question; their approval requests are
+/// already filed. The trace must say so: every call whose request is in
+/// the store is traced as `approval_required` or `policy_denied` (the
+/// declined one), none of them as merely `cancelled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_abandoned_after_a_decline_are_traced_as_their_requests_stand() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!("state_dir = {:?}\n", dir.path().display().to_string()),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let no = Person {
+        can_ask: true,
+        approve: false,
+        ..person()
+    };
+    let client = connect(no, &["--config", &config, "--identity", "alice"]).await;
+    let script = "await Promise.all(Array.from({length: 10}, (_, i) =>\n\
+          tools.vm_shutdown({node: 'pve1', vmid: 101, timeout: 10 + i})))";
+    let r = call(&client, "execute", json!({"script": script})).await;
+    assert_eq!(
+        structured(&r)["error"]["kind"],
+        "PolicyDenied",
+        "{}",
+        text(&r)
+    );
+    client.cancel().await.unwrap();
+
+    let mut traced = std::collections::BTreeMap::<String, usize>::new();
+    for c in structured(&r)["calls"].as_array().expect("the trace") {
+        *traced
+            .entry(c["status"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["--config", &config, "approvals", "list", "--all", "--json"])
+        .env_remove("AIRLOCK_CONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let filed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let state = |s: &str| filed.iter().filter(|r| r["status"] == s).count();
+    assert_eq!(state("denied"), 1, "{filed:?}");
+    assert_eq!(traced.get("policy_denied"), Some(&1), "{traced:?}");
+    assert_eq!(
+        traced.get("approval_required").copied().unwrap_or(0),
+        state("pending"),
+        "each filed request is traced as such: {traced:?} {filed:?}"
+    );
+    assert!(
+        state("pending") >= 1,
+        "siblings filed before the person answered: {filed:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_execution_asks_one_question_at_a_time_and_a_few_at_most() {
     let yes = Person {

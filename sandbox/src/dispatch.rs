@@ -27,7 +27,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use crate::{
     limits::{Limit, Limits},
     store::{Done, Failures, Request, Trace},
-    tool_host::{codes, ToolCall, ToolFailure, ToolHost},
+    tool_host::{codes, CallNote, ToolCall, ToolFailure, ToolHost},
 };
 
 enum Finished {
@@ -94,10 +94,12 @@ pub async fn run(
         {
             rec.start_us = begun.duration_since(started).as_micros() as u64;
         }
+        let note = CallNote::of(trace.clone(), id);
         Box::pin(async move {
             let call = ToolCall {
                 name: name.clone(),
                 args,
+                note,
             };
             let result = match tokio::time::timeout(call_timeout, host.call(call)).await {
                 Ok(r) => r,

@@ -44,7 +44,7 @@ pub use limits::{
 };
 pub use outcome::{CallRecord, ExecError, LogEntry, LogLevel, Outcome, Stats, Truncation};
 pub use sandbox::{Mode, Sandbox, SandboxConfig};
-pub use tool_host::{codes, ToolCall, ToolFailure, ToolHost};
+pub use tool_host::{codes, CallNote, ToolCall, ToolFailure, ToolHost};
 
 /// The guest module embedded in this build, for tests that want to poke at
 /// the ABI directly.

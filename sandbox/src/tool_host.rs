@@ -10,10 +10,56 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// A tool call as the script made it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct ToolCall {
     pub name: String,
     pub args: Value,
+    /// Where the host says how far the call got, for the trace.
+    pub note: CallNote,
+}
+
+impl ToolCall {
+    /// A call with no trace behind it (the host's own tests and tools).
+    pub fn new(name: impl Into<String>, args: Value) -> Self {
+        Self {
+            name: name.into(),
+            args,
+            note: CallNote::default(),
+        }
+    }
+}
+
+/// The trace entry of one call, for the host to say where the call stands
+/// before it ends. A call the execution abandons (the script finished, or
+/// failed, while it waited) is traced as `cancelled` unless the host noted
+/// more: a call whose approval request was filed is noted
+/// `approval_required`, because that request stays open for an operator
+/// after the script is gone, and the trace must not say the call never
+/// asked. The call's end, if it comes, overwrites the note.
+#[derive(Clone, Default)]
+pub struct CallNote(Option<(crate::store::Trace, u32)>);
+
+impl CallNote {
+    pub(crate) fn of(trace: crate::store::Trace, id: u32) -> Self {
+        Self(Some((trace, id)))
+    }
+
+    /// Sets the call's status in the trace while it is still running.
+    pub fn status(&self, code: &str) {
+        let Some((trace, id)) = &self.0 else { return };
+        let mut trace = trace.lock().unwrap();
+        if let Some((_, rec)) = trace.iter_mut().rev().find(|(i, _)| i == id) {
+            if rec.duration_us.is_none() {
+                rec.status = code.to_string();
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for CallNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallNote")
+    }
 }
 
 /// A failed tool call. The script sees it as a catchable `Error` named

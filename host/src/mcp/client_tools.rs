@@ -148,7 +148,7 @@ impl ClientTools {
 #[async_trait]
 impl ToolHost for ClientTools {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure> {
-        let ToolCall { name, args } = call;
+        let ToolCall { name, args, note } = call;
         let result = match self
             .gateway
             .call_keeping_args(&self.caller, &name, args)
@@ -169,6 +169,10 @@ impl ToolHost for ClientTools {
                     .gateway
                     .may_approve_in_client(&self.caller.identity, &tool) =>
             {
+                // Filed: should the execution end while this call waits
+                // for the person (behind another prompt, say), the trace
+                // still says its request is open.
+                note.status(airlock_sandbox::codes::APPROVAL_REQUIRED);
                 let (result, held) = self
                     .approve_in_client(&name, args, tool, request_id, summary, how)
                     .await;
