@@ -163,7 +163,7 @@ pub const ARGS_VALUE_OVERHEAD: u64 = 64;
 /// Size in bytes of an encoded [`Completion`].
 pub const COMPLETION_SIZE: usize = 12;
 
-/// Console levels, in the order of `console.log/info/warn/error`.
+/// Console levels, in the order of `console.log/info/warn/error/debug`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum LogLevel {
@@ -171,6 +171,7 @@ pub enum LogLevel {
     Info = 1,
     Warn = 2,
     Error = 3,
+    Debug = 4,
 }
 
 impl LogLevel {
@@ -181,6 +182,7 @@ impl LogLevel {
             1 => Some(Self::Info),
             2 => Some(Self::Warn),
             3 => Some(Self::Error),
+            4 => Some(Self::Debug),
             _ => None,
         }
     }
@@ -192,6 +194,7 @@ impl LogLevel {
             Self::Info => "info",
             Self::Warn => "warn",
             Self::Error => "error",
+            Self::Debug => "debug",
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use airlock_gateway::{visible, Mode, UNTRUSTED_NOTE};
-use airlock_sandbox::{ExecError, LogLevel, Outcome};
+use airlock_sandbox::{ExecError, Outcome};
 use serde_json::{json, Value};
 
 /// Largest compact JSON that is shown indented. Indenting costs two spaces
@@ -69,12 +69,7 @@ pub fn human(view: &View<'_>) -> bool {
     let outcome = view.outcome;
     let mut err = std::io::stderr().lock();
     for line in &outcome.logs {
-        let tag = match line.level {
-            LogLevel::Log => "log",
-            LogLevel::Info => "info",
-            LogLevel::Warn => "warn",
-            LogLevel::Error => "error",
-        };
+        let tag = line.level.as_str();
         let _ = writeln!(err, "[{tag}] {}", visible::visible(&line.message));
     }
     if let Some(t) = &outcome.logs_truncated {

@@ -74,6 +74,20 @@ pub enum LogLevel {
     Info,
     Warn,
     Error,
+    Debug,
+}
+
+impl LogLevel {
+    /// The lower-case name, as in `console.<name>` and the JSON outcome.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Log => "log",
+            Self::Info => "info",
+            Self::Warn => "warn",
+            Self::Error => "error",
+            Self::Debug => "debug",
+        }
+    }
 }
 
 impl From<airlock_guest_sdk::abi::LogLevel> for LogLevel {
@@ -84,6 +98,7 @@ impl From<airlock_guest_sdk::abi::LogLevel> for LogLevel {
             L::Info => Self::Info,
             L::Warn => Self::Warn,
             L::Error => Self::Error,
+            L::Debug => Self::Debug,
         }
     }
 }

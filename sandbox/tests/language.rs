@@ -118,7 +118,7 @@ async fn promise_all_puts_calls_in_flight_together() {
 
 #[tokio::test]
 async fn console_is_captured_with_levels() {
-    let o = run("console.log('a', 1, {b: [2]}); console.info('i'); console.warn('w'); console.error(new TypeError('bad')); 0").await;
+    let o = run("console.log('a', 1, {b: [2]}); console.info('i'); console.warn('w'); console.error(new TypeError('bad')); console.debug('d'); 0").await;
     ok(&o);
     let got: Vec<_> = o
         .logs
@@ -132,6 +132,7 @@ async fn console_is_captured_with_levels() {
             (LogLevel::Info, "i"),
             (LogLevel::Warn, "w"),
             (LogLevel::Error, "TypeError: bad"),
+            (LogLevel::Debug, "d"),
         ]
     );
 }

@@ -156,7 +156,7 @@ fn install(ctx: &mut Context) -> JsResult<()> {
         ("info", LogLevel::Info),
         ("warn", LogLevel::Warn),
         ("error", LogLevel::Error),
-        ("debug", LogLevel::Log),
+        ("debug", LogLevel::Debug),
     ] {
         console.function(
             NativeFunction::from_copy_closure(move |_, args, ctx| {

@@ -2,7 +2,7 @@
 //! programs, and a compact text rendering for the model to read.
 
 use airlock_gateway::{search::Results, visible, SchemaAnswer, UNTRUSTED_NOTE};
-use airlock_sandbox::{ExecError, LogLevel, Outcome};
+use airlock_sandbox::{ExecError, Outcome};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 
@@ -95,12 +95,7 @@ pub fn outcome(o: &Outcome) -> CallToolResult {
     if !o.logs.is_empty() {
         text.push_str("console:\n");
         for l in &o.logs {
-            let tag = match l.level {
-                LogLevel::Log => "log",
-                LogLevel::Info => "info",
-                LogLevel::Warn => "warn",
-                LogLevel::Error => "error",
-            };
+            let tag = l.level.as_str();
             text.push_str(&format!("  [{tag}] {}\n", visible::visible(&l.message)));
         }
     }
