@@ -71,7 +71,7 @@ enum Command {
         /// Script to run instead of the fleet report; `-` reads stdin.
         file: Option<PathBuf>,
         /// Identity to run as.
-        #[arg(long, default_value = "local")]
+        #[arg(long, env = "AIRLOCK_IDENTITY", default_value = "local")]
         identity: String,
         /// Print the whole outcome as JSON.
         #[arg(long)]

@@ -129,6 +129,7 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
         })?;
     file.approval
         .check()
+        .and_then(|()| file.rate.check())
         .map_err(|message| SettingsError::Parse {
             path: path.display().to_string(),
             message,
@@ -423,28 +424,7 @@ fn set<T>(slot: &mut T, value: Option<T>) {
     }
 }
 
-/// `4096`, `64KiB`, `256MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of 1024).
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size; write e.g. 4096, 64KiB, 256MiB or 1GiB"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        other => {
-            return Err(format!(
-                "unknown size unit `{other}` in `{s}`; use KiB, MiB or GiB"
-            ))
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("`{s}` is too large"))
-}
+pub use airlock_sandbox::parse_bytes;
 
 #[cfg(test)]
 mod tests {
@@ -459,6 +439,25 @@ mod tests {
         assert_eq!(parse_bytes("1 GiB"), Ok(1 << 30));
         assert!(parse_bytes("12 parsecs").unwrap_err().contains("unit"));
         assert!(parse_bytes("lots").is_err());
+    }
+
+    #[test]
+    fn the_file_takes_sizes_as_flags_do() {
+        let file: ConfigFile =
+            toml::from_str("[limits]\nmemory_bytes = \"64MiB\"\nlog_bytes = 4096\n").unwrap();
+        assert_eq!(file.limits.memory_bytes, 64 << 20);
+        assert_eq!(file.limits.log_bytes, 4096);
+        let err = toml::from_str::<ConfigFile>("[limits]\nresult_bytes = \"12 parsecs\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("result_bytes") && err.contains("unit"),
+            "{err}"
+        );
+        let err = toml::from_str::<ConfigFile>("[limits]\nargs_bytes = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("args_bytes") && err.contains("64MiB"), "{err}");
     }
 
     fn write(text: &str) -> (tempfile::TempDir, PathBuf) {

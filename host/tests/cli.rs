@@ -173,6 +173,15 @@ fn bad_settings_exit_2_naming_the_problem() {
         "{}",
         text(&out.stderr)
     );
+    // So does a backend no call may reach.
+    let config = state.config("[rate]\nbackend_concurrency = 0\n");
+    let out = state.run(&["--config", &config, "exec", "-"], "1");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("rate.backend_concurrency = 0"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -39,8 +39,8 @@ use std::path::Path;
 pub use airlock_guest_sdk::abi::{ARGS_VALUE_OVERHEAD, LOG_LINE_OVERHEAD};
 pub use cache::default_dir as default_cache_dir;
 pub use limits::{
-    Capacity, Limit, Limits, LimitsError, MAX_EXECUTIONS_IN_FLIGHT, MAX_HANDOVER_BYTES,
-    MAX_MEMORY_BYTES,
+    parse_bytes, Capacity, Limit, Limits, LimitsError, MAX_EXECUTIONS_IN_FLIGHT,
+    MAX_HANDOVER_BYTES, MAX_MEMORY_BYTES,
 };
 pub use outcome::{CallRecord, ExecError, LogEntry, LogLevel, Outcome, Stats, Truncation};
 pub use sandbox::{Mode, Sandbox, SandboxConfig};

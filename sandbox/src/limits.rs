@@ -18,9 +18,11 @@ pub struct Limits {
     /// Script source size. Agents' scripts are a few KiB; 128 KiB leaves room
     /// for embedded data without letting a prompt-injected agent ship a
     /// megabyte of code.
+    #[serde(deserialize_with = "size")]
     pub source_bytes: u64,
     /// Guest linear memory, including the ~10 MiB the JS runtime starts
     /// with. 256 MiB holds a fleet-wide inventory with room to spare.
+    #[serde(deserialize_with = "size")]
     pub memory_bytes: u64,
     /// Wall-clock budget for the whole execution, time spent waiting on
     /// tools included.
@@ -39,18 +41,63 @@ pub struct Limits {
     pub call_timeout_ms: u64,
     /// Size of the JSON result handed back; larger results are truncated to
     /// valid JSON and marked.
+    #[serde(deserialize_with = "size")]
     pub result_bytes: u64,
     /// Console output kept; further lines are dropped and counted. Each
     /// line costs its bytes plus a fixed overhead
     /// (`abi::LOG_LINE_OVERHEAD`), so empty lines are bounded too.
+    #[serde(deserialize_with = "size")]
     pub log_bytes: u64,
     /// JSON argument bytes all tool calls of one execution may hand the
     /// host, charged before the host reads them: the host parses and
     /// holds arguments in its own memory, outside `memory_bytes`.
+    #[serde(deserialize_with = "size")]
     pub args_bytes: u64,
     /// Timers (`setTimeout`) armed and not yet fired or cleared at once;
     /// each is a task on the host.
     pub timers: u32,
+}
+
+/// `4096`, `64KiB`, `256MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of
+/// 1024): how sizes are written in flags, variables and the TOML file.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size; write e.g. 4096, 64KiB, 256MiB or 1GiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{s}`; use KiB, MiB or GiB"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// A byte size in the file: a number of bytes, or a string with a unit
+/// (`"64MiB"`), as flags and variables take it.
+fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    match Size::deserialize(d) {
+        Ok(Size::Bytes(n)) => Ok(n),
+        Ok(Size::Text(s)) => parse_bytes(&s).map_err(serde::de::Error::custom),
+        Err(_) => Err(serde::de::Error::custom(
+            "expected a size: a number of bytes or a string such as \"64MiB\"",
+        )),
+    }
 }
 
 impl Default for Limits {

@@ -70,6 +70,17 @@ pub struct RateConfig {
     pub backend_concurrency: u32,
 }
 
+impl RateConfig {
+    /// A backend nobody may call is a configuration mistake, not a limit:
+    /// 0 is refused rather than read as "one" or "unlimited".
+    pub fn check(&self) -> Result<(), String> {
+        if self.backend_concurrency == 0 {
+            return Err("rate.backend_concurrency = 0 would let no call reach a backend; give the number of calls that may run at once against one backend (default 16)".into());
+        }
+        Ok(())
+    }
+}
+
 impl Default for RateConfig {
     fn default() -> Self {
         Self {

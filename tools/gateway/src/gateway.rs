@@ -385,6 +385,7 @@ impl Gateway {
         backends: Vec<Arc<dyn Backend>>,
     ) -> Result<(Self, Vec<Clash>), GatewayError> {
         config.approval.check().map_err(GatewayError::Config)?;
+        config.rate.check().map_err(GatewayError::Config)?;
         let mut by_id = HashMap::new();
         let mut sources = Vec::new();
         let mut order = Vec::new();
@@ -397,10 +398,7 @@ impl Gateway {
             sources.push((id.clone(), b.tools()));
             by_id.insert(
                 id,
-                (
-                    b,
-                    Semaphore::new(config.rate.backend_concurrency.max(1) as usize),
-                ),
+                (b, Semaphore::new(config.rate.backend_concurrency as usize)),
             );
         }
         let (catalog, clashes) = Catalog::build(sources)?;
