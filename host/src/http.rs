@@ -280,7 +280,15 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
     // is sent, so a stopping server can wait for it; a GET's event stream
     // lives as long as the session and is not waited for.
     let answering = (req.method() == axum::http::Method::POST).then(|| gate.answers.token());
-    let response = next.run(req).await;
+    let ending = req.method() == axum::http::Method::DELETE;
+    let mut response = next.run(req).await;
+    // The session is gone when the MCP library answers 202; clients check
+    // for 200 or 204 (the Python SDK logs "Session termination failed:
+    // 202"), and nothing more is coming, which is what 204 says.
+    if ending && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        *response.body_mut() = axum::body::Body::empty();
+    }
     let response = match answering {
         Some(token) => response.map(|body| {
             use futures::StreamExt;

@@ -55,7 +55,25 @@ async fn keys_hosts_origins_and_bodies_are_checked_before_mcp() {
 
     let r = post(&server, Some(&alice), &[], initialize().to_string()).await;
     assert_eq!(r.status(), 200);
-    assert!(r.headers().contains_key("mcp-session-id"));
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    // Ending the session says so with 204, which clients take as done
+    // (the Python SDK reports 202 as a failed termination).
+    let ended = reqwest::Client::new()
+        .delete(&server.url)
+        .bearer_auth(&alice)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    let r = post(
+        &server,
+        Some(&alice),
+        &[("mcp-session-id", session.as_str())],
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string(),
+    )
+    .await;
+    assert_eq!(r.status(), 404, "the ended session is gone");
 
     let r = post(
         &server,

@@ -33,6 +33,10 @@ struct Person {
     most_at_once: Arc<AtomicU32>,
     progress: Arc<tokio::sync::Notify>,
     logs: tokio::sync::mpsc::UnboundedSender<Value>,
+    /// Take the question and wait until the server withdraws it.
+    hold: bool,
+    /// The reasons of withdrawn questions (`notifications/cancelled`).
+    withdrawn: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 impl ClientHandler for Person {
@@ -54,6 +58,11 @@ impl ClientHandler for Person {
         let now = self.answering.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_at_once.fetch_max(now, Ordering::SeqCst);
         let text = serde_json::to_string(&request).unwrap_or_default();
+        if self.hold {
+            // Answered only after the server withdrew the question (the
+            // test fails on its own if it never does).
+            std::future::pending::<()>().await;
+        }
         // A person takes a moment: give other questions a chance to
         // arrive meanwhile, if the server sent any.
         for _ in 0..100 {
@@ -66,6 +75,14 @@ impl ClientHandler for Person {
         );
         Ok(ElicitResult::new(ElicitationAction::Accept)
             .with_content(json!({"approve": self.approve})))
+    }
+
+    async fn on_cancelled(
+        &self,
+        params: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.withdrawn.send(params.reason.unwrap_or_default());
     }
 
     async fn on_progress(
@@ -116,6 +133,8 @@ fn listening_person() -> (Person, tokio::sync::mpsc::UnboundedReceiver<Value>) {
         most_at_once: Arc::default(),
         progress: Arc::default(),
         logs,
+        hold: false,
+        withdrawn: tokio::sync::mpsc::unbounded_channel().0,
     };
     (p, rx)
 }
@@ -347,6 +366,38 @@ async fn calls_abandoned_after_a_decline_are_traced_as_their_requests_stand() {
     );
 }
 
+/// An execution that ends while its question is open (a sibling call
+/// failed and `Promise.all` gave up) withdraws the question, so the client
+/// does not keep asking about a call nobody waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_the_execution_no_longer_waits_for_is_withdrawn() {
+    let (withdrawn, mut reasons) = tokio::sync::mpsc::unbounded_channel();
+    let holding = Person {
+        can_ask: true,
+        hold: true,
+        withdrawn,
+        ..person()
+    };
+    let asked = holding.asked.clone();
+    let client = connect(holding, &["--demo", "--identity", "alice"]).await;
+    let script = "await Promise.all([\n\
+          tools.vm_shutdown({node: 'pve1', vmid: 101, timeout: 5}),\n\
+          new Promise((_, reject) => setTimeout(() => reject(new Error('sibling failed')), 50))])";
+    let r = call(&client, "execute", json!({"script": script})).await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(text(&r).contains("sibling failed"), "{}", text(&r));
+    let reason = tokio::time::timeout(std::time::Duration::from_secs(10), reasons.recv())
+        .await
+        .expect("the question is withdrawn")
+        .unwrap();
+    assert!(
+        reason.contains("execution that asked has ended"),
+        "{reason}"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_execution_asks_one_question_at_a_time_and_a_few_at_most() {
     let yes = Person {
@@ -517,6 +568,15 @@ async fn resources_prompts_completion_and_log_messages() {
         .sum();
     assert!(per_tier > 100, "{catalog}");
     assert_eq!(catalog["tools"], per_tier, "{catalog}");
+    // Forbidden tools are counted (search counts them too) and said apart.
+    let forbidden: u64 = catalog["backends"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|tiers| tiers["forbidden"].as_u64())
+        .sum();
+    assert!(forbidden > 0, "{catalog}");
+    assert_eq!(catalog["callable"], per_tier - forbidden, "{catalog}");
     let decl = read("airlock://tools/vm_list").await.unwrap();
     assert!(decl.contains("function vm_list(args: {"), "{decl}");
     let err = read("airlock://tools/vm_lsit")

@@ -26,7 +26,7 @@ use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
 use async_trait::async_trait;
 use rmcp::{
     model::{ProgressNotificationParam, ProgressToken},
-    service::{ElicitationError, Peer},
+    service::Peer,
     RoleServer,
 };
 use schemars::JsonSchema;
@@ -107,13 +107,9 @@ impl ClientTools {
             visible(&self.caller.identity),
             visible(summary)
         );
-        match peer.elicit::<Approval>(message).await {
-            Ok(Some(a)) => Ok(a.approve),
-            Ok(None)
-            | Err(ElicitationError::UserDeclined)
-            | Err(ElicitationError::UserCancelled) => Ok(false),
-            Err(e) => Err(e.to_string()),
-        }
+        super::question::ask(peer, message)
+            .await
+            .map(|a| a == super::question::Answer::Approved)
     }
 
     async fn report(&self, name: &str, outcome: Result<(), &CallError>) {

@@ -6,6 +6,7 @@
 mod client_tools;
 mod logging;
 mod prompts;
+mod question;
 mod render;
 pub mod resources;
 pub mod tools;
