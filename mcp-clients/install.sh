@@ -22,7 +22,7 @@ install() {
     if [ -d "$dir/node_modules" ] && [ "$(cat "$dir/.installed" 2>/dev/null)" = "$stamp" ]; then
         return 0
     fi
-    echo "install.sh: installing the MCP conformance suite, the Inspector and oidc-provider into $dir (npm, about a minute)" >&2
+    echo "install.sh: installing the MCP conformance suite, the Inspector and oidc-provider into $dir (npm, about 10 s)" >&2
     rm -f "$dir/.installed"
     cp "$here/package.json" "$here/package-lock.json" "$dir/"
     # `npm ci` rejects this lock file as out of sync: it was written on

@@ -82,7 +82,7 @@ fn own() -> Vec<Resource> {
         Resource::new(CATALOG, "catalog")
             .with_title("Tool catalog summary")
             .with_description(
-                "How many tools each backend offers, by tier and by area (vm, ct, storage, ...).",
+                "How many tools each backend offers, by tier (forbidden ones, which no mode may call, included) and by area (vm, ct, storage, ...).",
             )
             .with_mime_type(JSON),
         Resource::new(LIMITS, "limits")
@@ -180,13 +180,16 @@ fn pretty(v: Value) -> String {
 fn catalog(shared: &Shared) -> Value {
     let mut backends: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
     let mut areas: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut total = 0;
+    let (mut total, mut forbidden) = (0, 0);
     let catalog = shared.gateway.catalog();
     for e in catalog.iter() {
-        if e.spec.tier == Tier::Forbidden {
-            continue;
-        }
+        // Counted like the rest, as search counts them, and shown as a
+        // tier of their own: an agent that finds a tool by name in the
+        // backend's docs learns here that it exists and cannot be called.
         total += 1;
+        if e.spec.tier == Tier::Forbidden {
+            forbidden += 1;
+        }
         *backends
             .entry(e.spec.backend.as_str())
             .or_default()
@@ -197,6 +200,7 @@ fn catalog(shared: &Shared) -> Value {
     }
     json!({
         "tools": total,
+        "callable": total - forbidden,
         "backends": backends,
         "areas": areas,
         "how": "search finds tools by what you want to do; get_schema gives their declarations; execute runs a script that calls them as tools.NAME(args)",
