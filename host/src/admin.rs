@@ -6,7 +6,7 @@
 use std::{os::unix::fs::OpenOptionsExt, path::PathBuf, process::ExitCode, sync::Arc};
 
 use airlock_gateway::{
-    approval::Request,
+    approval::{ApprovalError, Request},
     audit,
     keys::{self, EnrollmentFile, KeyStore},
     state::State,
@@ -23,19 +23,29 @@ pub enum ApprovalAction {
         /// Include decided, used and expired requests.
         #[arg(long)]
         all: bool,
-        #[arg(long)]
+        /// Print them as JSON.
+        #[arg(long, conflicts_with = "ids")]
         json: bool,
+        /// Print only their ids, one per line (for `approvals approve
+        /// $(airlock approvals list --ids)` once the list has been read).
+        #[arg(long)]
+        ids: bool,
     },
-    /// Allow the one call a request describes.
+    /// Allow the one call each request describes.
     Approve {
-        id: String,
+        /// Request ids (`ap-…`), one or more.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
         /// Who decided (recorded with the request).
         #[arg(long, env = "USER", default_value = "operator")]
         by: String,
     },
-    /// Refuse it.
+    /// Refuse them.
     Deny {
-        id: String,
+        /// Request ids (`ap-…`), one or more.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        /// Who decided (recorded with the request).
         #[arg(long, env = "USER", default_value = "operator")]
         by: String,
     },
@@ -175,8 +185,44 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
         }
     };
     let now = now_ms();
+    // Each id is decided on its own: one unknown or expired id does not
+    // stop the others, and the exit code says whether any failed.
+    let each = |ids: Vec<String>, decide: &dyn Fn(&str) -> Result<(), ApprovalError>| {
+        let mut failed = false;
+        for id in ids {
+            if let Err(e) = decide(&id) {
+                eprintln!("error: {e}");
+                failed = true;
+            }
+        }
+        if failed {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        }
+    };
     let result = match action {
-        ApprovalAction::List { all, json } => store.list(now, all).map(|list| {
+        ApprovalAction::Approve { ids, by } => {
+            return each(ids, &|id| {
+                store.approve(id, &by, now).map(|r| {
+                    println!("approved: {}", describe(&r, now));
+                    println!("the same call, by the same identity, now runs once");
+                })
+            })
+        }
+        ApprovalAction::Deny { ids, by } => {
+            return each(ids, &|id| {
+                store
+                    .deny(id, &by, now)
+                    .map(|r| println!("denied: {}", describe(&r, now)))
+            })
+        }
+        ApprovalAction::List { all, ids: true, .. } => store.list(now, all).map(|list| {
+            for r in &list {
+                println!("{}", r.id);
+            }
+        }),
+        ApprovalAction::List { all, json, .. } => store.list(now, all).map(|list| {
             if json {
                 println!(
                     "{}",
@@ -190,13 +236,6 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
                 }
             }
         }),
-        ApprovalAction::Approve { id, by } => store.approve(&id, &by, now).map(|r| {
-            println!("approved: {}", describe(&r, now));
-            println!("the same call, by the same identity, now runs once");
-        }),
-        ApprovalAction::Deny { id, by } => store
-            .deny(&id, &by, now)
-            .map(|r| println!("denied: {}", describe(&r, now))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

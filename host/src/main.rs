@@ -91,7 +91,7 @@ enum Command {
     /// configuration file that points Airlock at it.
     Sim {
         /// Port on 127.0.0.1 (0 picks a free one).
-        #[arg(long, default_value_t = 8006)]
+        #[arg(long, env = "AIRLOCK_SIM_PORT", default_value_t = 8006)]
         port: u16,
         /// Directory for the configuration file, token files and state.
         #[arg(long, default_value = "airlock-sim")]
