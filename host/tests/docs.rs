@@ -11,8 +11,9 @@
 //!   output it must print. `…` in TEXT stands for anything; spacing is not
 //!   compared. A command ending in `&` runs in the background, is ready
 //!   once it prints its first line, and is stopped when the file is done.
-//! - Every ` ```toml ` block is read as a configuration file, and every
-//!   ` ```json ` block parses.
+//! - Every ` ```js ` block runs as a script against the simulator and
+//!   ends with a value, every ` ```toml ` block is read as a configuration
+//!   file, and every ` ```json ` block parses.
 //!
 //! A block that cannot run here (it needs PostgreSQL, a real cluster, an
 //! MCP client or `sudo`) is simply not marked runnable.
@@ -328,6 +329,31 @@ fn every_toml_block_is_a_configuration_airlock_reads() {
         }
     }
     assert!(read >= 5, "{read} TOML blocks");
+}
+
+#[test]
+fn every_js_block_runs_against_the_simulator() {
+    let session = Session::new();
+    let mut ran = 0;
+    for file in documents() {
+        for block in blocks(&file).into_iter().filter(|b| b.info == "js") {
+            let mut cmd = session.command("airlock exec --json -");
+            cmd.stdin(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            std::io::Write::write_all(&mut child.stdin.take().unwrap(), block.text.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            let outcome: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{}: no outcome ({e}): {out:?}", block.at));
+            assert!(
+                outcome["result"].get("ok").is_some(),
+                "{}: the script fails: {outcome}",
+                block.at
+            );
+            ran += 1;
+        }
+    }
+    assert!(ran >= 1, "{ran} JavaScript blocks");
 }
 
 #[test]
