@@ -6,7 +6,7 @@
 use std::{os::unix::fs::OpenOptionsExt, path::PathBuf, process::ExitCode, sync::Arc};
 
 use airlock_gateway::{
-    approval::{ApprovalError, Request},
+    approval::{ApprovalError, Request, Status},
     audit,
     keys::{self, EnrollmentFile, KeyStore},
     state::State,
@@ -26,8 +26,10 @@ pub enum ApprovalAction {
         /// Print them as JSON.
         #[arg(long, conflicts_with = "ids")]
         json: bool,
-        /// Print only their ids, one per line (for `approvals approve
-        /// $(airlock approvals list --ids)` once the list has been read).
+        /// Print only the ids of requests waiting for a decision, one per
+        /// line: saved before the list is read, they are what `approvals
+        /// approve` may then be given (a request filed meanwhile is not
+        /// among them).
         #[arg(long)]
         ids: bool,
     },
@@ -218,8 +220,8 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
             })
         }
         ApprovalAction::List { all, ids: true, .. } => store.list(now, all).map(|list| {
-            for r in &list {
-                println!("{}", r.id);
+            for r in list.iter().filter(|r| r.status == Status::Pending) {
+                println!("{}", visible(&r.id));
             }
         }),
         ApprovalAction::List { all, json, .. } => store.list(now, all).map(|list| {
