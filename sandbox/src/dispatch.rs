@@ -94,7 +94,7 @@ pub async fn run(
         {
             rec.start_us = begun.duration_since(started).as_micros() as u64;
         }
-        let note = CallNote::of(trace.clone(), id);
+        let note = CallNote::of(trace, id);
         Box::pin(async move {
             let call = ToolCall {
                 name: name.clone(),

@@ -64,9 +64,13 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size; write e.g. 4096, 64KiB, 256MiB or 1GiB"))?;
+    let n: u64 = num.parse().map_err(|_| {
+        if num.is_empty() {
+            format!("`{s}` is not a size; write e.g. 4096, 64KiB, 256MiB or 1GiB")
+        } else {
+            format!("`{s}` is too large")
+        }
+    })?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,

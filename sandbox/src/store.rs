@@ -181,7 +181,7 @@ impl RunState {
                 tool,
                 start_us,
                 duration_us: None,
-                status: "cancelled".into(),
+                status: crate::codes::CANCELLED.into(),
             },
         ));
         id

@@ -36,17 +36,23 @@ impl ToolCall {
 /// `approval_required`, because that request stays open for an operator
 /// after the script is gone, and the trace must not say the call never
 /// asked. The call's end, if it comes, overwrites the note.
+///
+/// It holds the trace weakly: a note kept past its execution keeps nothing
+/// alive and changes nothing.
 #[derive(Clone, Default)]
-pub struct CallNote(Option<(crate::store::Trace, u32)>);
+pub struct CallNote(Option<(TraceRef, u32)>);
+
+type TraceRef = std::sync::Weak<std::sync::Mutex<Vec<(u32, crate::CallRecord)>>>;
 
 impl CallNote {
-    pub(crate) fn of(trace: crate::store::Trace, id: u32) -> Self {
-        Self(Some((trace, id)))
+    pub(crate) fn of(trace: &crate::store::Trace, id: u32) -> Self {
+        Self(Some((std::sync::Arc::downgrade(trace), id)))
     }
 
     /// Sets the call's status in the trace while it is still running.
     pub fn status(&self, code: &str) {
         let Some((trace, id)) = &self.0 else { return };
+        let Some(trace) = trace.upgrade() else { return };
         let mut trace = trace.lock().unwrap();
         if let Some((_, rec)) = trace.iter_mut().rev().find(|(i, _)| i == id) {
             if rec.duration_us.is_none() {
@@ -103,6 +109,9 @@ pub mod codes {
     /// No such tool. The sandbox itself uses it for a name longer than
     /// `abi::MAX_TOOL_NAME_BYTES`, which it refuses without reading.
     pub const NOT_FOUND: &str = "not_found";
+    /// Not a failure code but a trace status: the call had not ended when
+    /// the execution did.
+    pub const CANCELLED: &str = "cancelled";
 }
 
 /// Implemented by whoever may reach a backend. `call` may run concurrently

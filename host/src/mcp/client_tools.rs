@@ -22,7 +22,7 @@ use std::sync::{
 use airlock_gateway::{
     catalog::quote_name, visible::visible, CallError, Called, Caller, Gateway, Refused,
 };
-use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
+use airlock_sandbox::{CallNote, ToolCall, ToolFailure, ToolHost};
 use async_trait::async_trait;
 use rmcp::{
     model::{ProgressNotificationParam, ProgressToken},
@@ -170,7 +170,7 @@ impl ToolHost for ClientTools {
                 // still says its request is open.
                 note.status(airlock_sandbox::codes::APPROVAL_REQUIRED);
                 let (result, held) = self
-                    .approve_in_client(&name, args, tool, request_id, summary, how)
+                    .approve_in_client(&name, args, &note, tool, request_id, summary, how)
                     .await;
                 // A decline keeps the prompt lock until its own result is
                 // out, so the calls waiting behind it (which will not be
@@ -197,10 +197,12 @@ impl ClientTools {
     /// `MAX_PROMPTS`) and runs it again with `args` if they approve. After
     /// a decline it hands back the prompt lock, for the caller to release
     /// once the decline is reported.
+    #[allow(clippy::too_many_arguments)] // the refusal's parts, taken apart once
     async fn approve_in_client(
         &self,
         name: &str,
         args: Value,
+        note: &CallNote,
         tool: String,
         request_id: String,
         summary: String,
@@ -224,6 +226,9 @@ impl ClientTools {
         match self.ask(&self.peer, &tool, &summary).await {
             Ok(true) => {
                 drop(prompts);
+                // Approved: no longer waiting for anyone. Should the
+                // execution end while it runs, it was cut short.
+                note.status(airlock_sandbox::codes::CANCELLED);
                 let by = format!("{} (in the MCP client)", self.caller.identity);
                 let result =
                     match self
@@ -238,6 +243,7 @@ impl ClientTools {
             }
             Ok(false) => {
                 prompts.declined = true;
+                note.status(airlock_sandbox::codes::POLICY_DENIED);
                 let _ = self.gateway.approvals().deny(
                     &request_id,
                     "the person in the MCP client",

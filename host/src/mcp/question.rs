@@ -110,7 +110,9 @@ impl Drop for Open {
         // Drop can run outside a runtime (at process exit): then there is
         // no one left to tell.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
+            // Bounded as a whole: a client that reads nothing must not
+            // keep this task (and the session's channel) for longer.
+            runtime.spawn(tokio::time::timeout(LATE_ANSWER_WAIT, async move {
                 let reason = "the execution that asked has ended; the approval request stays open for an operator";
                 let _ = peer
                     .notify_cancelled(CancelledNotificationParam::new(
@@ -118,8 +120,8 @@ impl Drop for Open {
                         Some(reason.into()),
                     ))
                     .await;
-                let _ = tokio::time::timeout(LATE_ANSWER_WAIT, rx).await;
-            });
+                let _ = rx.await;
+            }));
         }
     }
 }
