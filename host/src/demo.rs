@@ -145,8 +145,8 @@ pub fn config_toml(proxmox: &ProxmoxConfig, state_dir: &Path) -> String {
         "# Written by `airlock sim` (or the demo): a configuration for the simulated cluster.\n",
     );
     out.push_str(&format!(
-        "state_dir = {:?}\n\n",
-        state_dir.display().to_string()
+        "state_dir = {}\n\n",
+        toml_string(&state_dir.display().to_string())
     ));
     for (identity, mode, _) in IDENTITIES {
         out.push_str(&format!(
@@ -155,25 +155,53 @@ pub fn config_toml(proxmox: &ProxmoxConfig, state_dir: &Path) -> String {
         ));
     }
     for (name, t) in &proxmox.targets {
-        out.push_str(&format!("[proxmox.targets.{name}]\nurl = {:?}\n", t.url));
+        out.push_str(&format!(
+            "[proxmox.targets.{name}]\nurl = {}\n",
+            toml_string(&t.url)
+        ));
         if let Some(fp) = &t.fingerprint {
-            out.push_str(&format!("fingerprint = {fp:?}\n"));
+            out.push_str(&format!("fingerprint = {}\n", toml_string(fp)));
         }
         out.push_str(&format!("\n[proxmox.targets.{name}.tokens]\n"));
         let mut tokens: Vec<_> = t.tokens.iter().collect();
         tokens.sort();
         for (identity, path) in tokens {
-            out.push_str(&format!("{identity} = {:?}\n", path.display().to_string()));
+            out.push_str(&format!(
+                "{} = {}\n",
+                toml_string(identity),
+                toml_string(&path.display().to_string())
+            ));
         }
         if !t.tokens_by_mode.is_empty() {
             out.push_str(&format!("\n[proxmox.targets.{name}.tokens_by_mode]\n"));
             for mode in [Mode::Ro, Mode::Operator, Mode::Rw] {
                 if let Some(path) = t.tokens_by_mode.get(&mode) {
-                    out.push_str(&format!("{mode} = {:?}\n", path.display().to_string()));
+                    out.push_str(&format!(
+                        "{mode} = {}\n",
+                        toml_string(&path.display().to_string())
+                    ));
                 }
             }
         }
     }
+    out
+}
+
+/// `s` as a one-line TOML basic string, usable as a value or a key
+/// (Rust's `{:?}` escapes differently, and the toml crate may pick a
+/// multi-line form, which a key cannot take).
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
     out
 }
 
@@ -279,6 +307,7 @@ pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simu
     let (sim, config) = start(options.task_delay, 0)
         .await
         .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
+    file.simulated = true;
     let scratch = private_scratch()?;
     if file.identities.is_empty() {
         for (identity, mode, _) in IDENTITIES {
@@ -351,19 +380,20 @@ pub fn keep_demo_state(file: &mut ConfigFile) -> Result<PathBuf, String> {
     airlock_gateway::private_files::private_dir(&dir).map_err(|e| e.to_string())?;
     let config_path = dir.join("demo.toml");
     let text = format!(
-        "# Written by `airlock demo`: names the state directory of its approvals and audit\n\
-         # ({}), for `airlock --config {} approvals ...`.\n\
-         state_dir = {:?}\n",
-        dir.display(),
-        config_path.display(),
-        base.display().to_string()
+        "# Written by `airlock demo`: the state directory of its approvals and audit\n\
+         # (this one's `simulated/` below it), for `airlock --config THIS approvals ...`.\n\
+         state_dir = {}\n",
+        toml_string(&base.display().to_string())
     );
-    // Written whole and renamed into place: two demos at once both leave
-    // the same complete file.
-    let scratch = dir.join(format!("demo.toml.{}", std::process::id()));
-    std::fs::write(&scratch, text)
-        .and_then(|()| std::fs::rename(&scratch, &config_path))
-        .map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
+    // Written whole (a new file of this process's own) and renamed into
+    // place: two demos at once both leave the same complete file.
+    let write = || -> std::io::Result<()> {
+        let mut scratch = tempfile::NamedTempFile::new_in(&dir)?;
+        std::io::Write::write_all(&mut scratch, text.as_bytes())?;
+        scratch.persist(&config_path)?;
+        Ok(())
+    };
+    write().map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
     let program = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "airlock".into());
@@ -404,6 +434,32 @@ pub async fn or_simulated(file: &mut ConfigFile) -> Result<Option<Simulated>, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn written_paths_read_back_whatever_their_characters() {
+        let odd = Path::new("/tmp/a \"b\" c\\d/e\u{301}\u{7f}/f#g\nh");
+        let mut tokens = std::collections::HashMap::new();
+        tokens.insert("o'dd \"one\"".to_string(), odd.join("t.token"));
+        let mut targets = BTreeMap::new();
+        targets.insert(
+            "sim".to_string(),
+            TargetConfig {
+                url: "https://127.0.0.1:8006".into(),
+                tokens,
+                ..TargetConfig::default()
+            },
+        );
+        let proxmox = ProxmoxConfig {
+            targets,
+            ..ProxmoxConfig::default()
+        };
+        let file: ConfigFile = toml::from_str(&config_toml(&proxmox, odd)).unwrap();
+        assert_eq!(file.state_dir.as_deref(), Some(odd));
+        assert_eq!(
+            file.proxmox.unwrap().targets["sim"].tokens["o'dd \"one\""],
+            odd.join("t.token")
+        );
+    }
 
     #[tokio::test]
     async fn the_written_collector_section_reads_back_as_the_same_settings() {

@@ -53,6 +53,14 @@ pub struct ConfigFile {
     /// file setting: it names the file the configuration came from).
     #[serde(skip)]
     pub approve_command: Option<String>,
+    /// Set when the backend is the simulated cluster (`demo::simulate`):
+    /// its state then stays in this machine's files even when
+    /// `AIRLOCK_STATE_URL` or `AIRLOCK_AUDIT_FILE` name a real
+    /// deployment's, so an approval granted in a demo can never let the
+    /// same call run against a real cluster, and demo lines never join a
+    /// real audit chain.
+    #[serde(skip)]
+    pub simulated: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -229,10 +237,26 @@ impl ConfigFile {
         if let Some(v) = env_bool("AIRLOCK_READ_ONLY")? {
             config.policy.read_only = v;
         }
-        if let Some(f) = std::env::var_os("AIRLOCK_AUDIT_FILE").filter(|f| !f.is_empty()) {
+        let env_audit = std::env::var_os("AIRLOCK_AUDIT_FILE").filter(|f| !f.is_empty());
+        let env_state = std::env::var("AIRLOCK_STATE_URL")
+            .ok()
+            .filter(|u| !u.is_empty());
+        if self.simulated {
+            if env_audit.is_some()
+                || env_state.is_some()
+                || self.state.backend != StateBackend::Sqlite
+            {
+                tracing::warn!(
+                    audit = %config.audit_file.display(),
+                    "the simulated cluster keeps its approvals and audit in its own state directory; AIRLOCK_AUDIT_FILE, AIRLOCK_STATE_URL and [state] are for a real cluster's and are not used"
+                );
+            }
+            return Ok(config);
+        }
+        if let Some(f) = env_audit {
             config.audit_file = PathBuf::from(f);
         }
-        config.postgres = self.postgres(std::env::var("AIRLOCK_STATE_URL").ok())?;
+        config.postgres = self.postgres(env_state)?;
         Ok(config)
     }
 

@@ -606,6 +606,38 @@ fn the_demo_approval_command_works_after_the_demo_exits() {
     assert!(out.status.success(), "{}", text(&out.stdout));
 }
 
+/// A shell set up for the real deployment (its audit file, its shared
+/// database) that runs the demo: the demo's approvals and audit stay in
+/// its own state directory, so a demo approval can never let a call run
+/// against the real cluster, nor a demo line join the real chain.
+#[test]
+fn the_simulated_cluster_never_uses_a_real_deployments_state() {
+    let state = State::new();
+    let real_audit = state.path().join("real-audit.jsonl");
+    let real_audit_str = real_audit.display().to_string();
+    let out = run_in(
+        state.path(),
+        &["demo", "--task-delay-ms", "1"],
+        "",
+        &[
+            ("AIRLOCK_AUDIT_FILE", real_audit_str.as_str()),
+            // Nothing listens there: were it used, the demo would fail.
+            (
+                "AIRLOCK_STATE_URL",
+                "postgres://airlock@127.0.0.1:9/airlock",
+            ),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("are not used"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!real_audit.exists(), "the real audit file was not touched");
+    assert!(state.audit().exists(), "the demo's own audit was written");
+}
+
 #[test]
 fn audit_verify_finds_the_edited_line() {
     let state = State::new();
