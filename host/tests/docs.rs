@@ -20,6 +20,7 @@
 
 use std::{
     io::{BufRead, BufReader},
+    os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::mpsc,
@@ -179,10 +180,18 @@ struct Session {
 impl Drop for Session {
     fn drop(&mut self) {
         for child in &mut self.background {
-            let _ = child.kill();
+            kill_group(child.id());
             let _ = child.wait();
         }
     }
+}
+
+/// Kills a command and whatever it started (each command leads a process
+/// group of its own: a pipeline or `$(…)` leaves no child behind).
+fn kill_group(leader: u32) {
+    // SAFETY: kill(2) with a negative pid signals that process group; no
+    // memory is involved.
+    unsafe { libc::kill(-(leader as i32), libc::SIGKILL) };
 }
 
 impl Session {
@@ -206,18 +215,28 @@ impl Session {
             self.dir.path().join("bin").display(),
             std::env::var("PATH").unwrap_or_default()
         );
+        let home = self.dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
         let mut cmd = Command::new("sh");
+        // Nothing of the developer's environment (a real deployment's
+        // AIRLOCK_STATE_URL or AIRLOCK_AUDIT_FILE, say) reaches the
+        // documented commands; only the compiled guest's cache is shared,
+        // so no test compiles it again.
+        cmd.env_clear();
+        if let Some(cache) = airlock_sandbox::default_cache_dir() {
+            cmd.env("AIRLOCK_CACHE_DIR", cache);
+        }
         cmd.arg("-c")
             .arg(line)
             .current_dir(self.dir.path())
             .env("PATH", path)
+            .env("HOME", home)
             .env("AIRLOCK_STATE_DIR", self.dir.path().join("state"))
             // The documented port is the simulator's default; the test
             // takes a free one, as `--port 0` would.
             .env("AIRLOCK_SIM_PORT", "0")
             .env("TMPDIR", self.dir.path())
-            .env_remove("AIRLOCK_CONFIG")
-            .env_remove("AIRLOCK_IDENTITY")
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -264,9 +283,7 @@ impl Session {
         let out = match rx.recv_timeout(COMMAND_LIMIT) {
             Ok(out) => out.unwrap(),
             Err(_) => {
-                // SAFETY: kill(2) on the child's pid, which has not been
-                // reaped (its waiter has not returned).
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                kill_group(pid);
                 panic!("{at}: `{line}` took more than {COMMAND_LIMIT:?}");
             }
         };
