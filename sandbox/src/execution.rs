@@ -74,7 +74,11 @@ pub async fn run_on(
         data.memory_denied = None;
         data.peak_memory = current_memory;
         data.deadline = Some(started + limits.wall_time());
-        data.captured_output.clear();
+        // Output is written only on a crash, which discards the instance;
+        // a reused one that wrote anyway starts the next execution clean.
+        if data.system.wrote() {
+            data.system = crate::wasi::GuestSystem::new();
+        }
         data.run = Some(RunState::new(
             script.as_bytes().to_vec(),
             limits.clone(),
@@ -229,7 +233,8 @@ fn classify_trap(
         }
         _ => {}
     }
-    let output = String::from_utf8_lossy(&data.captured_output);
+    let output = data.system.output();
+    let output = String::from_utf8_lossy(&output);
     let output = output.trim();
     // The guest's allocator gives up (and Rust aborts) when a script asks
     // for more than a 32-bit address space or than memory.grow allows.

@@ -41,8 +41,9 @@ pub enum Pending {
 #[derive(Default)]
 pub struct StoreData {
     pub memory: Option<Memory>,
-    /// Guest stdout/stderr (bounded), shown when the guest crashes.
-    pub captured_output: Vec<u8>,
+    /// The guest's WASI context (granting nothing) and its captured
+    /// stdout/stderr, shown when the guest crashes.
+    pub system: crate::wasi::GuestSystem,
     pub memory_limit: u64,
     pub peak_memory: u64,
     /// Set when a `memory.grow` was refused: the size asked for.

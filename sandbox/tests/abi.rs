@@ -100,13 +100,85 @@ async fn garbage_results_and_missing_finish_are_reported() {
     assert!(internal(&o).contains("JavaScript runtime stopped"));
 }
 
+/// WASI is linked whole (wasmtime-wasi) against a context that grants
+/// nothing: no preopened directory, socket, environment, argument or
+/// input. Each call below must fail, or find nothing, for the guest to
+/// finish at all (an unexpected answer is `unreachable`).
+#[tokio::test]
+async fn wasi_calls_outside_the_granted_set_get_nothing() {
+    const EBADF: i32 = 8;
+    let check = |call: &str, want: i32| {
+        format!("(if (i32.ne {call} (i32.const {want})) (then unreachable))")
+    };
+    let body = [
+        // fd 3 would be the first preopened directory.
+        check("(call $fd_prestat_get (i32.const 3) (i32.const 512))", EBADF),
+        check(
+            "(call $path_open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 4) (i32.const 0) (i64.const 0) (i64.const 0) (i32.const 0) (i32.const 512))",
+            EBADF,
+        ),
+        check("(call $sock_accept (i32.const 3) (i32.const 0) (i32.const 512))", EBADF),
+        // stdin is empty: success, zero bytes read.
+        "(i32.store (i32.const 256) (i32.const 300)) (i32.store (i32.const 260) (i32.const 16))".into(),
+        check("(call $fd_read (i32.const 0) (i32.const 256) (i32.const 1) (i32.const 512))", 0),
+        check("(i32.load (i32.const 512))", 0),
+        // no environment, no arguments
+        check("(call $environ_sizes_get (i32.const 512) (i32.const 516))", 0),
+        check("(i32.load (i32.const 512))", 0),
+        check("(call $args_sizes_get (i32.const 512) (i32.const 516))", 0),
+        check("(i32.load (i32.const 512))", 0),
+        "(call $finish (i32.const 0) (i32.const 6) (i32.const 4))".into(),
+    ]
+    .join("\n");
+    let (o, host) = run_guest(&body).await;
+    assert_eq!(ok(&o), &json!(null), "{:?}", o.result);
+    assert_eq!(host.count(), 0);
+}
+
+/// Sizes the guest chooses are bounded before the host spends on them: a
+/// 4 GiB `random_get`, a buffer past the end of memory, a billion iovecs.
+/// Each traps its own instance, quickly, and the host's memory does not
+/// grow by what was asked.
+#[tokio::test]
+async fn guest_chosen_sizes_in_wasi_calls_cost_the_host_nothing() {
+    for body in [
+        "(drop (call $random_get (i32.const 0) (i32.const -16)))",
+        "(drop (call $random_get (i32.const 65000) (i32.const 4096)))",
+        "(drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1000000000) (i32.const 512)))",
+        "(drop (call $fd_read (i32.const 0) (i32.const 0) (i32.const 1000000000) (i32.const 512)))",
+    ] {
+        let before = common::rss_bytes();
+        let started = std::time::Instant::now();
+        let (o, host) = run_guest(body).await;
+        let grew = common::rss_bytes().saturating_sub(before);
+        assert!(
+            matches!(o.result, Err(ExecError::Internal { .. })),
+            "{body}: {:?}",
+            o.result
+        );
+        assert_eq!(host.count(), 0, "{body}");
+        assert!(grew < 32 << 20, "{body}: the host grew by {grew} bytes");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{body}: took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_guest_that_exits_is_reported_not_obeyed() {
+    let (o, _) = run_guest("(call $proc_exit (i32.const 3))").await;
+    let message = internal(&o);
+    assert!(message.contains("exit"), "{message}");
+}
+
 #[tokio::test]
 async fn a_guest_importing_anything_else_does_not_load() {
     let sb = common::fresh().await;
     for import in [
-        r#"(import "wasi_snapshot_preview1" "path_open" (func (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))"#,
-        r#"(import "wasi_snapshot_preview1" "sock_accept" (func (param i32 i32 i32) (result i32)))"#,
         r#"(import "env" "system" (func (param i32) (result i32)))"#,
+        r#"(import "wasi_snapshot_preview1" "no_such_call" (func (param i32) (result i32)))"#,
     ] {
         let wasm = wat::parse_str(format!(
             r#"(module {import} (memory (export "memory") 1)

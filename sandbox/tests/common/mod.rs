@@ -206,6 +206,13 @@ pub fn wat_guest(body: &str) -> Vec<u8> {
   (import "airlock" "finish" (func $finish (param i32 i32 i32)))
   (import "wasi_snapshot_preview1" "random_get" (func $random_get (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_prestat_get" (func $fd_prestat_get (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "path_open" (func $path_open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "sock_accept" (func $sock_accept (param i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "environ_sizes_get" (func $environ_sizes_get (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "args_sizes_get" (func $args_sizes_get (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
   (memory (export "memory") 1)
   (data (i32.const 0) "echo{{}}null")
   (data (i32.const 64) "{{\"kind\":\"RuntimeLimit\",\"limit\":\"queue_depth\",\"value\":1}}")
@@ -216,4 +223,20 @@ pub fn wat_guest(body: &str) -> Vec<u8> {
     {body}))"#
     ))
     .expect("valid wat")
+}
+
+/// A field of this process's /proc/self/status, in KiB (`VmRSS:`,
+/// `VmHWM:`).
+pub fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
+}
+
+/// This process's resident memory now.
+pub fn rss_bytes() -> u64 {
+    status_kib("VmRSS:") << 10
 }
