@@ -166,6 +166,51 @@ async fn guest_chosen_sizes_in_wasi_calls_cost_the_host_nothing() {
     }
 }
 
+/// `poll_oneoff` can sleep, outside wasm where epoch interruption cannot
+/// reach: an hour's sleep still ends with the execution's wall-clock
+/// limit, and the next execution is unharmed.
+#[tokio::test]
+async fn a_guest_sleeping_in_wasi_is_stopped_by_the_wall_clock() {
+    let sb = common::fresh().await;
+    let host = TestHost::default();
+    let limits = Limits {
+        wall_time_ms: 300,
+        ..Limits::default()
+    };
+    // One clock subscription at 1024 (monotonic, one hour), the event at
+    // 2048, the count at 2100.
+    let body = "(i64.store (i32.const 1024) (i64.const 7))
+        (i32.store8 (i32.const 1032) (i32.const 0))
+        (i32.store (i32.const 1040) (i32.const 1))
+        (i64.store (i32.const 1048) (i64.const 3600000000000))
+        (i64.store (i32.const 1056) (i64.const 0))
+        (i32.store16 (i32.const 1064) (i32.const 0))
+        (drop (call $poll_oneoff (i32.const 1024) (i32.const 2048) (i32.const 1) (i32.const 2100)))
+        (call $finish (i32.const 0) (i32.const 6) (i32.const 4))";
+    let started = std::time::Instant::now();
+    let o = sb
+        .execute_module(&guest(body), "", &limits, &host)
+        .await
+        .expect("module loads");
+    let took = started.elapsed();
+    assert!(
+        matches!(
+            o.result,
+            Err(ExecError::LimitExceeded {
+                limit: airlock_sandbox::Limit::WallTimeMs,
+                ..
+            })
+        ),
+        "{:?}",
+        o.result
+    );
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    assert_eq!(
+        ok(&sb.execute("1 + 1", &Limits::default(), &host).await),
+        &json!(2)
+    );
+}
+
 #[tokio::test]
 async fn a_guest_that_exits_is_reported_not_obeyed() {
     let (o, _) = run_guest("(call $proc_exit (i32.const 3))").await;

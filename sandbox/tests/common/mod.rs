@@ -213,6 +213,7 @@ pub fn wat_guest(body: &str) -> Vec<u8> {
   (import "wasi_snapshot_preview1" "environ_sizes_get" (func $environ_sizes_get (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "args_sizes_get" (func $args_sizes_get (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll_oneoff (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (data (i32.const 0) "echo{{}}null")
   (data (i32.const 64) "{{\"kind\":\"RuntimeLimit\",\"limit\":\"queue_depth\",\"value\":1}}")
