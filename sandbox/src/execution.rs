@@ -74,9 +74,10 @@ pub async fn run_on(
         data.memory_denied = None;
         data.peak_memory = current_memory;
         data.deadline = Some(started + limits.wall_time());
-        // Output is written only on a crash, which discards the instance;
-        // a reused one that wrote anyway starts the next execution clean.
-        if data.system.wrote() {
+        // A fresh context per execution (a few microseconds; a new
+        // instance has one already): a reused instance's output, or
+        // descriptors the guest renumbered, never reach the next script.
+        if stats.instance_uses > 1 {
             data.system = crate::wasi::GuestSystem::new();
         }
         data.run = Some(RunState::new(
@@ -198,7 +199,17 @@ const RESET_DEADLINE: Duration = Duration::from_millis(200);
 pub async fn reset(store: &mut Store<StoreData>, fns: &GuestFns) -> bool {
     store.data_mut().deadline = Some(Instant::now() + RESET_DEADLINE);
     store.set_epoch_deadline(1);
-    let ok = fns.reset.call_async(&mut *store, ()).await.is_ok();
+    // The epoch deadline stops guest code; a guest waiting in the host
+    // (a WASI `poll_oneoff` sleep) is stopped by the clock here, and the
+    // instance is then discarded.
+    let ok = matches!(
+        tokio::time::timeout(
+            RESET_DEADLINE + HOST_GRACE,
+            fns.reset.call_async(&mut *store, ())
+        )
+        .await,
+        Ok(Ok(()))
+    );
     store.data_mut().deadline = None;
     ok
 }

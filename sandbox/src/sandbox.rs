@@ -344,6 +344,7 @@ impl Sandbox {
             },
         );
         store.limiter(|d| d);
+        store.set_hostcall_fuel(crate::wasi::HOSTCALL_BYTES);
         store.epoch_deadline_callback(|mut ctx| {
             let data = ctx.data_mut();
             let stop = || Err(wasmtime::Error::msg(airlock_guest_sdk::abi::TRAP_LIMIT));

@@ -13,8 +13,10 @@
 //! What the sandbox decides itself: the clocks and randomness are the
 //! host's, one `random_get` fills at most [`RANDOM_MAX`] bytes (the library
 //! allocates that much on the host before it checks the guest's buffer),
-//! and stdout/stderr go to one bounded in-memory pipe, shown only when the
-//! guest crashes.
+//! one call copies at most [`HOSTCALL_BYTES`] of guest memory, stdout and
+//! stderr go to one bounded in-memory pipe, shown only when the guest
+//! crashes, and the library's own log lines (one per `sock_accept`, at the
+//! guest's pace) stay off unless named (`host/src/log_output.rs`).
 
 use wasmtime::Linker;
 use wasmtime_wasi::{p1::WasiP1Ctx, p2::pipe::MemoryOutputPipe, WasiCtxBuilder};
@@ -24,14 +26,19 @@ use crate::store::StoreData;
 /// Guest stdout/stderr kept for diagnosing a crash (a panic message).
 pub const CAPTURE_LIMIT: usize = 4096;
 
-/// The pipe holds more than is shown, so a long panic message (written in
-/// one piece, which the pipe takes whole or not at all) is still kept in
-/// part.
+/// What the pipe holds; writes past it fail (the guest's panic hook
+/// ignores that). Only the first [`CAPTURE_LIMIT`] bytes are shown.
 const PIPE_CAPACITY: usize = 64 * 1024;
 
 /// Most bytes one `random_get` fills. The standard library asks for a few
 /// bytes at a time; a larger request traps.
 pub const RANDOM_MAX: u64 = 64 * 1024;
+
+/// Most bytes of guest memory one WASI call may make the host copy or walk
+/// (a path, an iovec list, poll subscriptions): wasmtime's "hostcall fuel",
+/// 128 MiB by default, which a guest could spend on every call. Past it a
+/// call fails with `ENOMEM`.
+pub const HOSTCALL_BYTES: usize = 64 * 1024;
 
 /// One instance's WASI state, and the output it captured.
 pub struct GuestSystem {
@@ -58,11 +65,6 @@ impl GuestSystem {
     pub fn output(&self) -> Vec<u8> {
         let all = self.output.contents();
         all[..all.len().min(CAPTURE_LIMIT)].to_vec()
-    }
-
-    /// Whether the guest wrote anything since this context was made.
-    pub fn wrote(&self) -> bool {
-        !self.output.contents().is_empty()
     }
 }
 

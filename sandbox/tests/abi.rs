@@ -211,6 +211,26 @@ async fn a_guest_sleeping_in_wasi_is_stopped_by_the_wall_clock() {
     );
 }
 
+/// A WASI call copies at most 64 KiB of guest memory into the host: a
+/// 100 MB path (the guest's own memory grown to hold it) is refused with
+/// `ENOMEM` (48) before the host copies it, where wasmtime's default would
+/// have let each call take 128 MiB.
+#[tokio::test]
+async fn a_wasi_call_copies_little_of_the_guest_s_memory() {
+    let body = "(drop (memory.grow (i32.const 1600)))
+        (if (i32.ne
+              (call $path_open (i32.const 3) (i32.const 0) (i32.const 65536) (i32.const 100000000)
+                (i32.const 0) (i64.const 0) (i64.const 0) (i32.const 0) (i32.const 512))
+              (i32.const 48))
+          (then unreachable))
+        (call $finish (i32.const 0) (i32.const 6) (i32.const 4))";
+    let before = common::rss_bytes();
+    let (o, _) = run_guest(body).await;
+    assert_eq!(ok(&o), &json!(null), "{:?}", o.result);
+    let grew = common::rss_bytes().saturating_sub(before);
+    assert!(grew < 64 << 20, "the host grew by {grew} bytes");
+}
+
 #[tokio::test]
 async fn a_guest_that_exits_is_reported_not_obeyed() {
     let (o, _) = run_guest("(call $proc_exit (i32.const 3))").await;
