@@ -19,15 +19,26 @@ pub enum LogFormat {
 /// The filter for an `AIRLOCK_LOG` value (`info` when unset or invalid).
 /// rmcp stays at `warn` unless the value names it: at `debug` rmcp logs
 /// every request whole — scripts and the secrets they carry — so a plain
-/// `AIRLOCK_LOG=debug` must not switch that on.
+/// `AIRLOCK_LOG=debug` must not switch that on. wasmtime-wasi stays at
+/// `error` unless named: it logs a warning for each call of some
+/// functions (`sock_accept`, ...), and the guest chooses how many calls
+/// it makes, so at `warn` a script could fill the host's log.
 fn filter(spec: Option<&str>) -> EnvFilter {
     let spec = spec.map(str::trim).filter(|s| !s.is_empty());
     let parsed = spec.and_then(|s| EnvFilter::try_new(s).ok());
-    match (spec, parsed) {
-        (Some(s), Some(f)) if s.contains("rmcp") => f,
-        (Some(_), Some(f)) => f.add_directive("rmcp=warn".parse().expect("static directive")),
-        _ => EnvFilter::new("info,rmcp=warn"),
+    // Only a value that parsed can name a target.
+    let given = spec.filter(|_| parsed.is_some()).unwrap_or("");
+    let mut f = parsed.unwrap_or_else(|| EnvFilter::new("info"));
+    for (target, level) in [("rmcp", "warn"), ("wasmtime_wasi", "error")] {
+        if !given.contains(target) {
+            f = f.add_directive(
+                format!("{target}={level}")
+                    .parse()
+                    .expect("static directive"),
+            );
+        }
     }
+    f
 }
 
 /// Installs the global subscriber. A log file is appended to, never
@@ -79,5 +90,15 @@ mod tests {
         assert!(filter(Some("trace")).to_string().contains("trace"));
         let f = filter(Some("debug,rmcp=debug")).to_string();
         assert!(f.contains("rmcp=debug") && !f.contains("rmcp=warn"), "{f}");
+    }
+
+    #[test]
+    fn wasmtime_wasi_warnings_stay_off_unless_named() {
+        for spec in [None, Some("warn"), Some("debug"), Some("not a filter[")] {
+            let f = filter(spec).to_string();
+            assert!(f.contains("wasmtime_wasi=error"), "{spec:?}: {f}");
+        }
+        let f = filter(Some("info,wasmtime_wasi=debug")).to_string();
+        assert!(!f.contains("wasmtime_wasi=error"), "{f}");
     }
 }
