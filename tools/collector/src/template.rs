@@ -1,6 +1,7 @@
-//! The collector's prompt templates: `{{var}}`, `{{var|default}}` and
+//! The collector's prompt templates: `{{var}}`, `{{var|default}}`,
 //! sections `{{#var}}…{{/var}}` shown only when `var` is given and not
-//! empty. The template is parsed once, from the collector's text only;
+//! empty, and inverted sections `{{^var}}…{{/var}}` shown only when it is
+//! not (QuoxMCP's own fixtures use both). The template is parsed once, from the collector's text only;
 //! argument values are inserted verbatim and never parsed, so a value
 //! holding `{{other}}` or `{{/var}}` stays that literal text.
 
@@ -15,6 +16,8 @@ enum Node {
     },
     Section {
         name: String,
+        /// `{{^name}}`: shown when `name` is missing or empty.
+        inverted: bool,
         body: Vec<Node>,
     },
 }
@@ -50,7 +53,7 @@ impl Template {
                 match n {
                     Node::Text(_) => {}
                     Node::Var { name, .. } => out.push(name),
-                    Node::Section { name, body } => {
+                    Node::Section { name, body, .. } => {
                         out.push(name);
                         walk(body, out);
                     }
@@ -79,8 +82,13 @@ fn render_into(nodes: &[Node], vars: &HashMap<String, String>, out: &mut String)
                 Some(v) => out.push_str(v),
                 None => out.push_str(default.as_deref().unwrap_or("")),
             },
-            Node::Section { name, body } => {
-                if vars.get(name).is_some_and(|v| !v.is_empty()) {
+            Node::Section {
+                name,
+                inverted,
+                body,
+            } => {
+                let given = vars.get(name).is_some_and(|v| !v.is_empty());
+                if given != *inverted {
                     render_into(body, vars, out);
                 }
             }
@@ -91,6 +99,7 @@ fn render_into(nodes: &[Node], vars: &HashMap<String, String>, out: &mut String)
 /// A section still waiting for its closing tag.
 struct Open {
     name: String,
+    inverted: bool,
     /// The opening tag as written, kept in case the section never closes.
     tag: String,
     /// The text and nodes that came before it.
@@ -132,9 +141,10 @@ fn parse_nodes(text: &str) -> Vec<Node> {
             let body = std::mem::replace(&mut nodes, section.before);
             nodes.push(Node::Section {
                 name: section.name,
+                inverted: section.inverted,
                 body,
             });
-        } else if let Some(name) = tag.strip_prefix('#').map(str::trim).filter(|n| is_name(n)) {
+        } else if let Some((inverted, name)) = section_opening(tag) {
             if open.len() >= MAX_DEPTH {
                 literal.push_str(whole);
                 continue;
@@ -142,6 +152,7 @@ fn parse_nodes(text: &str) -> Vec<Node> {
             flush(&mut nodes, &mut literal);
             open.push(Open {
                 name: name.to_string(),
+                inverted,
                 tag: whole.to_string(),
                 before: std::mem::take(&mut nodes),
             });
@@ -167,6 +178,17 @@ fn parse_nodes(text: &str) -> Vec<Node> {
         nodes = unclosed(section, nodes);
     }
     nodes
+}
+
+/// `#name` or `^name` (inverted): a section's opening tag.
+fn section_opening(tag: &str) -> Option<(bool, &str)> {
+    let (inverted, name) = match tag.as_bytes().first()? {
+        b'#' => (false, &tag[1..]),
+        b'^' => (true, &tag[1..]),
+        _ => return None,
+    };
+    let name = name.trim();
+    is_name(name).then_some((inverted, name))
 }
 
 /// A section that never closed: its opening tag is literal text and its
@@ -270,6 +292,29 @@ mod tests {
         let t = Template::parse("{{#a}}A{{#b}}B{{/a}}C{{/b}}");
         assert_eq!(t.render(&vars(&[("a", "1")])), "A{{#b}}BC{{/b}}");
         assert_eq!(t.render(&HashMap::new()), "C{{/b}}");
+    }
+
+    #[test]
+    fn inverted_sections_show_when_the_variable_is_not_given() {
+        let t = Template::parse("Triage {{service}}.{{^notes}} No notes yet.{{/notes}}{{#notes}} Notes: {{notes}}.{{/notes}}");
+        assert_eq!(t.names(), ["notes", "service"]);
+        assert_eq!(
+            t.render(&vars(&[("service", "api")])),
+            "Triage api. No notes yet."
+        );
+        assert_eq!(
+            t.render(&vars(&[("service", "api"), ("notes", "")])),
+            "Triage api. No notes yet.",
+            "empty counts as not given"
+        );
+        assert_eq!(
+            t.render(&vars(&[("service", "api"), ("notes", "since 9")])),
+            "Triage api. Notes: since 9."
+        );
+        // Unclosed, it stays literal text, like `{{#…}}`.
+        let t = Template::parse("{{^x}} open");
+        assert_eq!(t.render(&HashMap::new()), "{{^x}} open");
+        assert_eq!(Template::parse("{{^ }}").render(&HashMap::new()), "{{^ }}");
     }
 
     #[test]
