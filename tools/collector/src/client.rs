@@ -139,7 +139,8 @@ impl Client {
     }
 }
 
-/// The collector's own error text, if its body says one, shortened.
+/// The collector's own error text, if its body says one, shortened and
+/// without addresses, URLs or paths (`sanitize`).
 fn collector_message(body: Option<Value>) -> String {
     let text = body
         .and_then(|v| {
@@ -150,5 +151,5 @@ fn collector_message(body: Option<Value>) -> String {
                 .map(str::to_string)
         })
         .unwrap_or_default();
-    text.chars().take(300).collect()
+    crate::sanitize::sanitize(&text).chars().take(300).collect()
 }

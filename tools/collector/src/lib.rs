@@ -13,6 +13,7 @@
 
 mod client;
 mod discovery;
+pub mod sanitize;
 pub mod template;
 
 use std::{
@@ -596,6 +597,14 @@ impl Backend for Collector {
                 Err(e) => return Err(BackendError::new(e.code(), e.to_string())),
             }
         };
+        // A failure the collector reports in its answer reaches the script:
+        // its text loses addresses, URLs and paths on the way.
+        let mut value = value;
+        if let Some(error) = value.get_mut("error") {
+            if let Some(text) = error.as_str() {
+                *error = Value::String(sanitize::sanitize(text));
+            }
+        }
         let request_id = value
             .get("approvalId")
             .and_then(Value::as_str)

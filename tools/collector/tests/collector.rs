@@ -176,6 +176,23 @@ async fn discovered_tools_run_through_the_gateway() {
     assert_eq!(s.sim.executes(), 2);
 }
 
+/// A failure the collector reports names what failed, not where: the
+/// address it could not reach comes back as `[address]`.
+#[tokio::test]
+async fn collector_error_texts_lose_addresses() {
+    let s = Setup::new().await;
+    let r = s
+        .call(
+            "viewer",
+            "quox_docker_status",
+            json!({"host": "10.20.30.40:22"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["error"], "unknown host [address]", "{r}");
+}
+
 #[tokio::test]
 async fn invalid_input_never_reaches_the_collector() {
     let s = Setup::new().await;
@@ -392,7 +409,8 @@ async fn prompts_render_arguments_as_plain_text() {
         .unwrap();
     assert_eq!(
         out[0].1,
-        "Triage an incident on billing (severity medium). Start with quox_fleet_status."
+        "Triage an incident on billing (severity medium). Nothing is known yet. Start with quox_fleet_status.",
+        "without notes, the inverted section shows"
     );
     // Template syntax in a value is text, not template.
     let out = s
@@ -575,4 +593,59 @@ async fn an_answer_of_tiny_values_within_the_byte_cap_is_refused_unparsed() {
         .await
         .unwrap();
     assert_eq!(r.value["result"].as_array().unwrap().len(), 2000);
+}
+
+/// One raw HTTP/1.1 request to the simulated collector; its status and body.
+async fn raw(url: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nX-Service-Key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+/// The simulated collector routes as the collector does: execute only as a
+/// POST with a whole body, the lists only as GETs, and its prompt list says
+/// how many it holds.
+#[tokio::test]
+async fn the_simulated_collector_checks_methods_and_bodies() {
+    let sim = CollectorSim::start(0, KEY).await.unwrap();
+    let url = sim.url();
+    let (status, _) = raw(&url, "GET", "/api/v1/tools/execute", "").await;
+    assert_eq!(status, 405);
+    let (status, _) = raw(&url, "POST", "/api/v1/tools/list?agent_id=a", "{}").await;
+    assert_eq!(status, 405);
+    for body in [
+        json!([]),
+        json!({"input": {}, "agent_id": "a"}),
+        json!({"tool_name": "fleet_status", "agent_id": "a"}),
+        json!({"tool_name": "fleet_status", "input": {}}),
+        json!({"tool_name": "fleet_status", "input": [], "agent_id": "a"}),
+    ] {
+        let (status, answer) = raw(&url, "POST", "/api/v1/tools/execute", &body.to_string()).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+    }
+    assert!(sim.executed().is_empty(), "no malformed execute was run");
+    let whole = json!({"tool_name": "fleet_status", "input": {}, "agent_id": "a"});
+    let (status, _) = raw(&url, "POST", "/api/v1/tools/execute", &whole.to_string()).await;
+    assert_eq!(status, 200);
+    let (status, body) = raw(&url, "GET", "/api/v1/prompts/list", "").await;
+    assert_eq!(status, 200);
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        listed["count"].as_u64(),
+        listed["prompts"].as_array().map(|p| p.len() as u64)
+    );
 }

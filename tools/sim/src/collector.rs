@@ -149,6 +149,7 @@ async fn answer(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
+    let method = req.method().clone();
     let key_ok = req
         .headers()
         .get("x-service-key")
@@ -186,6 +187,19 @@ async fn answer(
         }
         Behaviour::Slow(d) => tokio::time::sleep(d).await,
     }
+    // As the collector routes them: execute is a POST, the lists are GETs.
+    let wanted = if path == "/api/v1/tools/execute" {
+        hyper::Method::POST
+    } else {
+        hyper::Method::GET
+    };
+    if method != wanted && path.starts_with("/api/v1/") {
+        return Ok(reply(
+            405,
+            json!({"error": format!("method {method} not allowed on {path}; use {wanted}")})
+                .to_string(),
+        ));
+    }
     let v = match path.as_str() {
         "/api/v1/tools/list" => {
             let agent = form_urlencoded::parse(query.as_bytes())
@@ -203,6 +217,9 @@ async fn answer(
         }
         "/api/v1/tools/execute" => {
             let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            if let Err(problem) = check_execute(&request) {
+                return Ok(reply(400, json!({"error": problem}).to_string()));
+            }
             shared.executed.lock().unwrap().push(request.clone());
             execute(&request)
         }
@@ -214,6 +231,23 @@ async fn answer(
         _ => return Ok(reply(404, json!({"error": "not found"}).to_string())),
     };
     Ok(reply(200, v.to_string()))
+}
+
+/// The execute body as the collector requires it: a JSON object with a
+/// `tool_name`, an `input` object and an `agent_id` (strings).
+fn check_execute(request: &Value) -> Result<(), String> {
+    let Some(body) = request.as_object() else {
+        return Err("the body must be a JSON object".into());
+    };
+    for field in ["tool_name", "agent_id"] {
+        if !body.get(field).is_some_and(Value::is_string) {
+            return Err(format!("{field} is required (a string)"));
+        }
+    }
+    if !body.get("input").is_some_and(Value::is_object) {
+        return Err("input is required (an object)".into());
+    }
+    Ok(())
 }
 
 const HOSTS: [(&str, &str, u32); 3] = [
@@ -290,6 +324,6 @@ fn prompts() -> Value {
             {"name": "notes", "description": "Anything already known", "required": false}
         ],
         "messages": [{"role": "user", "text":
-            "Triage an incident on {{service}} (severity {{severity|medium}}).{{#notes}} Known so far: {{notes}}.{{/notes}} Start with quox_fleet_status."}]
-    }]})
+            "Triage an incident on {{service}} (severity {{severity|medium}}).{{#notes}} Known so far: {{notes}}.{{/notes}}{{^notes}} Nothing is known yet.{{/notes}} Start with quox_fleet_status."}]
+    }], "count": 1})
 }
