@@ -28,12 +28,23 @@ pub async fn search(
         backend,
         limit,
     });
+    // Tools a backend has not offered yet are not "no match": say why,
+    // and fail when nothing else matched.
+    let missing = gateway.unavailable_backends();
+    for (id, why) in &missing {
+        eprintln!("warning: {id}: {why}");
+    }
+    let status = if results.hits.is_empty() && !missing.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
     if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&results).expect("results serialize")
         );
-        return ExitCode::SUCCESS;
+        return status;
     }
     if let Some(hint) = &results.hint {
         println!("{hint}");
@@ -46,7 +57,7 @@ pub async fn search(
             h.summary
         );
     }
-    ExitCode::SUCCESS
+    status
 }
 
 pub async fn schema(file: &ConfigFile, names: &[String], json: bool) -> ExitCode {

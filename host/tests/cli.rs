@@ -638,6 +638,27 @@ fn the_simulated_cluster_never_uses_a_real_deployments_state() {
     assert!(state.audit().exists(), "the demo's own audit was written");
 }
 
+/// With the collector down since start-up, a search that finds nothing
+/// says why and fails, instead of reporting an empty catalog.
+#[test]
+fn search_says_when_the_collector_has_not_answered() {
+    let state = State::new();
+    let key = state.path().join("quox.key");
+    std::fs::write(&key, "k-1\n").unwrap();
+    // Port 9 (discard) has nothing listening here.
+    let config = state.config(&format!(
+        "[collector]\nurl = \"http://127.0.0.1:9\"\nservice_key_file = {:?}\n",
+        key.display().to_string()
+    ));
+    let out = state.run(&["--config", &config, "search", "fleet", "status"], "");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("has not answered since Airlock started"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn audit_verify_finds_the_edited_line() {
     let state = State::new();

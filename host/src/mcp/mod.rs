@@ -120,12 +120,20 @@ impl AirlockServer {
             .get("limit")
             .and_then(Value::as_u64)
             .map(|l| l as usize);
-        let results = self.shared.gateway.catalog().search(&Query {
+        let mut results = self.shared.gateway.catalog().search(&Query {
             text: text.into(),
             tiers,
             backend: None,
             limit,
         });
+        // A backend that has not offered its tools yet is not "no match".
+        for (_, why) in self.shared.gateway.unavailable_backends() {
+            let note = format!("Not searched: {why}.");
+            results.hint = Some(match results.hint.take() {
+                Some(hint) => format!("{hint} {note}"),
+                None => note,
+            });
+        }
         render::search(&results)
     }
 

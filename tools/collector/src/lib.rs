@@ -187,6 +187,8 @@ pub struct Collector {
     /// Tells watchers (tests, the start-up report) that the tools changed.
     changed: tokio::sync::watch::Sender<u64>,
     up: AtomicBool,
+    /// Why the last discovery failed (never the collector's address).
+    last_failure: std::sync::Mutex<Option<String>>,
     live: std::sync::Mutex<HashMap<String, (Instant, String)>>,
 }
 
@@ -320,6 +322,7 @@ impl Collector {
             generation: AtomicU64::new(0),
             changed: tokio::sync::watch::channel(0).0,
             up: AtomicBool::new(false),
+            last_failure: Default::default(),
             live: Default::default(),
         })
     }
@@ -343,6 +346,7 @@ impl Collector {
             Ok(list) => list,
             Err(e) => {
                 self.up.store(false, Ordering::SeqCst);
+                *self.last_failure.lock().unwrap() = Some(e.to_string());
                 return Err(e);
             }
         };
@@ -564,6 +568,24 @@ impl Backend for Collector {
 
     fn namespace(&self) -> Option<&str> {
         Some(NAMESPACE)
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        // Once discovered, the tools stay in the catalog while the
+        // collector is down, and their calls say it is unreachable.
+        let discovered = self.found.read().is_ok_and(|f| f.tools_list.is_some());
+        if discovered {
+            return None;
+        }
+        let why = self
+            .last_failure
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or_else(|| "not asked yet".into());
+        Some(format!(
+            "the QuoxCORE collector has not answered since Airlock started ({why}); its tools join the catalog as soon as it does"
+        ))
     }
 
     async fn call(

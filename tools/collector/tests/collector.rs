@@ -330,8 +330,22 @@ async fn a_collector_that_comes_up_late_joins_the_catalog() {
 
     let gateway = gateway(collector.clone(), &dir);
     assert_eq!(gateway.catalog().len(), 0);
+    // Not "no tool named": the collector has not answered yet, and says why.
     let e = gateway
         .call(&Caller::new("viewer"), "quox_fleet_status", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "unavailable", "{e}");
+    assert!(
+        e.to_string()
+            .contains("has not answered since Airlock started (the collector is unreachable)"),
+        "{e}"
+    );
+    assert!(!e.to_string().contains(&addr.to_string()), "{e}");
+    assert_eq!(gateway.unavailable_backends().len(), 1);
+    // A name outside its namespace is still simply unknown.
+    let e = gateway
+        .call(&Caller::new("viewer"), "fleet_status", json!({}))
         .await
         .unwrap_err();
     assert_eq!(e.code(), "not_found");
@@ -345,6 +359,7 @@ async fn a_collector_that_comes_up_late_joins_the_catalog() {
         .expect("discovered within the backoff")
         .unwrap();
     assert!(collector.is_up());
+    assert!(gateway.unavailable_backends().is_empty());
     let r = gateway
         .call(&Caller::new("viewer"), "quox_fleet_status", json!({}))
         .await

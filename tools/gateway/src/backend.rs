@@ -65,6 +65,14 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// Why this backend's tools are missing from the catalog, while they
+    /// are (a collector that has not answered since start-up): a call to
+    /// a name in its namespace is then told so, as `unavailable`, instead
+    /// of "no tool named ...".
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
+
     /// Runs `tool` with arguments that already passed validation, on
     /// behalf of `caller` (whose credentials the backend may hold).
     async fn call(

@@ -363,6 +363,29 @@ fn rfc3339_ms(ms: i64) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
+impl Gateway {
+    /// Why the backend whose namespace `name` is in has not offered its
+    /// tools yet, if it has not.
+    fn unavailable_for(&self, name: &str) -> Option<String> {
+        self.backends.values().find_map(|(b, _)| {
+            let ns = b.namespace()?;
+            name.starts_with(ns).then(|| b.unavailable()).flatten()
+        })
+    }
+
+    /// The backends whose tools are missing from the catalog, and why:
+    /// for `search` to say so rather than report fewer tools.
+    pub fn unavailable_backends(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .backends
+            .iter()
+            .filter_map(|(id, (b, _))| Some((id.clone(), b.unavailable()?)))
+            .collect();
+        out.sort();
+        out
+    }
+}
+
 /// Sums the backends' generations: any change to any of them changes it
 /// (generations only grow).
 fn generation_of<'a>(backends: impl Iterator<Item = &'a Arc<dyn Backend>>) -> u64 {
@@ -744,10 +767,22 @@ impl Gateway {
                 bytes: name.len(),
             });
         }
-        let entry = catalog.get(name).ok_or_else(|| CallError::UnknownTool {
-            name: quote_name(name),
-            did_you_mean: catalog.suggest(name),
-        })?;
+        let entry = match catalog.get(name) {
+            Some(entry) => entry,
+            None => {
+                return Err(match self.unavailable_for(name) {
+                    Some(why) => CallError::Backend {
+                        tool: quote_name(name),
+                        code: "unavailable".into(),
+                        message: format!("{}: {why}", quote_name(name)),
+                    },
+                    None => CallError::UnknownTool {
+                        name: quote_name(name),
+                        did_you_mean: catalog.suggest(name),
+                    },
+                })
+            }
+        };
         let spec = &entry.spec;
         line.insert("tier".into(), Value::String(spec.tier.as_str().into()));
         let problems = entry.problems(args);
