@@ -2,7 +2,7 @@
 //! prompts. Whatever does not fit (a bad name, a schema the validator
 //! cannot compile) is left out with a warning, never trusted half-way.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -57,6 +57,17 @@ pub fn catalog_name(original: &str) -> String {
     format!("{NAMESPACE}{}", original.replace(['.', '-'], "_"))
 }
 
+/// The name for a tool whose [`catalog_name`] another tool has too
+/// (`fleet.status` and `fleet_status`): `.` as `_dot_` and `-` as `_dash_`,
+/// so both stay callable and neither takes the other's place. A name
+/// without either keeps the plain form.
+pub fn spelled_out_name(original: &str) -> String {
+    format!(
+        "{NAMESPACE}{}",
+        original.replace('.', "_dot_").replace('-', "_dash_")
+    )
+}
+
 fn tier_for(original: &str, rules: &[TierRule], default: Tier) -> Tier {
     rules
         .iter()
@@ -97,6 +108,16 @@ struct RawTool {
 pub fn tools(list: &Value, rules: &[TierRule], default: Tier) -> Vec<Tool> {
     let raw = list.get("tools").cloned().unwrap_or(Value::Null);
     let raw: Vec<Value> = serde_json::from_value(raw).unwrap_or_default();
+    // How many tools map to each plain name: a name two of them would
+    // share is spelled out for those that need it.
+    let mut sharing: HashMap<String, usize> = HashMap::new();
+    for item in &raw {
+        if let Some(name) = item.get("name").and_then(Value::as_str) {
+            if valid_original(name) {
+                *sharing.entry(catalog_name(name)).or_default() += 1;
+            }
+        }
+    }
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for item in raw {
@@ -111,7 +132,12 @@ pub fn tools(list: &Value, rules: &[TierRule], default: Tier) -> Vec<Tool> {
             );
             continue;
         }
-        let name = catalog_name(&t.name);
+        let plain = catalog_name(&t.name);
+        let name = if sharing.get(&plain).is_some_and(|n| *n > 1) && t.name.contains(['.', '-']) {
+            spelled_out_name(&t.name)
+        } else {
+            plain
+        };
         if !seen.insert(name.clone()) {
             tracing::warn!(
                 "collector tool {} maps to {name}, which another collector tool already has; left out",
@@ -269,6 +295,8 @@ mod tests {
         let list = json!({"tools": [
             {"name": "fleet.status", "description": "Fleet health. More.", "input_schema": {"type": "object", "properties": {}}},
             {"name": "fleet-status", "description": "a clash after mapping"},
+            {"name": "fleet_status", "description": "the plain one"},
+            {"name": "fleet_status", "description": "the same name twice: left out"},
             {"name": "bad name!", "description": ""},
             {"name": "bad_schema", "input_schema": {"type": "object", "properties": {"x": {"type": "no-such-type"}}}},
             {"name": "ssh_exec"}
@@ -285,10 +313,14 @@ mod tests {
         assert_eq!(
             names,
             [
+                ("quox_fleet_dot_status", Tier::Read),
+                ("quox_fleet_dash_status", Tier::Read),
                 ("quox_fleet_status", Tier::Read),
                 ("quox_ssh_exec", Tier::Admin)
-            ]
+            ],
+            "tools whose names map alike are all kept, spelled out"
         );
+        assert_eq!(tools[2].spec.summary, "the plain one");
         assert_eq!(tools[0].original, "fleet.status");
         assert_eq!(tools[0].spec.summary, "Fleet health");
     }
