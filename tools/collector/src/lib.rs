@@ -192,6 +192,20 @@ pub struct Collector {
     live: std::sync::Mutex<HashMap<String, (Instant, String)>>,
 }
 
+/// `args` with the schema's top-level `default`s for the properties the
+/// call left out, as the collector's own clients send them.
+fn with_defaults(schema: &Value, mut args: Value) -> Value {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    if let (Some(properties), Some(given)) = (properties, args.as_object_mut()) {
+        for (name, property) in properties {
+            if let Some(default) = property.get("default") {
+                given.entry(name.clone()).or_insert_with(|| default.clone());
+            }
+        }
+    }
+    args
+}
+
 fn valid_id(s: &str) -> bool {
     (1..=64).contains(&s.len())
         && s.chars()
@@ -602,7 +616,7 @@ impl Backend for Collector {
         })?;
         let body = json!({
             "tool_name": original,
-            "input": args,
+            "input": with_defaults(&tool.input_schema, args),
             "agent_id": self.agent_id,
             "session_id": self.session_id,
         });

@@ -159,8 +159,8 @@ async fn discovered_tools_run_through_the_gateway() {
     let sent = s.sim.executed();
     assert_eq!(
         sent[1],
-        json!({"tool_name": "docker.status", "input": {"host": "edge-1"}, "agent_id": "ops-agent", "session_id": "s-1"}),
-        "the collector gets its own tool name and the configured ids"
+        json!({"tool_name": "docker.status", "input": {"host": "edge-1", "all": false}, "agent_id": "ops-agent", "session_id": "s-1"}),
+        "the collector gets its own tool name, the schema's defaults and the configured ids"
     );
 
     // Read-only identities cannot call an admin tool; nothing is sent.

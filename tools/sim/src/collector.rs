@@ -261,7 +261,8 @@ fn tools(agent: &str) -> Value {
         {"name": "fleet_status", "description": "Health of every host in the fleet: status and running containers.",
          "input_schema": {"type": "object", "properties": {}, "required": []}},
         {"name": "docker.status", "description": "Containers on one host, with state and image.",
-         "input_schema": {"type": "object", "properties": {"host": {"type": "string", "description": "Host name, e.g. edge-1"}}, "required": ["host"]}},
+         "input_schema": {"type": "object", "properties": {"host": {"type": "string", "description": "Host name, e.g. edge-1"},
+             "all": {"type": "boolean", "default": false, "description": "Include stopped containers"}}, "required": ["host"]}},
         {"name": "ssh_exec", "description": "Run a shell command on a host over SSH. Needs the collector's approval.",
          "input_schema": {"type": "object", "properties": {
              "host": {"type": "string"}, "command": {"type": "string", "maxLength": 4096}}, "required": ["host", "command"]}}
