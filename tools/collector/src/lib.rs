@@ -60,8 +60,14 @@ pub struct CollectorConfig {
     pub service_key_file: Option<PathBuf>,
     /// Else `QUOX_AGENT_ID`, else `quox`.
     pub agent_id: Option<String>,
-    /// Else `QUOX_SESSION_ID`, else one made up per process.
+    /// Else `QUOX_SESSION_ID`, else one made up per process. Each
+    /// identity gets a session of its own under it (`<session_id>-<hash of
+    /// the identity>`), so the collector can tell people apart.
     pub session_id: Option<String>,
+    /// The organisation every call is attributed to (`org_id`); else
+    /// `QUOX_ORG_ID`, else `airlock`. Each call also names the Airlock
+    /// identity that made it (`user_id`).
+    pub org_id: Option<String>,
     pub timeout_secs: u64,
     /// How often the lists are discovered again.
     pub refresh_secs: u64,
@@ -81,6 +87,7 @@ impl Default for CollectorConfig {
             service_key_file: None,
             agent_id: None,
             session_id: None,
+            org_id: None,
             timeout_secs: 30,
             refresh_secs: 60,
             max_response_bytes: 4 << 20,
@@ -181,6 +188,7 @@ pub struct Collector {
     client: client::Client,
     agent_id: String,
     session_id: String,
+    org_id: String,
     config: CollectorConfig,
     found: RwLock<Found>,
     generation: AtomicU64,
@@ -190,6 +198,18 @@ pub struct Collector {
     /// Why the last discovery failed (never the collector's address).
     last_failure: std::sync::Mutex<Option<String>>,
     live: std::sync::Mutex<HashMap<String, (Instant, String)>>,
+}
+
+impl Collector {
+    /// The session of `identity` under this process's session id: stable
+    /// for the process, one per person, and no longer than an id may be.
+    fn session_for(&self, identity: &str) -> String {
+        let hash = airlock_gateway::digest::sha256_hex(identity.as_bytes());
+        format!("{}-{}", self.session_id, &hash[..12])
+            .chars()
+            .take(64)
+            .collect()
+    }
 }
 
 /// `args` with the schema's top-level `default`s for the properties the
@@ -298,7 +318,16 @@ impl Collector {
                 let _ = getrandom::fill(&mut b);
                 format!("airlock-{}", hex::encode(b))
             });
-        for (what, id) in [("agent id", &agent_id), ("session id", &session_id)] {
+        let org_id = config
+            .org_id
+            .clone()
+            .or_else(|| env("QUOX_ORG_ID"))
+            .unwrap_or_else(|| "airlock".into());
+        for (what, id) in [
+            ("agent id", &agent_id),
+            ("session id", &session_id),
+            ("org id", &org_id),
+        ] {
             if !valid_id(id) {
                 return Err(CollectorError::Config(format!(
                     "collector {what} {id:?} must match ^[A-Za-z0-9_-]{{1,64}}$"
@@ -331,6 +360,7 @@ impl Collector {
             client,
             agent_id,
             session_id,
+            org_id,
             config,
             found: RwLock::default(),
             generation: AtomicU64::new(0),
@@ -604,7 +634,7 @@ impl Backend for Collector {
 
     async fn call(
         &self,
-        _caller: &Caller,
+        caller: &Caller,
         tool: &ToolSpec,
         args: Value,
     ) -> Result<Reply, BackendError> {
@@ -618,7 +648,9 @@ impl Backend for Collector {
             "tool_name": original,
             "input": with_defaults(&tool.input_schema, args),
             "agent_id": self.agent_id,
-            "session_id": self.session_id,
+            "session_id": self.session_for(&caller.identity),
+            "org_id": self.org_id,
+            "user_id": caller.identity,
         });
         let mut attempt = 1;
         let value = loop {

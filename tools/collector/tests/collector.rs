@@ -159,9 +159,16 @@ async fn discovered_tools_run_through_the_gateway() {
     let sent = s.sim.executed();
     assert_eq!(
         sent[1],
-        json!({"tool_name": "docker.status", "input": {"host": "edge-1", "all": false}, "agent_id": "ops-agent", "session_id": "s-1"}),
-        "the collector gets its own tool name, the schema's defaults and the configured ids"
+        json!({"tool_name": "docker.status", "input": {"host": "edge-1", "all": false}, "agent_id": "ops-agent",
+            "session_id": format!("s-1-{}", &airlock_gateway::digest::sha256_hex(b"viewer")[..12]),
+            "org_id": "airlock", "user_id": "viewer"}),
+        "the collector gets its own tool name, the schema's defaults, the configured ids, and who is calling"
     );
+    s.call("rita", "quox_fleet_status", json!({})).await.unwrap();
+    let sent = s.sim.executed();
+    assert_eq!(sent[2]["user_id"], "rita");
+    assert_eq!(sent[0]["session_id"], sent[1]["session_id"], "one per identity");
+    assert_ne!(sent[0]["session_id"], sent[2]["session_id"], "one per identity");
 
     // Read-only identities cannot call an admin tool; nothing is sent.
     let e = s
@@ -173,7 +180,7 @@ async fn discovered_tools_run_through_the_gateway() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), "policy_denied");
-    assert_eq!(s.sim.executes(), 2);
+    assert_eq!(s.sim.executes(), 3);
 }
 
 /// A failure the collector reports names what failed, not where: the
