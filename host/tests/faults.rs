@@ -168,6 +168,87 @@ async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {
     assert_eq!(outcomes, ["Cancelled"]);
 }
 
+/// SIGTERM to `serve --demo` on stdio, before a client started a session
+/// and in the middle of one: it ends as if stdin had closed, so the
+/// simulator's temporary directory (its token files) is removed.
+#[test]
+fn sigterm_to_a_stdio_demo_leaves_no_temporary_files() {
+    for with_session in [false, true] {
+        sigterm_to_a_stdio_demo(with_session);
+    }
+}
+
+fn sigterm_to_a_stdio_demo(with_session: bool) {
+    use std::io::{BufRead, BufReader, Write};
+    let scratch = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["serve", "--demo"])
+        .env("TMPDIR", scratch.path())
+        .env("AIRLOCK_STATE_DIR", scratch.path().join("state"))
+        .env("AIRLOCK_LOG", "info")
+        .env_remove("AIRLOCK_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let serving = Duration::from_secs(30);
+    loop {
+        let line = rx.recv_timeout(serving).expect("serve --demo starts");
+        if line.contains("serving MCP on stdio") {
+            break;
+        }
+    }
+    let made: Vec<_> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .filter(|n| n.to_string_lossy().starts_with(".tmp"))
+        .collect();
+    assert_eq!(
+        made.len(),
+        1,
+        "the simulator's directory while it runs: {made:?}"
+    );
+    if with_session {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}});
+        let stdin = child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{init}").unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        assert!(answer.contains("\"id\":1"), "{answer}");
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .unwrap();
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = exit_within(child, Duration::from_secs(20), "SIGTERM");
+    assert!(status.success(), "session {with_session}: {status:?}");
+    let left: Vec<_> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .filter(|n| n.to_string_lossy().starts_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_client_that_goes_away_mid_execution_leaves_a_complete_audit() {
     use std::io::{BufRead, BufReader, Write};
