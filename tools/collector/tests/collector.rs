@@ -164,11 +164,19 @@ async fn discovered_tools_run_through_the_gateway() {
             "org_id": "airlock", "user_id": "viewer"}),
         "the collector gets its own tool name, the schema's defaults, the configured ids, and who is calling"
     );
-    s.call("rita", "quox_fleet_status", json!({})).await.unwrap();
+    s.call("rita", "quox_fleet_status", json!({}))
+        .await
+        .unwrap();
     let sent = s.sim.executed();
     assert_eq!(sent[2]["user_id"], "rita");
-    assert_eq!(sent[0]["session_id"], sent[1]["session_id"], "one per identity");
-    assert_ne!(sent[0]["session_id"], sent[2]["session_id"], "one per identity");
+    assert_eq!(
+        sent[0]["session_id"], sent[1]["session_id"],
+        "one per identity"
+    );
+    assert_ne!(
+        sent[0]["session_id"], sent[2]["session_id"],
+        "one per identity"
+    );
 
     // Read-only identities cannot call an admin tool; nothing is sent.
     let e = s
