@@ -37,6 +37,8 @@ struct Person {
     hold: bool,
     /// The reasons of withdrawn questions (`notifications/cancelled`).
     withdrawn: tokio::sync::mpsc::UnboundedSender<String>,
+    /// The server's state directory, removed when the client is dropped.
+    state: Option<Arc<tempfile::TempDir>>,
 }
 
 impl ClientHandler for Person {
@@ -103,7 +105,7 @@ impl ClientHandler for Person {
     }
 }
 
-async fn connect(person: Person, args: &[&str]) -> RunningService<RoleClient, Person> {
+async fn connect(mut person: Person, args: &[&str]) -> RunningService<RoleClient, Person> {
     let state = tempfile::tempdir().unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_airlock"));
     cmd.arg("serve")
@@ -111,7 +113,8 @@ async fn connect(person: Person, args: &[&str]) -> RunningService<RoleClient, Pe
         .env("AIRLOCK_STATE_DIR", state.path())
         .env_remove("AIRLOCK_CONFIG")
         .env("AIRLOCK_LOG", "warn");
-    std::mem::forget(state); // lives as long as the child
+    // Lives as long as the client (which owns the person) does.
+    person.state = Some(Arc::new(state));
     person
         .serve(TokioChildProcess::new(cmd).unwrap())
         .await
@@ -135,6 +138,7 @@ fn listening_person() -> (Person, tokio::sync::mpsc::UnboundedReceiver<Value>) {
         logs,
         hold: false,
         withdrawn: tokio::sync::mpsc::unbounded_channel().0,
+        state: None,
     };
     (p, rx)
 }
