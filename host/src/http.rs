@@ -426,11 +426,13 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     let app = app
         .merge(mcp)
         .fallback(|| async { plain(StatusCode::NOT_FOUND, "not found; MCP is at /mcp") });
+    let mut stop = crate::shutdown::StopSignal::register();
     eprintln!("airlock: serving MCP at http://{addr}/mcp");
     let grace = options.shutdown_grace;
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
-            stop_requested().await;
+            stop.received().await;
+            tracing::info!("stopping: no new requests; open ones finish");
             // No new connections from here on (and no keep-alive for the
             // open ones); executions in flight finish and answer, up to
             // the grace period. Then the MCP sessions are cancelled: what
@@ -518,23 +520,6 @@ fn reload_keys(gate: Arc<Gate>, store: Arc<dyn KeyStore>) {
             }
         }
     });
-}
-
-/// Ctrl-C, or SIGTERM as `systemctl stop` sends it: stop accepting, let
-/// the open requests finish.
-async fn stop_requested() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("stopping: no new requests; open ones finish");
 }
 
 #[cfg(test)]

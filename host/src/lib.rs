@@ -17,4 +17,5 @@ pub mod run;
 pub mod serve;
 pub mod sessions;
 pub mod settings;
+pub mod shutdown;
 pub mod wiring;

@@ -10,6 +10,7 @@ use rmcp::ServiceExt;
 use crate::{
     mcp::{AirlockServer, Shared},
     settings::{ConfigFile, SandboxFlags},
+    shutdown::StopSignal,
     wiring,
 };
 
@@ -26,13 +27,11 @@ pub async fn stdio(
             return ExitCode::from(2);
         }
     };
-    // Registered before anyone can see this server running, so a SIGTERM
-    // that follows at once is already ours to handle.
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut stop = StopSignal::register();
     tracing::info!(identity, mode = %shared.gateway.mode_of(&Caller::new(identity)), tools = shared.gateway.catalog().len(), "serving MCP on stdio");
     let started = tokio::select! {
         biased;
-        _ = terminated(&mut term) => {
+        _ = stop.received() => {
             tracing::info!("stopped before a client started a session");
             return ExitCode::SUCCESS;
         }
@@ -49,13 +48,13 @@ pub async fn stdio(
     // process returns through `main` and what it started in-process (the
     // demo's simulator and its temporary directory) is cleaned up.
     let token = service.cancellation_token();
-    let stop = tokio::spawn(async move {
-        terminated(&mut term).await;
+    let stopping = tokio::spawn(async move {
+        stop.received().await;
         tracing::info!("stopping: the session ends as if its client had gone");
         token.cancel();
     });
     let ended = service.waiting().await;
-    stop.abort();
+    stopping.abort();
     // The client is gone and rmcp has cancelled what was still running;
     // let those executions write their end line before the process exits.
     executions_ended(&shared).await;
@@ -64,21 +63,6 @@ pub async fn stdio(
         Err(e) => {
             eprintln!("error: the MCP session ended abnormally: {e}");
             ExitCode::from(1)
-        }
-    }
-}
-
-/// SIGTERM (through `term`, registered early) or Ctrl-C.
-async fn terminated(term: &mut Option<tokio::signal::unix::Signal>) {
-    match term {
-        Some(term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }
