@@ -206,10 +206,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
             }
             run.log_bytes_total = run.log_bytes_total.saturating_add(charge);
             run.log_bytes_kept += charge;
-            run.logs.push(LogEntry {
-                level: level.into(),
-                message,
-            });
+            run.logs.push(LogEntry { level, message });
             Ok(())
         },
     )?;

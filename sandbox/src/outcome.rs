@@ -61,46 +61,19 @@ pub struct Truncation {
     pub original_bytes: u64,
 }
 
+/// The console level is the ABI's own: one enum from the guest's call to
+/// the JSON outcome (`"level": "warn"`).
+pub use airlock_guest_sdk::abi::LogLevel;
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LogEntry {
+    #[serde(serialize_with = "level_name")]
     pub level: LogLevel,
     pub message: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogLevel {
-    Log,
-    Info,
-    Warn,
-    Error,
-    Debug,
-}
-
-impl LogLevel {
-    /// The lower-case name, as in `console.<name>` and the JSON outcome.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Log => "log",
-            Self::Info => "info",
-            Self::Warn => "warn",
-            Self::Error => "error",
-            Self::Debug => "debug",
-        }
-    }
-}
-
-impl From<airlock_guest_sdk::abi::LogLevel> for LogLevel {
-    fn from(l: airlock_guest_sdk::abi::LogLevel) -> Self {
-        use airlock_guest_sdk::abi::LogLevel as L;
-        match l {
-            L::Log => Self::Log,
-            L::Info => Self::Info,
-            L::Warn => Self::Warn,
-            L::Error => Self::Error,
-            L::Debug => Self::Debug,
-        }
-    }
+fn level_name<S: serde::Serializer>(level: &LogLevel, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(level.as_str())
 }
 
 /// One tool call as the host saw it.
