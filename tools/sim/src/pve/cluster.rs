@@ -135,7 +135,7 @@ pub fn is_disk_key(k: &str) -> bool {
 }
 
 /// `local-lvm:vm-100-disk-0,size=32G` → bytes.
-fn size_of_volume(spec: &str) -> Option<u64> {
+pub fn size_of_volume(spec: &str) -> Option<u64> {
     let size = spec.split(',').find_map(|p| p.strip_prefix("size="))?;
     parse_size(size)
 }
@@ -277,8 +277,30 @@ impl Task {
         self.exitstatus.is_none()
     }
 
+    /// A task as `/tasks/{upid}/status` shows it: `status` is running or
+    /// stopped, with the `exitstatus` once stopped.
     pub fn json(&self) -> Value {
-        let mut v = json!({
+        let mut v = self.base();
+        v["status"] = json!(if self.running() { "running" } else { "stopped" });
+        if let Some(e) = &self.exitstatus {
+            v["exitstatus"] = json!(e);
+        }
+        v
+    }
+
+    /// A task as task lists show it: an ended one carries `endtime`, and
+    /// its exit status as `status`.
+    pub fn row(&self) -> Value {
+        let mut v = self.base();
+        if let Some(e) = &self.exitstatus {
+            v["status"] = json!(e);
+            v["endtime"] = json!(self.endtime);
+        }
+        v
+    }
+
+    fn base(&self) -> Value {
+        json!({
             "upid": self.upid.to_string(),
             "node": self.upid.node,
             "pid": self.upid.pid,
@@ -287,13 +309,7 @@ impl Task {
             "type": self.upid.kind,
             "id": self.upid.id,
             "user": self.upid.user,
-            "status": if self.running() { "running" } else { "stopped" },
-        });
-        if let Some(e) = &self.exitstatus {
-            v["exitstatus"] = json!(e);
-            v["endtime"] = json!(self.endtime);
-        }
-        v
+        })
     }
 }
 

@@ -3,6 +3,9 @@
 use serde_json::{json, Value};
 
 use super::{matches, nodes::storage_json, summary, Method, Params, Reply};
+
+/// The one storage replication job: VM 102 (the database) to pve2.
+pub(super) const REPLICATION_JOB: &str = "102-0";
 use crate::pve::cluster::{now_secs, Cluster};
 
 pub(super) fn cluster_routes(c: &mut Cluster, m: Method, path: &str, p: &Params) -> Option<Reply> {
@@ -23,7 +26,7 @@ pub(super) fn cluster_routes(c: &mut Cluster, m: Method, path: &str, p: &Params)
             Value::Array(list)
         }),
         ("/cluster/tasks", |c| {
-            Value::Array(c.tasks.iter().rev().take(50).map(|t| t.json()).collect())
+            Value::Array(c.tasks.iter().rev().take(50).map(|t| t.row()).collect())
         }),
         (
             "/cluster/options",
@@ -31,7 +34,7 @@ pub(super) fn cluster_routes(c: &mut Cluster, m: Method, path: &str, p: &Params)
         ),
         (
             "/cluster/ha/status/current",
-            |_| json!([{"id": "quorum", "type": "quorum", "status": "OK", "quorate": 1}, {"id": "master", "type": "master", "node": "pve1", "status": "pve1 (active, Sat Nov 29 10:00:00 2026)"}]),
+            |_| json!([{"id": "quorum", "type": "quorum", "node": "pve1", "status": "OK", "quorate": 1}, {"id": "master", "type": "master", "node": "pve1", "status": "pve1 (active, Sat Nov 29 10:00:00 2026)"}]),
         ),
         (
             "/cluster/ha/resources",
@@ -56,22 +59,29 @@ pub(super) fn cluster_routes(c: &mut Cluster, m: Method, path: &str, p: &Params)
         ),
         (
             "/cluster/firewall/groups",
-            |_| json!([{"group": "webserver", "comment": "HTTP and HTTPS"}]),
+            |_| json!([{"group": "webserver", "comment": "HTTP and HTTPS", "digest": "3f0e1c9d2b7a"}]),
         ),
         (
             "/cluster/firewall/ipset",
-            |_| json!([{"name": "management", "comment": "admin networks"}]),
+            |_| json!([{"name": "management", "comment": "admin networks", "digest": "8a41c2e07d55"}]),
         ),
         (
             "/cluster/firewall/aliases",
-            |_| json!([{"name": "office", "cidr": "203.0.113.0/24"}]),
+            |_| json!([{"name": "office", "cidr": "203.0.113.0/24", "digest": "c93b0f6e2a18"}]),
         ),
         (
             "/cluster/backup",
             |_| json!([{"id": "backup-nightly", "schedule": "02:00", "storage": "local", "mode": "snapshot", "all": 1, "enabled": 1}]),
         ),
         ("/cluster/backup-info/not-backed-up", |_| json!([])),
-        ("/cluster/replication", |_| json!([])),
+        (
+            "/cluster/replication",
+            |_| json!([{"id": REPLICATION_JOB, "type": "local", "guest": 102, "jobnum": 0, "target": "pve2", "schedule": "*/15", "source": "pve1"}]),
+        ),
+        ("/cluster/config/join", |c| {
+            let nodelist: Vec<Value> = c.nodes.iter().enumerate().map(|(i, n)| json!({"name": n.name, "nodeid": i + 1, "pve_addr": format!("192.168.10.{}", 11 + i), "pve_fp": "3C:9A:0E:57:B4:21:6D:F8:12:AE:90:4B:C7:33:58:E6:01:7F:A9:2D:C4:68:B0:1E:95:53:FA:0C:87:3D:E2:41", "quorum_votes": 1, "ring0_addr": format!("192.168.10.{}", 11 + i)})).collect();
+            json!({"config_digest": "5d2f8c1a9e4b7036c1f2a8d9e0b3c4d5e6f70819", "nodelist": nodelist, "preferred_node": "pve1", "totem": {"cluster_name": c.name, "config_version": "7", "interface": {"0": {"linknumber": "0"}}, "ip_version": "ipv4-6", "link_mode": "passive", "secauth": "on", "version": "2"}})
+        }),
         ("/cluster/metrics/server", |_| json!([])),
         ("/storage", |c| {
             Value::Array(c.storages.iter().map(|s| json!({"storage": s.id, "type": s.kind, "content": s.content, "shared": s.shared as u8})).collect())
@@ -96,24 +106,60 @@ pub(super) fn cluster_routes(c: &mut Cluster, m: Method, path: &str, p: &Params)
             for g in c.guests.values() {
                 let mut s = summary(g, now);
                 s["id"] = json!(format!("{}/{}", g.kind.as_str(), g.vmid));
+                s["type"] = json!(g.kind.as_str());
+                // Resource rows call the guest's CPU count maxcpu.
+                if let Some(o) = s.as_object_mut() {
+                    if let Some(n) = o.remove("cpus") {
+                        o.insert("maxcpu".into(), n);
+                    }
+                }
                 s["node"] = json!(g.node);
                 list.push(s);
             }
         }
         if wanted.is_none() || wanted == Some("node") {
             for n in &c.nodes {
-                list.push(json!({"id": format!("node/{}", n.name), "type": "node", "node": n.name, "status": if n.online { "online" } else { "offline" }, "maxcpu": n.cpus, "maxmem": n.memory}));
+                let mut row = json!({"id": format!("node/{}", n.name), "type": "node", "node": n.name, "status": if n.online { "online" } else { "offline" }, "maxcpu": n.cpus, "maxmem": n.memory, "level": ""});
+                if n.online {
+                    let used: u64 = c
+                        .guests
+                        .values()
+                        .filter(|g| {
+                            g.node == n.name && g.power == crate::pve::cluster::Power::Running
+                        })
+                        .map(|g| g.memory_mib() << 20)
+                        .sum();
+                    for (k, v) in [
+                        ("cpu", json!(0.12)),
+                        ("mem", json!(used + (4 << 30))),
+                        ("uptime", json!(1_209_600)),
+                        ("disk", json!(12u64 << 30)),
+                        ("maxdisk", json!(100u64 << 30)),
+                        ("cgroup-mode", json!(2)),
+                    ] {
+                        row[k] = v;
+                    }
+                }
+                list.push(row);
             }
         }
         if wanted.is_none() || wanted == Some("storage") {
             for n in &c.nodes {
                 for s in &c.storages {
-                    let mut j = storage_json(c, s, &n.name);
-                    j["id"] = json!(format!("storage/{}/{}", n.name, s.id));
-                    j["node"] = json!(n.name);
-                    j["type"] = json!("storage");
-                    j["plugintype"] = json!(s.kind);
-                    list.push(j);
+                    // Resource rows name sizes as disk/maxdisk, not used/total.
+                    let usage = storage_json(c, s, &n.name);
+                    list.push(json!({
+                        "id": format!("storage/{}/{}", n.name, s.id),
+                        "type": "storage",
+                        "storage": s.id,
+                        "node": n.name,
+                        "plugintype": s.kind,
+                        "status": if n.online { "available" } else { "unknown" },
+                        "shared": s.shared as u8,
+                        "content": s.content,
+                        "disk": usage["used"],
+                        "maxdisk": usage["total"],
+                    }));
                 }
             }
         }

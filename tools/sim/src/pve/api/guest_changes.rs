@@ -307,6 +307,7 @@ pub(super) fn config_update(
     p: &Params,
     user: &str,
     kind: Kind,
+    as_task: bool,
 ) -> Reply {
     let g = match guest(c, v, kind) {
         Ok(g) => g.clone(),
@@ -336,18 +337,23 @@ pub(super) fn config_update(
         set,
         delete,
     };
-    if kind == Kind::Qemu {
+    let task_kind = if kind == Kind::Qemu {
+        "qmconfig"
+    } else {
+        "vzconfig"
+    };
+    if as_task {
         Reply::data(json!(c.start_task(
             &g.node,
-            "qmconfig",
+            task_kind,
             &g.vmid.to_string(),
             user,
             effect,
             None
         )))
     } else {
-        // LXC configuration changes apply at once, without a task.
-        c.start_task(&g.node, "vzconfig", &g.vmid.to_string(), user, effect, None);
+        // Applied at once: the answer comes when the change is made.
+        c.start_task(&g.node, task_kind, &g.vmid.to_string(), user, effect, None);
         if let Some(t) = c.tasks.last_mut() {
             t.finish_at = std::time::Instant::now();
         }

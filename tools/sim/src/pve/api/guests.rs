@@ -7,9 +7,11 @@ use serde_json::{json, Value};
 use super::{
     flag, guest,
     guest_changes::{clone, config_update, create, power, snapshot_change},
-    matches, node_ok, rrd, summary, Method, Params, Reply,
+    guest_rrd, matches, node_ok, rrd, summary, Method, Params, Reply,
 };
-use crate::pve::cluster::{now_secs, Cluster, Effect, Guest, Kind, Power};
+use crate::pve::cluster::{
+    is_disk_key, now_secs, size_of_volume, Cluster, Effect, Guest, Kind, Power,
+};
 
 pub(super) fn guest_routes(
     c: &mut Cluster,
@@ -91,7 +93,8 @@ pub(super) fn guest_routes(
                     Reply::data(Value::Array(
                         g.config
                             .iter()
-                            .map(|(key, value)| json!({"key": key, "value": value}))
+                            // Values as the configuration file holds them: text.
+                            .map(|(key, value)| json!({"key": key, "value": value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string())}))
                             .collect(),
                     ))
                 })
@@ -101,13 +104,16 @@ pub(super) fn guest_routes(
     if let Some(v) = at(&t("/{vmid}/rrddata"), Method::Get) {
         return Some(
             guest(c, &v, kind)
-                .map(|g| Reply::data(rrd(now, g.power == Power::Running)))
+                .map(|g| Reply::data(rrd(now, |i| guest_rrd(g, i))))
                 .unwrap_or_else(|e| e),
         );
     }
     if let Some(v) = at(&t("/{vmid}/interfaces"), Method::Get) {
         return Some(guest(c, &v, kind).map(|g| {
-            Reply::data(json!([{"name": "lo", "inet": "127.0.0.1/8"}, {"name": "eth0", "inet": format!("10.0.{}.{}/24", g.vmid / 256, g.vmid % 256), "hwaddr": "bc:24:11:01:00:01"}]))
+            let ip = format!("10.0.{}.{}", g.vmid / 256, g.vmid % 256);
+            let mac = format!("bc:24:11:{:02x}:{:02x}:01", g.vmid / 256, g.vmid % 256);
+            let iface = |name: &str, mac: &str, ip: &str, prefix: u8| json!({"name": name, "hwaddr": mac, "hardware-address": mac, "inet": format!("{ip}/{prefix}"), "ip-addresses": [{"ip-address": ip, "ip-address-type": "inet", "prefix": prefix}]});
+            Reply::data(json!([iface("lo", "00:00:00:00:00:00", "127.0.0.1", 8), iface("eth0", &mac, &ip, 24)]))
         }).unwrap_or_else(|e| e));
     }
     for action in [
@@ -148,7 +154,11 @@ pub(super) fn guest_routes(
     if let Some(v) = at(&t("/{vmid}/migrate"), Method::Get) {
         return Some(guest(c, &v, kind).map(|g| {
             let others: Vec<&str> = c.nodes.iter().filter(|n| n.name != g.node && n.online).map(|n| n.name.as_str()).collect();
-            Reply::data(json!({"running": g.power == Power::Running, "allowed_nodes": others, "not_allowed_nodes": {}, "local_disks": [], "local_resources": []}))
+            let running = g.power == Power::Running;
+            if kind == Kind::Lxc {
+                return Reply::data(json!({"running": running, "allowed-nodes": others, "not-allowed-nodes": {}}));
+            }
+            Reply::data(json!({"running": running, "allowed_nodes": others, "not_allowed_nodes": {}, "local_disks": local_disks(c, g), "local_resources": [], "mapped-resources": [], "mapped-resource-info": {}, "has-dbus-vmstate": 0}))
         }).unwrap_or_else(|e| e));
     }
     if let Some(v) = at(&t("/{vmid}/migrate"), Method::Post) {
@@ -276,13 +286,14 @@ pub(super) fn guest_routes(
                 .unwrap_or_else(|e| e),
         );
     }
-    let config_method = if kind == Kind::Qemu {
-        Method::Post
-    } else {
-        Method::Put
-    };
-    if let Some(v) = at(&t("/{vmid}/config"), config_method) {
-        return Some(config_update(c, &v, p, user, kind));
+    // VMs: POST runs a task, PUT applies at once; containers only PUT.
+    if let Some(v) = at(&t("/{vmid}/config"), Method::Put) {
+        return Some(config_update(c, &v, p, user, kind, false));
+    }
+    if kind == Kind::Qemu {
+        if let Some(v) = at(&t("/{vmid}/config"), Method::Post) {
+            return Some(config_update(c, &v, p, user, kind, true));
+        }
     }
     if let Some(v) = at(&t("/{vmid}/template"), Method::Post) {
         return Some(
@@ -317,9 +328,22 @@ pub(super) fn guest_routes(
             let mut list: Vec<Value> = g
                 .snapshots
                 .iter()
-                .map(|s| json!({"name": s.name, "description": s.description, "snaptime": s.snaptime, "vmstate": s.vmstate as u8, "parent": s.parent}))
+                .map(|s| {
+                    let mut j = json!({"name": s.name, "description": s.description, "snaptime": s.snaptime});
+                    if kind == Kind::Qemu {
+                        j["vmstate"] = json!(s.vmstate as u8);
+                    }
+                    if let Some(parent) = &s.parent {
+                        j["parent"] = json!(parent);
+                    }
+                    j
+                })
                 .collect();
-            list.push(json!({"name": "current", "description": "You are here!", "running": (g.power == Power::Running) as u8, "parent": g.snapshots.last().map(|s| s.name.clone())}));
+            let mut current = json!({"name": "current", "description": "You are here!", "running": (g.power == Power::Running) as u8});
+            if let Some(last) = g.snapshots.last() {
+                current["parent"] = json!(last.name);
+            }
+            list.push(current);
             Reply::data(Value::Array(list))
         }).unwrap_or_else(|e| e));
     }
@@ -426,13 +450,20 @@ pub(super) fn guest_routes(
         if let Some(v) = at(&t("/{vmid}/agent/ping"), Method::Post) {
             return Some(
                 guest(c, &v, kind)
-                    .map(|g| agent(g, Value::Null))
+                    .map(|g| agent(g, json!({"result": {}})))
                     .unwrap_or_else(|e| e),
             );
         }
     }
     if let Some(v) = at(&t("/{vmid}/firewall/rules"), Method::Get) {
         return Some(guest(c, &v, kind).map(|_| Reply::data(json!([{"pos": 0, "type": "in", "action": "ACCEPT", "proto": "tcp", "dport": "22", "enable": 1}]))).unwrap_or_else(|e| e));
+    }
+    if let Some(v) = at(&t("/{vmid}/firewall/log"), Method::Get) {
+        return Some(
+            guest(c, &v, kind)
+                .map(|g| Reply::data(super::nodes::firewall_log(p, &g.node, Some(g.vmid))))
+                .unwrap_or_else(|e| e),
+        );
     }
     if let Some(v) = at(&t("/{vmid}/firewall/options"), Method::Get) {
         return Some(guest(c, &v, kind).map(|_| Reply::data(json!({"enable": 1, "policy_in": "DROP", "policy_out": "ACCEPT", "macfilter": 1}))).unwrap_or_else(|e| e));
@@ -445,4 +476,21 @@ fn agent(g: &Guest, answer: Value) -> Reply {
         return Reply::error(500, format!("VM {} is not running", g.vmid));
     }
     Reply::data(answer)
+}
+
+/// Disks on storage only this node has (not shared): what a migration
+/// must copy. CD-ROMs count, as PVE lists them.
+fn local_disks(c: &Cluster, g: &Guest) -> Vec<Value> {
+    g.config
+        .iter()
+        .filter(|(k, _)| is_disk_key(k))
+        .filter_map(|(_, v)| v.as_str())
+        .filter_map(|spec| {
+            let volid = spec.split(',').next()?;
+            let (storage, _) = volid.split_once(':')?;
+            let shared = c.storages.iter().find(|s| s.id == storage)?.shared;
+            let cdrom = spec.split(',').any(|o| o == "media=cdrom");
+            (!shared).then(|| json!({"volid": volid, "size": size_of_volume(spec).unwrap_or(0), "cdrom": cdrom as u8, "is_unused": 0}))
+        })
+        .collect()
 }

@@ -231,6 +231,9 @@ fn guest<'a>(c: &'a Cluster, v: &Vars, kind: Kind) -> Result<&'a Guest, Reply> {
 }
 
 fn route(c: &mut Cluster, m: Method, path: &str, p: &Params, user: &str) -> Reply {
+    if let Some(refusal) = missing_required(m, path, p) {
+        return refusal;
+    }
     for kind in [Kind::Qemu, Kind::Lxc] {
         if let Some(r) = guest_routes(c, m, path, p, user, kind) {
             return r;
@@ -248,7 +251,8 @@ fn route(c: &mut Cluster, m: Method, path: &str, p: &Params, user: &str) -> Repl
     )
 }
 
-/// A guest as lists show it (`/nodes/{node}/qemu`, `/cluster/resources`).
+/// A guest as lists show it (`/nodes/{node}/qemu`, `/cluster/resources`
+/// adds its `id`, `type` and `node`).
 fn summary(g: &Guest, now: u64) -> Value {
     let mut v = json!({
         "vmid": g.vmid,
@@ -260,7 +264,6 @@ fn summary(g: &Guest, now: u64) -> Value {
         "mem": if g.power == Power::Running { (g.memory_mib() << 20) / 3 } else { 0 },
         "maxdisk": g.disk_bytes(),
         "uptime": g.uptime(now),
-        "type": g.kind.as_str(),
     });
     if g.template() {
         v["template"] = json!(1);
@@ -271,11 +274,109 @@ fn summary(g: &Guest, now: u64) -> Value {
     v
 }
 
-/// RRD points for the last 70 minutes, as graphs read them.
-fn rrd(now: u64, busy: bool) -> Value {
+/// RRD points for the last 70 minutes, as graphs read them: `point(i)`
+/// gives the i-th point's values (0 is the oldest), the time is added.
+fn rrd(now: u64, point: impl Fn(u64) -> Value) -> Value {
     Value::Array(
         (0..70u64)
-            .map(|i| json!({"time": now - (69 - i) * 60, "cpu": if busy { 0.05 + (i % 7) as f64 / 100.0 } else { 0.0 }, "mem": 2_147_483_648u64, "netin": 1200.0, "netout": 800.0}))
+            .map(|i| {
+                let mut v = point(i);
+                v["time"] = json!(now - (69 - i) * 60);
+                v
+            })
             .collect(),
     )
+}
+
+/// A guest's RRD point: its own size, and no load while it is stopped.
+fn guest_rrd(g: &Guest, i: u64) -> Value {
+    let maxmem = g.memory_mib() << 20;
+    let on = g.power == Power::Running;
+    let wave = (i % 7) as f64 / 100.0;
+    json!({
+        "cpu": if on { 0.02 + wave } else { 0.0 },
+        "maxcpu": g.cores(),
+        "mem": if on { maxmem / 3 + (i % 5) * (1 << 20) } else { 0 },
+        "maxmem": maxmem,
+        "disk": 0,
+        "maxdisk": g.disk_bytes(),
+        "netin": if on { 1000.0 + (g.vmid % 10) as f64 * 100.0 } else { 0.0 },
+        "netout": if on { 600.0 + (g.vmid % 10) as f64 * 50.0 } else { 0.0 },
+        "diskread": if on { 4096.0 } else { 0.0 },
+        "diskwrite": if on { 8192.0 } else { 0.0 },
+    })
+}
+
+/// Parameters PVE requires on operations whose handlers read them
+/// optionally; a call without them gets PVE's 400 naming every one.
+const REQUIRED: &[(Method, &str, &[&str])] = &[
+    (Method::Get, "/nodes/{node}/rrddata", &["timeframe"]),
+    (
+        Method::Get,
+        "/nodes/{node}/qemu/{vmid}/rrddata",
+        &["timeframe"],
+    ),
+    (
+        Method::Get,
+        "/nodes/{node}/lxc/{vmid}/rrddata",
+        &["timeframe"],
+    ),
+    (
+        Method::Get,
+        "/nodes/{node}/storage/{storage}/rrddata",
+        &["timeframe"],
+    ),
+    (
+        Method::Get,
+        "/nodes/{node}/qemu/{vmid}/cloudinit/dump",
+        &["type"],
+    ),
+    (
+        Method::Get,
+        "/nodes/{node}/qemu/{vmid}/feature",
+        &["feature"],
+    ),
+    (
+        Method::Get,
+        "/nodes/{node}/vzdump/extractconfig",
+        &["volume"],
+    ),
+    (Method::Get, "/nodes/{node}/disks/smart", &["disk"]),
+    (
+        Method::Post,
+        "/nodes/{node}/qemu/{vmid}/move_disk",
+        &["disk"],
+    ),
+    (
+        Method::Put,
+        "/nodes/{node}/qemu/{vmid}/resize",
+        &["disk", "size"],
+    ),
+    (
+        Method::Put,
+        "/nodes/{node}/lxc/{vmid}/resize",
+        &["disk", "size"],
+    ),
+    (
+        Method::Post,
+        "/nodes/{node}/lxc/{vmid}/move_volume",
+        &["volume"],
+    ),
+    (
+        Method::Post,
+        "/nodes/{node}/storage/{storage}/download-url",
+        &["content", "filename", "url"],
+    ),
+];
+
+fn missing_required(m: Method, path: &str, p: &Params) -> Option<Reply> {
+    let (_, _, names) = REQUIRED
+        .iter()
+        .find(|(method, template, _)| *method == m && matches(template, path).is_some())?;
+    let missing: Vec<(&str, String)> = names
+        .iter()
+        .filter(|n| !p.contains_key(**n))
+        .map(|n| (*n, "property is missing and it is not optional".to_string()))
+        .collect();
+    (!missing.is_empty()).then(|| Reply::bad_params(&missing))
 }

@@ -3,7 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::{flag, matches, node_ok, rrd, Method, Params, Reply, Vars};
+use super::{
+    datacenter::REPLICATION_JOB, flag, matches, node_ok, rrd, Method, Params, Reply, Vars,
+};
 use crate::pve::cluster::{now_secs, Cluster, Effect, Power, Storage};
 
 pub(super) fn node_routes(
@@ -49,17 +51,42 @@ pub(super) fn node_routes(
         Reply::data(json!({
             "uptime": 1_209_600, "loadavg": ["0.42", "0.51", "0.60"], "cpu": 0.12, "wait": 0.001,
             "cpuinfo": {"cpus": n.cpus, "model": "AMD EPYC 7302P 16-Core Processor", "sockets": 1, "cores": n.cpus},
-            "memory": {"total": n.memory, "used": used + (4 << 30), "free": n.memory - used - (4 << 30)},
+            "memory": {"total": n.memory, "used": used + (4 << 30), "free": n.memory - used - (4 << 30), "available": n.memory - used - (3 << 30)},
             "swap": {"total": 8u64 << 30, "used": 0, "free": 8u64 << 30},
-            "rootfs": {"total": 100u64 << 30, "used": 12u64 << 30, "avail": 88u64 << 30},
+            "rootfs": {"total": 100u64 << 30, "used": 12u64 << 30, "avail": 83u64 << 30, "free": 88u64 << 30},
+            "boot-info": {"mode": "efi", "secureboot": 0},
+            "current-kernel": {"sysname": "Linux", "release": "6.14.8-2-pve", "version": "#1 SMP PREEMPT_DYNAMIC PMX 6.14.8-2 (2025-07-22T10:04Z)", "machine": "x86_64"},
             "kversion": "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC", "pveversion": "pve-manager/9.1.1/c4f8c5e0b3f1a2d7",
         }))
     });
     node_get!("/nodes/{node}/services", |node| {
-        Reply::data(json!(["pveproxy", "pvedaemon", "pvestatd", "corosync", "pve-cluster", "pve-firewall", "chrony", "sshd"].iter().map(|s| json!({"service": s, "name": s, "state": "running", "active-state": "active", "unit-state": "enabled"})).collect::<Vec<_>>()))
+        Reply::data(json!(SERVICES
+            .iter()
+            .map(|(s, desc)| service(s, desc))
+            .collect::<Vec<_>>()))
     });
     if let Some(v) = on!(m, path, Get, "/nodes/{node}/services/{service}/state") {
-        return Some(node_ok(c, &v).map(|_| Reply::data(json!({"service": v["service"], "name": v["service"], "state": "running", "active-state": "active"}))).unwrap_or_else(|e| e));
+        return Some(
+            node_ok(c, &v)
+                .map(
+                    |_| match SERVICES.iter().find(|(s, _)| *s == v["service"]) {
+                        Some((s, desc)) => Reply::data(service(s, desc)),
+                        None => Reply::bad_params(&[(
+                            "service",
+                            format!(
+                                "value '{}' does not have a value in the enumeration '{}'",
+                                v["service"],
+                                SERVICES
+                                    .iter()
+                                    .map(|(s, _)| *s)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        )]),
+                    },
+                )
+                .unwrap_or_else(|e| e),
+        );
     }
     node_get!("/nodes/{node}/tasks", |node| {
         let limit = p
@@ -88,7 +115,7 @@ pub(super) fn node_routes(
             })
             .skip(start)
             .take(limit)
-            .map(|t| t.json())
+            .map(|t| t.row())
             .collect();
         Reply::data(Value::Array(list))
     });
@@ -97,8 +124,8 @@ pub(super) fn node_routes(
         {"iface": "eno1", "type": "eth", "active": 1, "autostart": 1},
     ])));
     node_get!("/nodes/{node}/disks/list", |node| Reply::data(json!([
-        {"devpath": "/dev/nvme0n1", "model": "Samsung SSD 980 PRO 1TB", "size": 1_000_204_886_016u64, "health": "PASSED", "wearout": 97, "type": "nvme", "used": "LVM"},
-        {"devpath": "/dev/sda", "model": "WDC WD40EFRX", "size": 4_000_787_030_016u64, "health": "PASSED", "wearout": "N/A", "type": "hdd", "used": "ZFS"},
+        {"devpath": "/dev/nvme0n1", "model": "Samsung SSD 980 PRO 1TB", "size": 1_000_204_886_016u64, "health": "PASSED", "wearout": 97, "type": "nvme", "used": "LVM", "gpt": 1, "mounted": 0, "osdid": -1, "osdid-list": [], "serial": "S5GXNF0R123456", "wwn": "eui.002538b111b2c3d4", "vendor": "Samsung"},
+        {"devpath": "/dev/sda", "model": "WDC WD40EFRX", "size": 4_000_787_030_016u64, "health": "PASSED", "wearout": "N/A", "type": "hdd", "used": "ZFS", "gpt": 1, "mounted": 0, "osdid": -1, "osdid-list": [], "serial": "WD-WCC7K1234567", "wwn": "0x50014ee2b1c2d3e4", "vendor": "ATA"},
     ])));
     node_get!("/nodes/{node}/disks/smart", |node| Reply::data(
         json!({"health": "PASSED", "type": "ata", "attributes": if flag(p, "healthonly") { json!([]) } else { json!([{"id": "5", "name": "Reallocated_Sector_Ct", "raw": "0", "value": "100"}]) }})
@@ -109,7 +136,23 @@ pub(super) fn node_routes(
     node_get!("/nodes/{node}/disks/lvm", |node| Reply::data(
         json!({"leaf": 0, "children": [{"name": "pve", "size": 999_653_638_144u64, "free": 16_101_933_056u64, "leaf": 0}]})
     ));
-    node_get!("/nodes/{node}/rrddata", |node| Reply::data(rrd(now, true)));
+    node_get!("/nodes/{node}/rrddata", |node| {
+        let n = c.node(&node).unwrap();
+        let used: u64 = c
+            .guests
+            .values()
+            .filter(|g| g.node == node && g.power == Power::Running)
+            .map(|g| g.memory_mib() << 20)
+            .sum();
+        let (cpus, total) = (n.cpus, n.memory);
+        Reply::data(rrd(now, |i| {
+            json!({
+                "cpu": 0.10 + (i % 7) as f64 / 100.0, "maxcpu": cpus, "iowait": 0.001, "loadavg": 0.45 + (i % 5) as f64 / 10.0,
+                "memused": used + (4 << 30), "memtotal": total, "swapused": 0, "swaptotal": 8u64 << 30,
+                "rootused": 12u64 << 30, "roottotal": 100u64 << 30, "netin": 52_000.0, "netout": 31_000.0,
+            })
+        }))
+    });
     node_get!("/nodes/{node}/version", |node| Reply::data(
         json!({"version": "9.1.1", "release": "9.1", "repoid": "c4f8c5e0"})
     ));
@@ -123,15 +166,24 @@ pub(super) fn node_routes(
         json!({"status": "notfound", "message": "There is no subscription key"})
     ));
     node_get!("/nodes/{node}/apt/update", |node| Reply::data(
-        json!([{"Package": "pve-manager", "OldVersion": "9.1.1", "Version": "9.1.2", "Priority": "optional", "Title": "Proxmox Virtual Environment Management Tools"}])
+        json!([{"Package": "pve-manager", "OldVersion": "9.1.1", "Version": "9.1.2", "Priority": "optional", "Section": "admin", "Arch": "all", "Origin": "Proxmox", "Title": "Proxmox Virtual Environment Management Tools", "Description": "Proxmox Virtual Environment Management Tools\n This package contains the Proxmox Virtual Environment management tools."}])
     ));
     node_get!("/nodes/{node}/hardware/pci", |node| Reply::data(
-        json!([{"id": "0000:01:00.0", "class": "0x030000", "vendor_name": "NVIDIA Corporation", "device_name": "GA104GL [RTX A4000]", "iommugroup": 14}])
+        json!([{"id": "0000:01:00.0", "class": "0x030000", "vendor": "0x10de", "vendor_name": "NVIDIA Corporation", "device": "0x24b0", "device_name": "GA104GL [RTX A4000]", "subsystem_vendor": "0x10de", "subsystem_device": "0x14ad", "iommugroup": 14}])
     ));
     node_get!("/nodes/{node}/netstat", |node| {
         Reply::data(Value::Array(c.guests.values().filter(|g| g.node == node && g.power == Power::Running).map(|g| json!({"vmid": g.vmid.to_string(), "dev": format!("tap{}i0", g.vmid), "in": "123456", "out": "654321"})).collect()))
     });
-    node_get!("/nodes/{node}/replication", |node| Reply::data(json!([])));
+    node_get!("/nodes/{node}/replication", |node| Reply::data(
+        if node == "pve1" {
+            json!([replication_state(now)])
+        } else {
+            json!([])
+        }
+    ));
+    node_get!("/nodes/{node}/firewall/log", |node| Reply::data(
+        firewall_log(p, &node, None)
+    ));
     node_get!("/nodes/{node}/syslog", |node| Reply::data(
         json!([{"n": 1, "t": "Nov 30 04:00:01 pve1 pvedaemon[1234]: <root@pam> successful auth for user 'root@pam'"}])
     ));
@@ -145,7 +197,13 @@ pub(super) fn node_routes(
     if let Some(v) = on!(m, path, Get, "/nodes/{node}/replication/{id}/status") {
         return Some(
             node_ok(c, &v)
-                .map(|_| Reply::error(500, format!("replication job '{}' does not exist", v["id"])))
+                .map(|node| {
+                    if node == "pve1" && v["id"] == REPLICATION_JOB {
+                        Reply::data(replication_state(now))
+                    } else {
+                        Reply::error(500, format!("replication job '{}' does not exist", v["id"]))
+                    }
+                })
                 .unwrap_or_else(|e| e),
         );
     }
@@ -208,7 +266,16 @@ pub(super) fn node_routes(
     if let Some(v) = on!(m, path, Get, "/nodes/{node}/storage/{storage}/status") {
         return Some(
             storage_of(c, &v)
-                .map(|s| Reply::data(storage_json(c, s, &v["node"])))
+                .map(|s| {
+                    // The status is the storage's own; the name and the
+                    // fraction are what the node's index adds.
+                    let mut j = storage_json(c, s, &v["node"]);
+                    if let Some(o) = j.as_object_mut() {
+                        o.remove("storage");
+                        o.remove("used_fraction");
+                    }
+                    Reply::data(j)
+                })
                 .unwrap_or_else(|e| e),
         );
     }
@@ -238,7 +305,18 @@ pub(super) fn node_routes(
     if let Some(v) = on!(m, path, Get, "/nodes/{node}/storage/{storage}/rrddata") {
         return Some(
             storage_of(c, &v)
-                .map(|_| Reply::data(rrd(now, true)))
+                .map(|s| {
+                    let usage = storage_json(c, s, &v["node"]);
+                    let (used, total) = (
+                        usage["used"].as_u64().unwrap_or(0),
+                        usage["total"].as_u64().unwrap_or(0),
+                    );
+                    // Growing to today's use over the 70 minutes shown.
+                    Reply::data(rrd(
+                        now,
+                        |i| json!({"used": used - used / 200 * (69 - i) / 69, "total": total}),
+                    ))
+                })
                 .unwrap_or_else(|e| e),
         );
     }
@@ -410,4 +488,61 @@ pub(super) fn storage_json(c: &Cluster, s: &Storage, node: &str) -> Value {
             .sum()
     };
     json!({"storage": s.id, "type": s.kind, "content": s.content, "active": 1, "enabled": 1, "shared": s.shared as u8, "total": s.total, "used": used, "avail": s.total.saturating_sub(used), "used_fraction": used as f64 / s.total as f64})
+}
+
+/// The node's services: systemd unit name and description.
+const SERVICES: &[(&str, &str)] = &[
+    ("pveproxy", "PVE API Proxy Server"),
+    ("pvedaemon", "PVE API Daemon"),
+    ("pvestatd", "PVE Status Daemon"),
+    ("corosync", "Corosync Cluster Engine"),
+    ("pve-cluster", "The Proxmox VE cluster filesystem"),
+    ("pve-firewall", "Proxmox VE firewall"),
+    ("chrony", "chrony, an NTP client/server"),
+    ("sshd", "OpenBSD Secure Shell server"),
+];
+
+fn service(name: &str, desc: &str) -> Value {
+    json!({"service": name, "name": name, "desc": desc, "state": "running", "active-state": "active", "unit-state": "enabled"})
+}
+
+/// The replication job's state as the source node reports it.
+fn replication_state(now: u64) -> Value {
+    let last = now - now % 900;
+    json!({"id": REPLICATION_JOB, "guest": 102, "jobnum": 0, "target": "pve2", "type": "local", "schedule": "*/15", "source": "pve1", "last_sync": last, "last_try": last, "next_sync": last + 900, "duration": 2.4, "fail_count": 0})
+}
+
+/// Firewall log lines (`n`, `t`), honouring `start` and `limit`; a
+/// guest's own log when `vmid` is given.
+pub(super) fn firewall_log(p: &Params, node: &str, vmid: Option<u32>) -> Value {
+    let id = vmid.unwrap_or(0);
+    let lines: Vec<String> = (0..20u32)
+        .map(|i| {
+            format!(
+                "{id} 5 tap{id}i0-IN 30/Nov/2026:04:{:02}:{:02} +0100 policy DROP: IN=fwbr{id}i0 OUT=fwbr{id}i0 PHYSIN=fwln{id}i0 PHYSOUT=tap{id}i0 SRC=203.0.113.{} DST=10.0.0.{} LEN=60 PROTO=TCP SPT={} DPT=23 SYN ({node})",
+                i * 2,
+                i % 60,
+                10 + i,
+                id % 256,
+                40000 + i
+            )
+        })
+        .collect();
+    let start = p
+        .get("start")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0usize);
+    let limit = p
+        .get("limit")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50usize);
+    Value::Array(
+        lines
+            .iter()
+            .enumerate()
+            .skip(start)
+            .take(limit)
+            .map(|(i, t)| json!({"n": i + 1, "t": t}))
+            .collect(),
+    )
 }
