@@ -174,6 +174,24 @@ pub struct PromptInfo {
     pub arguments: Vec<PromptArgument>,
 }
 
+/// The resource and prompt lists as a client sees them: everything but
+/// a live resource's content and the prompts' templates.
+fn listed(found: &Found) -> Vec<String> {
+    let resources = found.resources.iter().map(|r| {
+        format!(
+            "r\0{}\0{}\0{:?}\0{:?}\0{}",
+            r.uri, r.name, r.title, r.description, r.mime_type
+        )
+    });
+    let prompts = found.prompts.iter().map(|p| {
+        format!(
+            "p\0{}\0{:?}\0{:?}\0{:?}",
+            p.name, p.title, p.description, p.arguments
+        )
+    });
+    resources.chain(prompts).collect()
+}
+
 /// What the last successful discovery found.
 #[derive(Default)]
 struct Found {
@@ -194,6 +212,9 @@ pub struct Collector {
     generation: AtomicU64,
     /// Tells watchers (tests, the start-up report) that the tools changed.
     changed: tokio::sync::watch::Sender<u64>,
+    /// Counts changes of the resource or prompt lists (not of a live
+    /// resource's content), for MCP sessions to send `list_changed`.
+    lists: tokio::sync::watch::Sender<u64>,
     up: AtomicBool,
     /// Why the last discovery failed (never the collector's address).
     last_failure: std::sync::Mutex<Option<String>>,
@@ -365,6 +386,7 @@ impl Collector {
             found: RwLock::default(),
             generation: AtomicU64::new(0),
             changed: tokio::sync::watch::channel(0).0,
+            lists: tokio::sync::watch::channel(0).0,
             up: AtomicBool::new(false),
             last_failure: Default::default(),
             live: Default::default(),
@@ -414,6 +436,7 @@ impl Collector {
                 self.changed.send_replace(g);
             }
         }
+        let listed_before = listed(&found);
         match resources {
             Ok(list) => found.resources = discovery::resources(&list),
             Err(e) => tracing::warn!("collector resources list: {e}; keeping the previous one"),
@@ -426,6 +449,9 @@ impl Collector {
                     .collect()
             }
             Err(e) => tracing::warn!("collector prompts list: {e}; keeping the previous one"),
+        }
+        if listed(&found) != listed_before {
+            self.lists.send_modify(|n| *n += 1);
         }
         self.up.store(true, Ordering::SeqCst);
         Ok(())
@@ -474,6 +500,12 @@ impl Collector {
         self.changed.subscribe()
     }
 
+    /// Sees every change of the resource and prompt lists as a client
+    /// lists them (a live resource's new content is no change).
+    pub fn watch_lists(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.lists.subscribe()
+    }
+
     pub fn tool_count(&self) -> usize {
         self.found.read().map(|f| f.tools.len()).unwrap_or(0)
     }
@@ -486,7 +518,10 @@ impl Collector {
     }
 
     /// A resource's text: live ones are fetched again (the collector
-    /// re-reads them per list) unless read in the last 30 s.
+    /// re-reads them per list) unless read in the last 30 s. When that
+    /// fetch fails, the content listed at the last discovery is served
+    /// (as QuoxMCP does), and the failure is logged; with no listed
+    /// content the failure is the answer.
     pub async fn read_resource(&self, uri: &str) -> Result<Resource, CollectorError> {
         let known = self
             .resources()
@@ -496,12 +531,31 @@ impl Collector {
         if !known.live {
             return Ok(known);
         }
-        if let Some((at, content)) = self.live.lock().ok().and_then(|m| m.get(uri).cloned()) {
+        let cached = self.live.lock().ok().and_then(|m| m.get(uri).cloned());
+        if let Some((at, content)) = &cached {
             if at.elapsed() < LIVE_CACHE {
-                return Ok(Resource { content, ..known });
+                return Ok(Resource {
+                    content: content.clone(),
+                    ..known
+                });
             }
         }
-        let list = self.client.get("/api/v1/resources/list", &[]).await?;
+        let list = match self.client.get("/api/v1/resources/list", &[]).await {
+            Ok(list) => list,
+            Err(e) => {
+                // The newest content known: the last live read, else the
+                // listing's.
+                let (content, from) = match cached {
+                    Some((_, content)) => (content, "the last read"),
+                    None => (known.content.clone(), "discovery"),
+                };
+                if content.is_empty() {
+                    return Err(e);
+                }
+                tracing::warn!("collector resource {uri}: {e}; serving the content of {from}");
+                return Ok(Resource { content, ..known });
+            }
+        };
         let fresh = discovery::resources(&list);
         let now = Instant::now();
         let mut cache = self.live.lock().unwrap_or_else(|p| p.into_inner());
