@@ -39,6 +39,8 @@ struct Person {
     withdrawn: tokio::sync::mpsc::UnboundedSender<String>,
     /// The server's state directory, removed when the client is dropped.
     state: Option<Arc<tempfile::TempDir>>,
+    /// `resources` or `prompts`, per list-changed notification.
+    lists_changed: tokio::sync::mpsc::UnboundedSender<&'static str>,
 }
 
 impl ClientHandler for Person {
@@ -95,6 +97,20 @@ impl ClientHandler for Person {
         self.progress.notify_one();
     }
 
+    async fn on_resource_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.lists_changed.send("resources");
+    }
+
+    async fn on_prompt_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.lists_changed.send("prompts");
+    }
+
     #[allow(deprecated)] // MCP logging is deprecated (SEP-2577) but clients still use it
     async fn on_logging_message(
         &self,
@@ -139,6 +155,7 @@ fn listening_person() -> (Person, tokio::sync::mpsc::UnboundedReceiver<Value>) {
         hold: false,
         withdrawn: tokio::sync::mpsc::unbounded_channel().0,
         state: None,
+        lists_changed: tokio::sync::mpsc::unbounded_channel().0,
     };
     (p, rx)
 }
@@ -699,5 +716,66 @@ async fn collector_tools_resources_and_prompts_are_served() {
     )
     .await;
     assert_eq!(structured(&r)["result"], json!(["db-1"]), "{}", text(&r));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_comes_up_late_is_announced_as_changed_lists() {
+    use airlock_sim::collector::CollectorSim;
+    // A port with nothing on it yet, where the collector will start.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("quox.key");
+    std::fs::write(&key_file, "late-collector-key").unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[collector]\nurl = \"http://127.0.0.1:{port}\"\nservice_key_file = {:?}\n",
+            key_file.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let (changed, mut lists_changed) = tokio::sync::mpsc::unbounded_channel();
+    let watcher = Person {
+        lists_changed: changed,
+        ..person()
+    };
+    let client = connect(watcher, &["--config", config.to_str().unwrap()]).await;
+    let caps = client.peer_info().unwrap().capabilities.clone();
+    assert_eq!(caps.resources.unwrap().list_changed, Some(true));
+    assert_eq!(caps.prompts.unwrap().list_changed, Some(true));
+    let before = client.list_resources(None).await.unwrap();
+    assert!(before
+        .resources
+        .iter()
+        .all(|r| !r.uri.starts_with("quox://")));
+
+    let _collector = CollectorSim::start(port, "late-collector-key")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(30), lists_changed.recv())
+            .await
+            .expect("the server announces the new lists")
+            .unwrap();
+        got.push(next);
+    }
+    got.sort();
+    assert_eq!(got, ["prompts", "resources"]);
+    let after = client.list_resources(None).await.unwrap();
+    assert!(
+        after
+            .resources
+            .iter()
+            .any(|r| r.uri == "quox://fleet/health"),
+        "{:?}",
+        after.resources
+    );
     client.cancel().await.unwrap();
 }

@@ -4,6 +4,7 @@
 //! session's log.
 
 mod client_tools;
+mod lists;
 mod logging;
 mod prompts;
 mod question;
@@ -76,6 +77,7 @@ pub struct AirlockServer {
     shared: Arc<Shared>,
     identity: String,
     log: SessionLog,
+    lists: lists::Follower,
 }
 
 impl AirlockServer {
@@ -84,6 +86,7 @@ impl AirlockServer {
             shared,
             identity: identity.into(),
             log: SessionLog::default(),
+            lists: lists::Follower::default(),
         }
     }
 
@@ -220,21 +223,35 @@ impl AirlockServer {
 impl ServerHandler for AirlockServer {
     #[allow(deprecated)] // enable_logging: see logging.rs
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_resources()
-                .enable_prompts()
-                .enable_completions()
-                .enable_logging()
-                .build(),
-        )
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .enable_completions()
+            .enable_logging()
+            .build();
+        // Only a collector's resources and prompts ever change.
+        if self.shared.collector.is_some() {
+            if let Some(r) = capabilities.resources.as_mut() {
+                r.list_changed = Some(true);
+            }
+            if let Some(p) = capabilities.prompts.as_mut() {
+                p.list_changed = Some(true);
+            }
+        }
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Infrastructure tools as code: use {p}search to find tools, {p}get_schema for their exact signatures, \
                  then {p}execute one JavaScript program that calls them (tools.NAME(args)) and returns only what you need.",
                 p = self.shared.prefix
             ))
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        if let Some(collector) = &self.shared.collector {
+            self.lists.start(collector, context.peer);
+        }
     }
 
     async fn list_tools(
