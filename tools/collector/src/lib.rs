@@ -174,6 +174,15 @@ pub struct PromptInfo {
     pub arguments: Vec<PromptArgument>,
 }
 
+/// The collector is down, rather than refusing or answering badly.
+fn is_outage(e: &CollectorError) -> bool {
+    match e {
+        CollectorError::Unreachable { .. } | CollectorError::Timeout(_) => true,
+        CollectorError::Status { status, .. } => *status >= 500,
+        _ => false,
+    }
+}
+
 /// The resource and prompt lists as a client sees them: everything but
 /// a live resource's content and the prompts' templates.
 fn listed(found: &Found) -> Vec<String> {
@@ -195,6 +204,8 @@ fn listed(found: &Found) -> Vec<String> {
 /// What the last successful discovery found.
 #[derive(Default)]
 struct Found {
+    /// When the resource list was last installed.
+    resources_at: Option<Instant>,
     /// The collector's tool list as it last answered it.
     tools_list: Option<Value>,
     tools: Vec<discovery::Tool>,
@@ -219,6 +230,8 @@ pub struct Collector {
     /// Why the last discovery failed (never the collector's address).
     last_failure: std::sync::Mutex<Option<String>>,
     live: std::sync::Mutex<HashMap<String, (Instant, String)>>,
+    /// The last failed live read, for 30 s.
+    live_failure: std::sync::Mutex<Option<(Instant, CollectorError)>>,
 }
 
 impl Collector {
@@ -390,6 +403,7 @@ impl Collector {
             up: AtomicBool::new(false),
             last_failure: Default::default(),
             live: Default::default(),
+            live_failure: Default::default(),
         })
     }
 
@@ -427,6 +441,27 @@ impl Collector {
             == Some(&list);
         let tools = (!unchanged)
             .then(|| discovery::tools(&list, &self.config.tiers, self.config.default_tier));
+        // Parsed before the lock is taken, so readers never wait on it.
+        let resources = match resources {
+            Ok(list) => Some(discovery::resources(&list)),
+            Err(e) => {
+                tracing::warn!("collector resources list: {e}; keeping the previous one");
+                None
+            }
+        };
+        let prompts = match prompts {
+            Ok(list) => Some(
+                discovery::prompts(&list)
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect::<Vec<_>>(),
+            ),
+            Err(e) => {
+                tracing::warn!("collector prompts list: {e}; keeping the previous one");
+                None
+            }
+        };
+        let listed_before = listed(&self.found.read().unwrap_or_else(|p| p.into_inner()));
         let mut found = self.found.write().unwrap_or_else(|p| p.into_inner());
         if let Some(tools) = tools {
             found.tools_list = Some(list);
@@ -436,21 +471,15 @@ impl Collector {
                 self.changed.send_replace(g);
             }
         }
-        let listed_before = listed(&found);
-        match resources {
-            Ok(list) => found.resources = discovery::resources(&list),
-            Err(e) => tracing::warn!("collector resources list: {e}; keeping the previous one"),
+        if let Some(r) = resources {
+            found.resources = r;
+            found.resources_at = Some(Instant::now());
         }
-        match prompts {
-            Ok(list) => {
-                found.prompts = discovery::prompts(&list)
-                    .into_iter()
-                    .map(Arc::new)
-                    .collect()
-            }
-            Err(e) => tracing::warn!("collector prompts list: {e}; keeping the previous one"),
+        if let Some(p) = prompts {
+            found.prompts = p;
         }
-        if listed(&found) != listed_before {
+        drop(found);
+        if listed(&self.found.read().unwrap_or_else(|p| p.into_inner())) != listed_before {
             self.lists.send_modify(|n| *n += 1);
         }
         self.up.store(true, Ordering::SeqCst);
@@ -518,10 +547,13 @@ impl Collector {
     }
 
     /// A resource's text: live ones are fetched again (the collector
-    /// re-reads them per list) unless read in the last 30 s. When that
-    /// fetch fails, the content listed at the last discovery is served
-    /// (as QuoxMCP does), and the failure is logged; with no listed
-    /// content the failure is the answer.
+    /// re-reads them per list) unless read in the last 30 s.
+    /// When the collector is down (unreachable, too slow, or a 5xx), the
+    /// newest content known is served (the last read or listing, as
+    /// QuoxMCP falls back), and the failure is remembered for 30 s so
+    /// reads during an outage do not each wait on it; with no content
+    /// known, the failure is the answer. Any other failure (a refused key,
+    /// an answer too large or malformed) is the answer.
     pub async fn read_resource(&self, uri: &str) -> Result<Resource, CollectorError> {
         let known = self
             .resources()
@@ -531,7 +563,12 @@ impl Collector {
         if !known.live {
             return Ok(known);
         }
-        let cached = self.live.lock().ok().and_then(|m| m.get(uri).cloned());
+        let cached = self
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uri)
+            .cloned();
         if let Some((at, content)) = &cached {
             if at.elapsed() < LIVE_CACHE {
                 return Ok(Resource {
@@ -540,32 +577,60 @@ impl Collector {
                 });
             }
         }
-        let list = match self.client.get("/api/v1/resources/list", &[]).await {
-            Ok(list) => list,
-            Err(e) => {
-                // The newest content known: the last live read, else the
-                // listing's.
-                let (content, from) = match cached {
-                    Some((_, content)) => (content, "the last read"),
-                    None => (known.content.clone(), "discovery"),
-                };
-                if content.is_empty() {
-                    return Err(e);
+        let recent_failure = self
+            .live_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .filter(|(at, _)| at.elapsed() < LIVE_CACHE);
+        let failure = match recent_failure {
+            Some((_, e)) => e,
+            None => match self.client.get("/api/v1/resources/list", &[]).await {
+                Ok(list) => {
+                    *self.live_failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    let fresh = discovery::resources(&list);
+                    self.remember_live(&fresh);
+                    return fresh
+                        .into_iter()
+                        .find(|r| r.uri == uri)
+                        .ok_or_else(|| CollectorError::UnknownResource(uri.to_string()));
                 }
-                tracing::warn!("collector resource {uri}: {e}; serving the content of {from}");
-                return Ok(Resource { content, ..known });
-            }
+                Err(e) if is_outage(&e) => {
+                    tracing::warn!(
+                        "collector resource {uri:?}: {e}; serving the newest content known for 30 s"
+                    );
+                    *self.live_failure.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some((Instant::now(), e.clone()));
+                    e
+                }
+                Err(e) => return Err(e),
+            },
         };
-        let fresh = discovery::resources(&list);
-        let now = Instant::now();
-        let mut cache = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        for r in fresh.iter().filter(|r| r.live) {
-            cache.insert(r.uri.clone(), (now, r.content.clone()));
+        // The newer of the last read and the last listing.
+        let listed_at = self
+            .found
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .resources_at;
+        let content = match cached {
+            Some((at, c)) if listed_at.is_none_or(|l| at > l) => c,
+            _ => known.content,
+        };
+        if content.is_empty() {
+            return Err(failure);
         }
-        fresh
-            .into_iter()
-            .find(|r| r.uri == uri)
-            .ok_or_else(|| CollectorError::UnknownResource(uri.to_string()))
+        Ok(Resource { content, ..known })
+    }
+
+    /// Keeps the live resources' content as this listing holds it, and
+    /// nothing else: the cache is never larger than one listing.
+    fn remember_live(&self, resources: &[Resource]) {
+        let now = Instant::now();
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = resources
+            .iter()
+            .filter(|r| r.live)
+            .map(|r| (r.uri.clone(), (now, r.content.clone())))
+            .collect();
     }
 
     pub fn prompts(&self) -> Vec<PromptInfo> {

@@ -58,6 +58,8 @@ struct Reference {
     seen: Mutex<Vec<Seen>>,
     /// Answer 503 to everything (the collector is down).
     down: Mutex<bool>,
+    /// Refuse the key (it was revoked).
+    revoked: Mutex<bool>,
     /// A second resource, added while running.
     runbook: Mutex<bool>,
     /// Incremented per resource listing: the live resource's content.
@@ -135,7 +137,7 @@ async fn answer(
     if *r.down.lock().unwrap() {
         return (StatusCode::SERVICE_UNAVAILABLE, "collector restarting").into_response();
     }
-    if seen.key.as_deref() != Some(KEY) {
+    if seen.key.as_deref() != Some(KEY) || *r.revoked.lock().unwrap() {
         return (StatusCode::UNAUTHORIZED, r#"{"error":"unauthorized"}"#).into_response();
     }
     let json = |v: Value| ([("content-type", "application/json")], v.to_string()).into_response();
@@ -427,6 +429,28 @@ async fn a_live_resource_falls_back_to_the_listed_content_when_the_collector_is_
         "the content listed at discovery"
     );
     assert_eq!(s.seen().len(), before + 1, "the live read was tried once");
+    // The outage is remembered: reads meanwhile do not each wait on it.
+    for _ in 0..5 {
+        let again = s
+            .collector
+            .read_resource("quox://fleet/health")
+            .await
+            .unwrap();
+        assert_eq!(again.content, listed.content);
+    }
+    assert_eq!(s.seen().len(), before + 1, "no new request within 30 s");
+}
+
+#[tokio::test]
+async fn a_live_resource_is_not_served_stale_when_the_key_is_refused() {
+    let s = Setup::new().await;
+    *s.reference.revoked.lock().unwrap() = true;
+    let e = s
+        .collector
+        .read_resource("quox://fleet/health")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("refused the service key"), "{e}");
 }
 
 #[tokio::test]
