@@ -78,6 +78,7 @@ pub struct AirlockServer {
     identity: String,
     log: SessionLog,
     lists: lists::Follower,
+    activity: lists::Activity,
 }
 
 impl AirlockServer {
@@ -87,6 +88,7 @@ impl AirlockServer {
             identity: identity.into(),
             log: SessionLog::default(),
             lists: lists::Follower::default(),
+            activity: lists::Activity::default(),
         }
     }
 
@@ -250,8 +252,23 @@ impl ServerHandler for AirlockServer {
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
         if let Some(collector) = &self.shared.collector {
-            self.lists.start(collector, context.peer);
+            let http = context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .is_some();
+            self.activity.touch();
+            self.lists.start(
+                collector,
+                context.peer,
+                self.activity.clone(),
+                http.then_some(lists::HTTP_IDLE),
+            );
         }
+    }
+
+    async fn ping(&self, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        self.activity.touch();
+        Ok(())
     }
 
     async fn list_tools(
@@ -259,6 +276,7 @@ impl ServerHandler for AirlockServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.activity.touch();
         Ok(ListToolsResult::with_all_items(tools::list(
             &self.shared.prefix,
             &self.shared.limits,
@@ -270,6 +288,7 @@ impl ServerHandler for AirlockServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.activity.touch();
         let args = Self::args(&request);
         let name = request
             .name
@@ -297,6 +316,7 @@ impl ServerHandler for AirlockServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        self.activity.touch();
         Ok(ListResourcesResult::with_all_items(resources::list(
             &self.shared,
         )))
@@ -307,6 +327,7 @@ impl ServerHandler for AirlockServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.activity.touch();
         Ok(ListResourceTemplatesResult::with_all_items(
             resources::templates(),
         ))
@@ -317,6 +338,7 @@ impl ServerHandler for AirlockServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        self.activity.touch();
         let caller = self.caller(&context);
         resources::read(&self.shared, &caller, &request.uri)
             .await
@@ -329,6 +351,7 @@ impl ServerHandler for AirlockServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        self.activity.touch();
         Ok(ListPromptsResult::with_all_items(prompts::list(
             self.shared.collector.as_deref(),
         )))
@@ -339,6 +362,7 @@ impl ServerHandler for AirlockServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        self.activity.touch();
         prompts::get(
             &request.name,
             request.arguments.as_ref(),
@@ -354,6 +378,7 @@ impl ServerHandler for AirlockServer {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        self.activity.touch();
         let completion = match request.r#ref.as_resource_uri() {
             Some(resources::TOOL_TEMPLATE) if request.argument.name == "name" => {
                 resources::complete_tool_name(&self.shared, &request.argument.value)
@@ -369,6 +394,7 @@ impl ServerHandler for AirlockServer {
         request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.activity.touch();
         self.log.set(request.level);
         Ok(())
     }
