@@ -2,27 +2,11 @@
 //! (../shared/pve-apidata.json, reference data kept outside the repo). The
 //! test is skipped, with a notice, when the file is absent.
 
-use std::path::PathBuf;
+mod common;
+use common::schema_file;
 
 use airlock_gateway::{Catalog, Tier};
 use airlock_proxmox::{apidata, full, tiers::TierRules};
-
-fn schema_file() -> Option<PathBuf> {
-    let path = std::env::var_os("AIRLOCK_PVE_APIDATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pve-apidata.json")
-        });
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!(
-            "NOTICE: skipping: {} not found (set AIRLOCK_PVE_APIDATA to run this test)",
-            path.display()
-        );
-        None
-    }
-}
 
 #[test]
 fn every_operation_becomes_a_valid_tool() {

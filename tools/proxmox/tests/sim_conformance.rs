@@ -13,7 +13,10 @@
 //! Where a real cluster returns fields its schema does not declare, the
 //! table [`UNDECLARED`] says which and why; nothing else may differ.
 
-use std::{collections::BTreeSet, path::PathBuf, time::Duration};
+mod common;
+use common::schema_file;
+
+use std::{collections::BTreeSet, time::Duration};
 
 use airlock_gateway::tls::{client_config, parse_fingerprint, Trust};
 use airlock_proxmox::{
@@ -23,23 +26,6 @@ use airlock_proxmox::{
 };
 use airlock_sim::{Role, SimConfig, Simulator};
 use serde_json::Value;
-
-fn schema_file() -> Option<PathBuf> {
-    let path = std::env::var_os("AIRLOCK_PVE_APIDATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pve-apidata.json")
-        });
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!(
-            "NOTICE: skipping: {} not found (set AIRLOCK_PVE_APIDATA to run this test)",
-            path.display()
-        );
-        None
-    }
-}
 
 /// Fields a real cluster returns that the schema leaves out: (operation
 /// path, field, why it is there).
