@@ -18,8 +18,10 @@ const W_PARAMS: f32 = 1.0;
 const W_DESCRIPTION: f32 = 0.7;
 /// A synonym counts for less than the word the agent typed.
 const SYNONYM_WEIGHT: f32 = 0.6;
-/// Added when every word of a tool's name is asked for.
+/// Added when every word of a tool's name is asked for, and for each word
+/// past the first: a longer name named in full is the more precise match.
 const NAME_COVERED_BONUS: f32 = 2.5;
+const NAME_COVERED_PER_WORD: f32 = 0.5;
 
 pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 50;
@@ -42,6 +44,11 @@ const PHRASES: &[(&str, &str)] = &[
     ("high availability", "ha"),
     ("resource pool", "pool"),
     ("api token", "token"),
+    ("roll back", "rollback"),
+    ("back up", "backup"),
+    ("ip set", "ipset"),
+    ("cloud-init", "cloudinit"),
+    ("cloud init", "cloudinit"),
 ];
 
 /// Groups of words that mean the same to an operator.
@@ -80,7 +87,6 @@ const SYNONYMS: &[&[&str]] = &[
         "utilization",
         "load",
         "metrics",
-        "rrd",
         "stats",
         "statistics",
     ],
@@ -97,6 +103,16 @@ const SYNONYMS: &[&[&str]] = &[
 
 /// A "guest" is either kind; expanded one way only.
 const ONE_WAY: &[(&str, &[&str])] = &[
+    ("quorate", &["quorum", "status"]),
+    // "usage" now is a status; its history is the RRD.
+    ("usage", &["status"]),
+    ("history", &["rrd", "rrddata"]),
+    // "…now" asks for the action to run.
+    ("now", &["create", "start", "run"]),
+    ("iso", &["content", "image"]),
+    ("memory", &["config"]),
+    ("quorum", &["status"]),
+    ("ip", &["network", "interface", "address"]),
     ("guest", &["vm", "container"]),
     ("machine", &["vm"]),
     ("instance", &["vm", "container"]),
@@ -105,8 +121,11 @@ const ONE_WAY: &[(&str, &[&str])] = &[
 /// Words left as they are by the stemmer (it would merge them with words of
 /// another meaning: "stopped" is a state, "stop" an action).
 const NO_STEM: &[&str] = &[
-    "stopped", "running", "status", "paused", "always", "ha", "vms", "os", "alias", "bus",
+    "stopped", "running", "status", "paused", "always", "ha", "os", "alias", "bus",
 ];
+
+/// Plurals too short for the stemmer's rules.
+const SHORT_PLURALS: &[(&str, &str)] = &[("vms", "vm"), ("cts", "ct"), ("ips", "ip")];
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Hit {
@@ -143,7 +162,8 @@ struct Doc {
     /// Term frequencies per field: name, summary, params, description.
     fields: [HashMap<String, f32>; 4],
     lens: [f32; 4],
-    name_terms: HashSet<String>,
+    /// The name's distinct words, in order.
+    name_terms: Vec<String>,
 }
 
 pub struct Index {
@@ -173,7 +193,9 @@ impl Index {
                     lens[i] += 1.0;
                 }
             }
-            let name_terms = terms(&spec.name).into_iter().collect();
+            let mut name_terms = terms(&spec.name);
+            let mut distinct = HashSet::new();
+            name_terms.retain(|t| distinct.insert(t.clone()));
             docs.push(Doc {
                 fields,
                 lens,
@@ -205,12 +227,13 @@ impl Index {
     /// Scores every document for `text`; returns `(doc index, score)` for
     /// the positive ones, best first.
     pub fn rank(&self, text: &str) -> Vec<(usize, f32)> {
-        let weighted = self.expand(text);
+        let words = terms(text);
+        let weighted = self.expand(&words);
         if weighted.is_empty() {
             return Vec::new();
         }
         let n = self.docs.len() as f32;
-        let asked: HashSet<&String> = weighted.keys().collect();
+        let meanings = meanings(&words, &self.synonyms);
         let mut scored: Vec<(usize, f32)> = self
             .docs
             .iter()
@@ -235,11 +258,9 @@ impl Index {
                     }
                     score += qw * idf * tf / (K1 + tf);
                 }
-                if score > 0.0
-                    && !doc.name_terms.is_empty()
-                    && doc.name_terms.iter().all(|t| asked.contains(t))
-                {
-                    score += NAME_COVERED_BONUS;
+                if score > 0.0 && covers(&meanings, &doc.name_terms) {
+                    score += NAME_COVERED_BONUS
+                        + NAME_COVERED_PER_WORD * (doc.name_terms.len() - 1) as f32;
                 }
                 (i, score)
             })
@@ -250,17 +271,71 @@ impl Index {
     }
 
     /// Query terms with their weights, synonyms included.
-    fn expand(&self, text: &str) -> HashMap<String, f32> {
+    fn expand(&self, words: &[String]) -> HashMap<String, f32> {
         let mut out: HashMap<String, f32> = HashMap::new();
-        for t in terms(text) {
+        for t in words {
             out.insert(t.clone(), 1.0);
-            for s in self.synonyms.get(&t).into_iter().flatten() {
+            for s in self.synonyms.get(t).into_iter().flatten() {
                 let w = out.entry(s.clone()).or_insert(0.0);
                 *w = w.max(SYNONYM_WEIGHT);
             }
         }
         out
     }
+}
+
+/// What each word the agent typed stands for: itself and its synonyms.
+fn meanings<'a>(
+    words: &'a [String],
+    synonyms: &'a HashMap<String, Vec<String>>,
+) -> Vec<HashSet<&'a String>> {
+    words
+        .iter()
+        .map(|w| {
+            std::iter::once(w)
+                .chain(synonyms.get(w).into_iter().flatten())
+                .collect()
+        })
+        .collect()
+}
+
+/// Whether every word of a tool's name is asked for, each by a word of
+/// its own: "node" asks for `node` or its synonym `host`, not both, so
+/// `node_hosts` is not named in full by "vms on a node". A bipartite
+/// matching (Kuhn's augmenting paths), polynomial in both word counts.
+fn covers(meanings: &[HashSet<&String>], name_terms: &[String]) -> bool {
+    if name_terms.is_empty() || name_terms.len() > meanings.len() {
+        return false;
+    }
+    // For each query word, the name term it was given to.
+    let mut given: Vec<Option<usize>> = vec![None; meanings.len()];
+    fn augment(
+        t: usize,
+        name: &[String],
+        meanings: &[HashSet<&String>],
+        given: &mut [Option<usize>],
+        seen: &mut [bool],
+    ) -> bool {
+        for q in 0..meanings.len() {
+            if seen[q] || !meanings[q].contains(&name[t]) {
+                continue;
+            }
+            seen[q] = true;
+            let free = match given[q] {
+                None => true,
+                Some(other) => augment(other, name, meanings, given, seen),
+            };
+            if free {
+                given[q] = Some(t);
+                return true;
+            }
+        }
+        false
+    }
+    (0..name_terms.len()).all(|t| {
+        let mut seen = vec![false; meanings.len()];
+        augment(t, name_terms, meanings, &mut given, &mut seen)
+    })
 }
 
 fn synonym_table() -> HashMap<String, Vec<String>> {
@@ -316,6 +391,9 @@ pub fn stem(word: &str) -> String {
 
 fn strip(word: &str) -> String {
     let w = word.to_lowercase();
+    if let Some((_, one)) = SHORT_PLURALS.iter().find(|(many, _)| *many == w) {
+        return one.to_string();
+    }
     if NO_STEM.contains(&w.as_str()) || w.len() <= 3 || w.bytes().any(|b| b.is_ascii_digit()) {
         return w;
     }
@@ -382,6 +460,19 @@ mod tests {
         assert_eq!(stem("status"), "status");
         assert_eq!(stem("disks"), "disk");
         assert_eq!(stem("net0"), "net0");
+    }
+
+    #[test]
+    fn a_name_is_named_in_full_only_by_distinct_words() {
+        let synonyms = synonym_table();
+        let asked = terms("list vms on a node");
+        let m = meanings(&asked, &synonyms);
+        assert!(covers(&m, &terms("vm_list")));
+        // `node` means node or host, but not both at once.
+        assert!(!covers(&m, &terms("node_hosts")));
+        assert!(!covers(&m, &terms("vm_list_all")));
+        let both = terms("node and host");
+        assert!(covers(&meanings(&both, &synonyms), &terms("node_hosts")));
     }
 
     #[test]
