@@ -3,7 +3,15 @@
 
 use serde_json::{json, Value};
 
-use crate::{apidata::Operation, naming, route::Route, schema, tiers::TierRules};
+use std::collections::{HashMap, HashSet};
+
+use crate::{
+    apidata::Operation,
+    curated, naming,
+    route::{Route, RouteKind},
+    schema,
+    tiers::TierRules,
+};
 use airlock_gateway::spec::{Hints, ToolSpec};
 
 /// PVE's own `target` (a destination node) is offered as `target_node`,
@@ -22,7 +30,7 @@ pub fn with_target(mut input: Value) -> Value {
 }
 
 pub fn generate(ops: &[Operation], rules: &TierRules, backend: &str) -> Vec<(ToolSpec, Route)> {
-    let names = naming::names(ops);
+    let names = with_curated_names(ops, naming::names(ops), rules, backend);
     ops.iter()
         .zip(names)
         .map(|(op, name)| {
@@ -52,6 +60,49 @@ pub fn generate(ops: &[Operation], rules: &TierRules, backend: &str) -> Vec<(Too
             (spec, route)
         })
         .collect()
+}
+
+/// The curated catalog's name for every operation it covers as it is (no
+/// fixed or Airlock-only arguments), so a script written against it runs
+/// on the full catalog too; a derived name that one of these took gets
+/// the method, then a number.
+fn with_curated_names(
+    ops: &[Operation],
+    mut names: Vec<String>,
+    rules: &TierRules,
+    backend: &str,
+) -> Vec<String> {
+    let mut curated: HashMap<(crate::apidata::Method, String), String> = HashMap::new();
+    for (spec, route) in curated::tools(rules, &Default::default(), backend) {
+        if route.kind == RouteKind::Api && route.fixed.is_empty() && route.local.is_empty() {
+            curated
+                .entry((route.method, route.path.clone()))
+                .or_insert(spec.name);
+        }
+    }
+    let mut taken: HashSet<String> = HashSet::new();
+    for (op, name) in ops.iter().zip(names.iter_mut()) {
+        if let Some(c) = curated.get(&(op.method, op.path.clone())) {
+            *name = c.clone();
+            taken.insert(c.clone());
+        }
+    }
+    for (op, name) in ops.iter().zip(names.iter_mut()) {
+        if curated.contains_key(&(op.method, op.path.clone())) {
+            continue;
+        }
+        if taken.contains(name.as_str()) {
+            *name = format!("{name}_{}", op.method.as_str().to_lowercase());
+        }
+        let base = name.clone();
+        let mut k = 2;
+        while taken.contains(name.as_str()) {
+            *name = format!("{base}_{k}");
+            k += 1;
+        }
+        taken.insert(name.clone());
+    }
+    names
 }
 
 /// Offers PVE's `target` as `target_node`.

@@ -31,16 +31,53 @@ fn every_operation_becomes_a_valid_tool() {
             .unwrap()
     };
     let start = by_path("POST", "/nodes/{node}/qemu/{vmid}/status/start");
-    assert_eq!(start.name, "qemu_vm_start");
+    // The curated catalog's name, so a script runs in both modes.
+    assert_eq!(start.name, "vm_start");
     assert_eq!(start.tier, Tier::Operate);
     assert_eq!(start.path_params, ["node", "vmid"]);
-    let entry = catalog.get("qemu_vm_start").unwrap();
+    let entry = catalog.get("vm_start").unwrap();
     assert!(entry
         .problems(&serde_json::json!({"node": "pve1", "vmid": 100}))
         .is_empty());
     assert!(!entry
         .problems(&serde_json::json!({"node": "pve1"}))
         .is_empty());
+    // Names derived from the path and method where the curated catalog
+    // has none: what, where and the verb, with no numbers anywhere.
+    for (method, path, name) in [
+        ("GET", "/cluster/sdn/zones", "sdn_zone_list"),
+        ("PUT", "/nodes/{node}/dns", "node_dns_update"),
+        (
+            "GET",
+            "/cluster/replication/{id}",
+            "cluster_replication_get",
+        ),
+        (
+            "GET",
+            "/nodes/{node}/qemu/{vmid}/firewall/rules/{pos}",
+            "vm_firewall_rule_get",
+        ),
+        (
+            "POST",
+            "/cluster/firewall/ipset/{name}",
+            "firewall_ipset_add",
+        ),
+        (
+            "GET",
+            "/cluster/firewall/ipset/{name}/{cidr}",
+            "firewall_ipset_cidr_get",
+        ),
+        ("GET", "/nodes/{node}/qemu/{vmid}", "vm_index"),
+        ("POST", "/nodes/{node}/startall", "node_start_all"),
+    ] {
+        assert_eq!(by_path(method, path).name, name, "{method} {path}");
+    }
+    let numbered: Vec<&str> = generated
+        .iter()
+        .map(|(s, _)| s.name.as_str())
+        .filter(|n| n.ends_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert!(numbered.is_empty(), "{numbered:?}");
     assert_eq!(by_path("POST", "/access/users").tier, Tier::Forbidden);
     assert_eq!(by_path("GET", "/cluster/resources").tier, Tier::Read);
     // Indexed families became pattern properties.

@@ -1,0 +1,398 @@
+//! Search over the full catalog (one tool per operation of the real PVE 9.1
+//! API, ../shared/pve-apidata.json; skipped with a notice without it):
+//! what operators ask, written from the admin guide's tasks rather than
+//! from the tool names, each graded by the operation (method and path) it
+//! must find. Recall at 1 and at 3 are asserted.
+
+mod common;
+use common::schema_file;
+
+use airlock_gateway::{search::Query, Catalog, Tier};
+use airlock_proxmox::{apidata, full, tiers::TierRules};
+
+/// (query, the operations that answer it: `METHOD /path`).
+const CASES: &[(&str, &[&str])] = &[
+    ("list vms on a node", &["GET /nodes/{node}/qemu"]),
+    ("list containers on a node", &["GET /nodes/{node}/lxc"]),
+    (
+        "start a virtual machine",
+        &["POST /nodes/{node}/qemu/{vmid}/status/start"],
+    ),
+    (
+        "stop a container",
+        &["POST /nodes/{node}/lxc/{vmid}/status/stop"],
+    ),
+    (
+        "reboot a vm",
+        &["POST /nodes/{node}/qemu/{vmid}/status/reboot"],
+    ),
+    (
+        "shut down a container gracefully",
+        &["POST /nodes/{node}/lxc/{vmid}/status/shutdown"],
+    ),
+    (
+        "suspend a vm",
+        &["POST /nodes/{node}/qemu/{vmid}/status/suspend"],
+    ),
+    (
+        "resume a paused vm",
+        &["POST /nodes/{node}/qemu/{vmid}/status/resume"],
+    ),
+    (
+        "current status of a vm",
+        &["GET /nodes/{node}/qemu/{vmid}/status/current"],
+    ),
+    (
+        "vm configuration",
+        &["GET /nodes/{node}/qemu/{vmid}/config"],
+    ),
+    (
+        "change the memory of a vm",
+        &[
+            "POST /nodes/{node}/qemu/{vmid}/config",
+            "PUT /nodes/{node}/qemu/{vmid}/config",
+        ],
+    ),
+    ("create a new virtual machine", &["POST /nodes/{node}/qemu"]),
+    ("create a container", &["POST /nodes/{node}/lxc"]),
+    ("delete a vm", &["DELETE /nodes/{node}/qemu/{vmid}"]),
+    ("destroy a container", &["DELETE /nodes/{node}/lxc/{vmid}"]),
+    ("clone a vm", &["POST /nodes/{node}/qemu/{vmid}/clone"]),
+    (
+        "migrate a vm to another node",
+        &["POST /nodes/{node}/qemu/{vmid}/migrate"],
+    ),
+    (
+        "migrate a container",
+        &["POST /nodes/{node}/lxc/{vmid}/migrate"],
+    ),
+    (
+        "resize a vm disk",
+        &["PUT /nodes/{node}/qemu/{vmid}/resize"],
+    ),
+    (
+        "move a vm disk to another storage",
+        &["POST /nodes/{node}/qemu/{vmid}/move_disk"],
+    ),
+    (
+        "convert a vm into a template",
+        &["POST /nodes/{node}/qemu/{vmid}/template"],
+    ),
+    (
+        "take a snapshot of a vm",
+        &["POST /nodes/{node}/qemu/{vmid}/snapshot"],
+    ),
+    (
+        "list snapshots of a container",
+        &["GET /nodes/{node}/lxc/{vmid}/snapshot"],
+    ),
+    (
+        "roll back a vm to a snapshot",
+        &["POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback"],
+    ),
+    (
+        "delete a container snapshot",
+        &["DELETE /nodes/{node}/lxc/{vmid}/snapshot/{snapname}"],
+    ),
+    ("back up a vm now", &["POST /nodes/{node}/vzdump"]),
+    ("list backup jobs", &["GET /cluster/backup"]),
+    ("create a scheduled backup job", &["POST /cluster/backup"]),
+    (
+        "guests not covered by any backup job",
+        &["GET /cluster/backup-info/not-backed-up"],
+    ),
+    (
+        "iso images on a storage",
+        &["GET /nodes/{node}/storage/{storage}/content"],
+    ),
+    (
+        "storage usage on a node",
+        &[
+            "GET /nodes/{node}/storage/{storage}/status",
+            "GET /nodes/{node}/storage",
+        ],
+    ),
+    ("add a storage", &["POST /storage"]),
+    (
+        "remove a storage definition",
+        &["DELETE /storage/{storage}"],
+    ),
+    (
+        "download an iso from a url",
+        &["POST /nodes/{node}/storage/{storage}/download-url"],
+    ),
+    (
+        "upload an iso image",
+        &["POST /nodes/{node}/storage/{storage}/upload"],
+    ),
+    (
+        "delete a backup file",
+        &["DELETE /nodes/{node}/storage/{storage}/content/{volume}"],
+    ),
+    (
+        "prune old backups",
+        &[
+            "DELETE /nodes/{node}/storage/{storage}/prunebackups",
+            "GET /nodes/{node}/storage/{storage}/prunebackups",
+        ],
+    ),
+    ("node cpu and memory usage", &["GET /nodes/{node}/status"]),
+    ("list cluster nodes", &["GET /nodes"]),
+    ("reboot a node", &["POST /nodes/{node}/status"]),
+    ("dns servers of a node", &["GET /nodes/{node}/dns"]),
+    ("set node dns servers", &["PUT /nodes/{node}/dns"]),
+    ("time zone of a node", &["GET /nodes/{node}/time"]),
+    ("set the time zone of a node", &["PUT /nodes/{node}/time"]),
+    (
+        "network interfaces of a node",
+        &["GET /nodes/{node}/network"],
+    ),
+    ("create a linux bridge", &["POST /nodes/{node}/network"]),
+    (
+        "apply pending network changes",
+        &["PUT /nodes/{node}/network"],
+    ),
+    ("list services on a node", &["GET /nodes/{node}/services"]),
+    (
+        "restart a service on a node",
+        &["POST /nodes/{node}/services/{service}/restart"],
+    ),
+    ("node syslog", &["GET /nodes/{node}/syslog"]),
+    ("systemd journal of a node", &["GET /nodes/{node}/journal"]),
+    (
+        "available package updates",
+        &["GET /nodes/{node}/apt/update"],
+    ),
+    (
+        "refresh the package index",
+        &["POST /nodes/{node}/apt/update"],
+    ),
+    ("apt repositories", &["GET /nodes/{node}/apt/repositories"]),
+    (
+        "installed package versions",
+        &["GET /nodes/{node}/apt/versions"],
+    ),
+    ("list physical disks", &["GET /nodes/{node}/disks/list"]),
+    ("smart health of a disk", &["GET /nodes/{node}/disks/smart"]),
+    ("create a zfs pool", &["POST /nodes/{node}/disks/zfs"]),
+    ("list zfs pools", &["GET /nodes/{node}/disks/zfs"]),
+    ("wipe a disk", &["PUT /nodes/{node}/disks/wipedisk"]),
+    ("pci devices of a node", &["GET /nodes/{node}/hardware/pci"]),
+    ("usb devices of a node", &["GET /nodes/{node}/hardware/usb"]),
+    ("list tasks on a node", &["GET /nodes/{node}/tasks"]),
+    ("log of a task", &["GET /nodes/{node}/tasks/{upid}/log"]),
+    (
+        "stop a running task",
+        &["DELETE /nodes/{node}/tasks/{upid}"],
+    ),
+    ("recent tasks in the cluster", &["GET /cluster/tasks"]),
+    ("is the cluster quorate", &["GET /cluster/status"]),
+    ("all resources in the cluster", &["GET /cluster/resources"]),
+    ("next free vm id", &["GET /cluster/nextid"]),
+    ("cluster log", &["GET /cluster/log"]),
+    ("list ha resources", &["GET /cluster/ha/resources"]),
+    (
+        "add a vm to high availability",
+        &["POST /cluster/ha/resources"],
+    ),
+    ("list ha groups", &["GET /cluster/ha/groups"]),
+    (
+        "ha manager status",
+        &[
+            "GET /cluster/ha/status/current",
+            "GET /cluster/ha/status/manager_status",
+        ],
+    ),
+    ("list ha rules", &["GET /cluster/ha/rules"]),
+    ("cluster firewall rules", &["GET /cluster/firewall/rules"]),
+    (
+        "add a firewall rule to a vm",
+        &["POST /nodes/{node}/qemu/{vmid}/firewall/rules"],
+    ),
+    (
+        "vm firewall options",
+        &["GET /nodes/{node}/qemu/{vmid}/firewall/options"],
+    ),
+    (
+        "enable the cluster firewall",
+        &["PUT /cluster/firewall/options"],
+    ),
+    ("firewall ip sets", &["GET /cluster/firewall/ipset"]),
+    (
+        "firewall security groups",
+        &["GET /cluster/firewall/groups"],
+    ),
+    ("firewall aliases", &["GET /cluster/firewall/aliases"]),
+    ("node firewall log", &["GET /nodes/{node}/firewall/log"]),
+    ("list users", &["GET /access/users"]),
+    ("create a user", &["POST /access/users"]),
+    (
+        "create an api token for a user",
+        &["POST /access/users/{userid}/token/{tokenid}"],
+    ),
+    ("list user groups", &["GET /access/groups"]),
+    ("list roles", &["GET /access/roles"]),
+    ("grant a user permissions on a path", &["PUT /access/acl"]),
+    ("change a user's password", &["PUT /access/password"]),
+    ("list resource pools", &["GET /pools"]),
+    ("create a resource pool", &["POST /pools"]),
+    ("list replication jobs", &["GET /cluster/replication"]),
+    (
+        "replication status on a node",
+        &["GET /nodes/{node}/replication"],
+    ),
+    (
+        "run a replication job now",
+        &["POST /nodes/{node}/replication/{id}/schedule_now"],
+    ),
+    (
+        "ceph cluster health",
+        &["GET /cluster/ceph/status", "GET /nodes/{node}/ceph/status"],
+    ),
+    ("list ceph osds", &["GET /nodes/{node}/ceph/osd"]),
+    ("list ceph pools", &["GET /nodes/{node}/ceph/pool"]),
+    ("list sdn zones", &["GET /cluster/sdn/zones"]),
+    ("list sdn vnets", &["GET /cluster/sdn/vnets"]),
+    ("apply the sdn configuration", &["PUT /cluster/sdn"]),
+    (
+        "ip addresses of a vm from the guest agent",
+        &["GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces"],
+    ),
+    (
+        "run a command inside a vm with the guest agent",
+        &["POST /nodes/{node}/qemu/{vmid}/agent/exec"],
+    ),
+    (
+        "ip addresses of a container",
+        &["GET /nodes/{node}/lxc/{vmid}/interfaces"],
+    ),
+    (
+        "cpu usage history of a vm",
+        &["GET /nodes/{node}/qemu/{vmid}/rrddata"],
+    ),
+    (
+        "subscription status of a node",
+        &["GET /nodes/{node}/subscription"],
+    ),
+    (
+        "proxmox version",
+        &["GET /version", "GET /nodes/{node}/version"],
+    ),
+    (
+        "start all guests on a node",
+        &["POST /nodes/{node}/startall"],
+    ),
+    ("stop all guests on a node", &["POST /nodes/{node}/stopall"]),
+    (
+        "certificates of a node",
+        &["GET /nodes/{node}/certificates/info"],
+    ),
+    ("list metric servers", &["GET /cluster/metrics/server"]),
+    (
+        "cloud-init settings of a vm",
+        &[
+            "GET /nodes/{node}/qemu/{vmid}/cloudinit",
+            "GET /nodes/{node}/qemu/{vmid}/cloudinit/dump",
+        ],
+    ),
+    (
+        "pending configuration changes of a vm",
+        &["GET /nodes/{node}/qemu/{vmid}/pending"],
+    ),
+    (
+        "open a vnc console to a vm",
+        &["POST /nodes/{node}/qemu/{vmid}/vncproxy"],
+    ),
+    // `/cluster/notifications/endpoints` is only an index of the kinds.
+    (
+        "list notification endpoints",
+        &[
+            "GET /cluster/notifications/targets",
+            "GET /cluster/notifications/endpoints/sendmail",
+            "GET /cluster/notifications/endpoints/smtp",
+            "GET /cluster/notifications/endpoints/gotify",
+            "GET /cluster/notifications/endpoints/webhook",
+        ],
+    ),
+    (
+        "scan an nfs server for exports",
+        &["GET /nodes/{node}/scan/nfs"],
+    ),
+    ("datacenter options", &["GET /cluster/options"]),
+    ("hosts file of a node", &["GET /nodes/{node}/hosts"]),
+];
+
+/// Where the full catalog stands; the issue asks 0.95 and 0.8.
+const RECALL_AT_3: f64 = 0.95;
+const RECALL_AT_1: f64 = 0.8;
+
+#[test]
+fn operators_find_the_operation_they_mean() {
+    let Some(path) = schema_file() else { return };
+    let ops = apidata::parse_text(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let generated = full::generate(&ops, &TierRules::defaults(), "pve");
+    let endpoint = |name: &str| {
+        generated
+            .iter()
+            .find(|(s, _)| s.name == name)
+            .map(|(_, r)| format!("{} {}", r.method, r.path))
+            .unwrap()
+    };
+    let (catalog, _) = Catalog::build(vec![(
+        "pve".into(),
+        generated.iter().map(|(s, _)| s.clone()).collect(),
+    )])
+    .unwrap();
+    let (mut first, mut top3, mut misses) = (0, 0, Vec::new());
+    for (query, wanted) in CASES {
+        for w in *wanted {
+            assert!(
+                generated
+                    .iter()
+                    .any(|(_, r)| format!("{} {}", r.method, r.path) == *w),
+                "{w} is no operation"
+            );
+        }
+        // Every tier: an operator may open a forbidden one (`[proxmox.tiers]`),
+        // and its name must be as findable as any.
+        let r = catalog.search(&Query {
+            text: query.to_string(),
+            limit: Some(3),
+            tiers: vec![Tier::Read, Tier::Operate, Tier::Admin, Tier::Forbidden],
+            ..Query::default()
+        });
+        let found: Vec<String> = r.hits.iter().map(|h| endpoint(&h.name)).collect();
+        let rank = found.iter().position(|f| wanted.contains(&f.as_str()));
+        match rank {
+            Some(0) => {
+                first += 1;
+                top3 += 1;
+            }
+            Some(_) => {
+                top3 += 1;
+                misses.push(format!("{query:?}: second or third: {found:?}"));
+            }
+            None => misses.push(format!(
+                "{query:?}: wanted {wanted:?}, got {:?}",
+                r.hits
+                    .iter()
+                    .map(|h| h.name.as_str())
+                    .zip(&found)
+                    .collect::<Vec<_>>()
+            )),
+        }
+    }
+    let n = CASES.len() as f64;
+    let (at1, at3) = (first as f64 / n, top3 as f64 / n);
+    eprintln!(
+        "{} queries: recall@1 {at1:.3}, recall@3 {at3:.3}\n{}",
+        CASES.len(),
+        misses.join("\n")
+    );
+    assert!(CASES.len() >= 80);
+    assert!(
+        at3 >= RECALL_AT_3 && at1 >= RECALL_AT_1,
+        "recall@1 {at1:.3} (wanted {RECALL_AT_1}), recall@3 {at3:.3} (wanted {RECALL_AT_3}):\n{}",
+        misses.join("\n")
+    );
+}
