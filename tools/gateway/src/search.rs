@@ -23,6 +23,17 @@ const SYNONYM_WEIGHT: f32 = 0.6;
 const NAME_COVERED_BONUS: f32 = 2.5;
 const NAME_COVERED_PER_WORD: f32 = 0.5;
 
+/// What a read-only tool's score is worth when the query asks for a change.
+const READ_ONLY_WHEN_CHANGING: f32 = 0.5;
+
+/// Verbs (stemmed) that ask for a change, not a look.
+const CHANGE_VERBS: &[&str] = &[
+    "create", "add", "new", "make", "delete", "remove", "destroy", "update", "set", "edit",
+    "change", "modify", "start", "stop", "shutdown", "reboot", "restart", "migrate", "clone",
+    "resize", "grow", "rollback", "restore", "enable", "disable", "apply", "wipe", "upload",
+    "download", "run", "grant", "revoke", "suspend", "resume", "reset",
+];
+
 pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 50;
 
@@ -63,7 +74,7 @@ const SYNONYMS: &[&[&str]] = &[
     &["disk", "volume", "drive"],
     &["snapshot", "snap", "checkpoint"],
     &["backup", "vzdump", "dump", "archive"],
-    &["restore", "recover"],
+    &["restore", "recover", "rollback"],
     &["node", "host", "server", "hypervisor"],
     &["storage", "datastore"],
     &["migrate", "move", "relocate", "transfer"],
@@ -78,7 +89,7 @@ const SYNONYMS: &[&[&str]] = &[
     &["resize", "grow", "extend", "enlarge"],
     &["task", "job", "upid"],
     &["log", "syslog", "journal"],
-    &["network", "net", "nic", "interface", "bridge"],
+    &["network", "net", "nic", "interface", "iface", "bridge"],
     &["firewall", "fw"],
     &["memory", "ram", "mem"],
     &["cpu", "cores", "vcpu", "processor"],
@@ -164,6 +175,8 @@ struct Doc {
     lens: [f32; 4],
     /// The name's distinct words, in order.
     name_terms: Vec<String>,
+    /// It only reads.
+    read_only: bool,
 }
 
 pub struct Index {
@@ -200,6 +213,7 @@ impl Index {
                 fields,
                 lens,
                 name_terms,
+                read_only: spec.hints.read_only,
             });
         }
         let n = docs.len().max(1) as f32;
@@ -228,39 +242,47 @@ impl Index {
     /// the positive ones, best first.
     pub fn rank(&self, text: &str) -> Vec<(usize, f32)> {
         let words = terms(text);
-        let weighted = self.expand(&words);
-        if weighted.is_empty() {
+        if words.is_empty() {
             return Vec::new();
+        }
+        let mut distinct: Vec<&String> = Vec::new();
+        for w in &words {
+            if !distinct.contains(&w) {
+                distinct.push(w);
+            }
         }
         let n = self.docs.len() as f32;
         let meanings = meanings(&words, &self.synonyms);
+        // "delete a backup job" asks for a change: a tool that only reads
+        // is not what was meant, however well its name matches.
+        let changes = CHANGE_VERBS.iter().any(|v| words.contains(&stem(v)));
         let mut scored: Vec<(usize, f32)> = self
             .docs
             .iter()
             .enumerate()
             .map(|(i, doc)| {
+                // Each word the agent typed counts once: by itself or by
+                // its best-matching synonym, never by both.
                 let mut score = 0.0;
-                for (term, qw) in &weighted {
-                    let df = *self.df.get(term).unwrap_or(&0) as f32;
-                    if df == 0.0 {
-                        continue;
-                    }
-                    let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                    let mut tf = 0.0;
-                    for (f, w) in [W_NAME, W_SUMMARY, W_PARAMS, W_DESCRIPTION]
-                        .iter()
-                        .enumerate()
-                    {
-                        if let Some(c) = doc.fields[f].get(term) {
-                            let norm = 1.0 - B + B * doc.lens[f] / self.avg[f].max(1.0);
-                            tf += w * c / norm;
-                        }
-                    }
-                    score += qw * idf * tf / (K1 + tf);
+                for w in &distinct {
+                    let own = std::iter::once((*w, 1.0));
+                    let others = self
+                        .synonyms
+                        .get(*w)
+                        .into_iter()
+                        .flatten()
+                        .map(|s| (s, SYNONYM_WEIGHT));
+                    score += own
+                        .chain(others)
+                        .map(|(t, qw)| qw * self.term_score(doc, t, n))
+                        .fold(0.0, f32::max);
                 }
                 if score > 0.0 && covers(&meanings, &doc.name_terms) {
                     score += NAME_COVERED_BONUS
                         + NAME_COVERED_PER_WORD * (doc.name_terms.len() - 1) as f32;
+                }
+                if changes && doc.read_only {
+                    score *= READ_ONLY_WHEN_CHANGING;
                 }
                 (i, score)
             })
@@ -270,17 +292,24 @@ impl Index {
         scored
     }
 
-    /// Query terms with their weights, synonyms included.
-    fn expand(&self, words: &[String]) -> HashMap<String, f32> {
-        let mut out: HashMap<String, f32> = HashMap::new();
-        for t in words {
-            out.insert(t.clone(), 1.0);
-            for s in self.synonyms.get(t).into_iter().flatten() {
-                let w = out.entry(s.clone()).or_insert(0.0);
-                *w = w.max(SYNONYM_WEIGHT);
+    /// BM25F of one term in one document.
+    fn term_score(&self, doc: &Doc, term: &str, n: f32) -> f32 {
+        let df = *self.df.get(term).unwrap_or(&0) as f32;
+        if df == 0.0 {
+            return 0.0;
+        }
+        let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+        let mut tf = 0.0;
+        for (f, w) in [W_NAME, W_SUMMARY, W_PARAMS, W_DESCRIPTION]
+            .iter()
+            .enumerate()
+        {
+            if let Some(c) = doc.fields[f].get(term) {
+                let norm = 1.0 - B + B * doc.lens[f] / self.avg[f].max(1.0);
+                tf += w * c / norm;
             }
         }
-        out
+        idf * tf / (K1 + tf)
     }
 }
 
