@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 
 use crate::{
-    apidata::Operation,
+    apidata::{Method, Operation},
     curated, naming,
     route::{Route, RouteKind},
     schema,
@@ -30,13 +30,33 @@ pub fn with_target(mut input: Value) -> Value {
 }
 
 pub fn generate(ops: &[Operation], rules: &TierRules, backend: &str) -> Vec<(ToolSpec, Route)> {
-    let names = with_curated_names(ops, naming::names(ops), rules, backend);
+    let curated = curated_texts(rules, backend);
+    let names = with_curated_names(ops, naming::names(ops), &curated);
     ops.iter()
         .zip(names)
         .map(|(op, name)| {
             let tier = rules.tier(op.method, &op.path);
-            let summary = first_sentence(&op.description);
-            let description = format!("{}\n\n{} {}", op.description.trim(), op.method, op.path);
+            let ours = curated.get(&(op.method, op.path.clone()));
+            // The curated catalog's words where it has them: written for
+            // agents, where PVE's are written for its API viewer.
+            let summary = match ours {
+                Some(c) => c.summary.clone(),
+                None => first_sentence(&op.description),
+            };
+            let pve = op.description.trim();
+            let mut description = match ours {
+                Some(c) if c.description != c.summary => {
+                    format!("{}\n\n{pve}\n\n{} {}", c.description, op.method, op.path)
+                }
+                Some(c) => format!("{}\n\n{pve}\n\n{} {}", c.summary, op.method, op.path),
+                None => format!("{pve}\n\n{} {}", op.method, op.path),
+            };
+            let fields = answer_fields(&op.returns);
+            if !fields.is_empty() {
+                // What it answers with is what an agent asks about
+                // ("uptime of a node").
+                description.push_str(&format!("\n\nAnswers with: {}.", fields.join(", ")));
+            }
             let mut route = Route::api(op.method, op.path.clone());
             let mut input = schema::parameters(&op.parameters);
             rename_target(&mut input, &mut route);
@@ -62,29 +82,32 @@ pub fn generate(ops: &[Operation], rules: &TierRules, backend: &str) -> Vec<(Too
         .collect()
 }
 
+/// The curated tool that is exactly an operation, by method and path.
+type Curated = HashMap<(Method, String), ToolSpec>;
+
+/// The curated tools that call an operation as it is (no fixed or
+/// Airlock-only arguments); the first one where several do.
+fn curated_texts(rules: &TierRules, backend: &str) -> Curated {
+    let mut out = Curated::new();
+    for (spec, route) in curated::tools(rules, &Default::default(), backend) {
+        if route.kind == RouteKind::Api && route.fixed.is_empty() && route.local.is_empty() {
+            out.entry((route.method, route.path.clone()))
+                .or_insert(spec);
+        }
+    }
+    out
+}
+
 /// The curated catalog's name for every operation it covers as it is (no
 /// fixed or Airlock-only arguments), so a script written against it runs
 /// on the full catalog too; a derived name that one of these took gets
 /// the method, then a number.
-fn with_curated_names(
-    ops: &[Operation],
-    mut names: Vec<String>,
-    rules: &TierRules,
-    backend: &str,
-) -> Vec<String> {
-    let mut curated: HashMap<(crate::apidata::Method, String), String> = HashMap::new();
-    for (spec, route) in curated::tools(rules, &Default::default(), backend) {
-        if route.kind == RouteKind::Api && route.fixed.is_empty() && route.local.is_empty() {
-            curated
-                .entry((route.method, route.path.clone()))
-                .or_insert(spec.name);
-        }
-    }
+fn with_curated_names(ops: &[Operation], mut names: Vec<String>, curated: &Curated) -> Vec<String> {
     let mut taken: HashSet<String> = HashSet::new();
     for (op, name) in ops.iter().zip(names.iter_mut()) {
         if let Some(c) = curated.get(&(op.method, op.path.clone())) {
-            *name = c.clone();
-            taken.insert(c.clone());
+            *name = c.name.clone();
+            taken.insert(c.name.clone());
         }
     }
     for (op, name) in ops.iter().zip(names.iter_mut()) {
@@ -120,6 +143,17 @@ fn rename_target(input: &mut Value, route: &mut Route) {
             *r = Value::String(TARGET_NODE.into());
         }
     }
+}
+
+/// The fields of an answer (an object, or a list of objects), as the
+/// `returns` schema declares them: at most 40.
+fn answer_fields(returns: &Value) -> Vec<String> {
+    let props = returns["properties"]
+        .as_object()
+        .or_else(|| returns["items"]["properties"].as_object());
+    props
+        .map(|p| p.keys().take(40).cloned().collect())
+        .unwrap_or_default()
 }
 
 fn first_sentence(text: &str) -> String {
