@@ -50,8 +50,13 @@ pub async fn search(
         println!("{hint}");
     }
     for h in &results.hits {
+        let endpoint = h
+            .endpoint
+            .as_deref()
+            .map(|e| format!("\n         {e}"))
+            .unwrap_or_default();
         println!(
-            "{:<8} {}\n         {}\n",
+            "{:<8} {}\n         {}{endpoint}\n",
             h.tier.as_str(),
             h.signature,
             h.summary
@@ -77,7 +82,14 @@ pub async fn schema(file: &ConfigFile, names: &[String], json: bool) -> ExitCode
     } else {
         for a in &answers {
             match a {
-                SchemaAnswer::Found { typescript, .. } => println!("{typescript}"),
+                SchemaAnswer::Found {
+                    typescript,
+                    endpoint,
+                    ..
+                } => match endpoint {
+                    Some(e) => println!("// {e}\n{typescript}"),
+                    None => println!("{typescript}"),
+                },
                 SchemaAnswer::Unknown {
                     error,
                     did_you_mean,

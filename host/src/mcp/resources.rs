@@ -286,6 +286,7 @@ mod tests {
             hints: Hints::for_tier(Tier::Read),
             backend: String::new(),
             path_params: vec![],
+            endpoint: None,
         };
         Catalog::build(vec![("pve".into(), vec![spec])]).unwrap().0
     }

@@ -184,6 +184,7 @@ pub fn tools(list: &Value, rules: &[TierRule], default: Tier) -> Vec<Tool> {
                 hints: Hints::for_tier(tier),
                 backend: BACKEND_ID.to_string(),
                 path_params: Vec::new(),
+                endpoint: None,
             },
             original: t.name,
         });

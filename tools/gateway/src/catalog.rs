@@ -107,6 +107,8 @@ pub enum SchemaAnswer {
         tier: Tier,
         hints: Hints,
         backend: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        endpoint: Option<String>,
         json_schema: Value,
         typescript: String,
     },
@@ -219,6 +221,7 @@ impl Catalog {
                 summary: e.spec.summary.clone(),
                 tier: e.spec.tier,
                 backend: e.spec.backend.clone(),
+                endpoint: e.spec.endpoint.clone(),
                 signature: e.signature.clone(),
                 score: (score * 100.0).round() / 100.0,
             })
@@ -254,6 +257,7 @@ impl Catalog {
                 tier: e.spec.tier,
                 hints: e.spec.hints,
                 backend: e.spec.backend.clone(),
+                endpoint: e.spec.endpoint.clone(),
                 json_schema: e.spec.input_schema.clone(),
                 typescript: typescript::declarations([&e.spec]),
             },
@@ -323,6 +327,7 @@ mod tests {
             hints: Hints::for_tier(tier),
             backend: String::new(),
             path_params: vec![],
+            endpoint: None,
         }
     }
 

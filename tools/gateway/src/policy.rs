@@ -259,6 +259,7 @@ mod tests {
             hints: Hints::for_tier(tier),
             backend: String::new(),
             path_params: vec![],
+            endpoint: None,
         };
         Catalog::build(vec![(
             "b".into(),

@@ -144,6 +144,9 @@ pub struct Hit {
     pub summary: String,
     pub tier: Tier,
     pub backend: String,
+    /// What the backend calls (`GET /nodes/{node}/qemu`), where it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
     /// One-line TypeScript signature.
     pub signature: String,
     pub score: f32,

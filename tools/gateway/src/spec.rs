@@ -105,6 +105,11 @@ pub struct ToolSpec {
     /// strict pattern on top of the schema.
     #[serde(default)]
     pub path_params: Vec<String>,
+    /// What the backend calls, for an agent that knows its API to confirm
+    /// the match (`POST /nodes/{node}/qemu/{vmid}/status/start`); shown in
+    /// search hits and schemas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 impl ToolSpec {

@@ -362,6 +362,7 @@ mod tests {
             hints: Hints::for_tier(Tier::Operate),
             backend: "demo".into(),
             path_params: vec![],
+            endpoint: None,
         }
     }
 

@@ -297,6 +297,7 @@ mod tests {
             hints: Hints::default(),
             backend: "test".into(),
             path_params: path_params.iter().map(|s| s.to_string()).collect(),
+            endpoint: None,
         }
     }
 

@@ -55,6 +55,7 @@ fn tool(name: &str, tier: Tier) -> ToolSpec {
         hints: Hints::for_tier(tier),
         backend: "count".into(),
         path_params: vec!["node".into()],
+        endpoint: None,
     }
 }
 

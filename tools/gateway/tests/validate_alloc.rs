@@ -76,6 +76,7 @@ fn spec(schema: Value) -> ToolSpec {
         hints: Hints::default(),
         backend: "test".into(),
         path_params: vec![],
+        endpoint: None,
     }
 }
 

@@ -387,6 +387,8 @@ fn build(
         hints: Hints::for_tier(tier),
         backend: backend.into(),
         path_params,
+        endpoint: (route.kind == RouteKind::Api)
+            .then(|| format!("{} {}", route.method, route.path)),
     };
     (spec, route)
 }

@@ -76,6 +76,7 @@ pub fn generate(ops: &[Operation], rules: &TierRules, backend: &str) -> Vec<(Too
                 hints: Hints::for_tier(tier),
                 backend: backend.into(),
                 path_params: op.path_params(),
+                endpoint: Some(format!("{} {}", op.method, op.path)),
             };
             (spec, route)
         })

@@ -630,7 +630,16 @@ fn recall(cases: &[(&str, &[&str])]) -> Option<(f64, f64, Vec<String>)> {
             tiers: vec![Tier::Read, Tier::Operate, Tier::Admin, Tier::Forbidden],
             ..Query::default()
         });
-        let found: Vec<String> = r.hits.iter().map(|h| endpoint(&h.name)).collect();
+        // The hit says what it calls, and says it right.
+        let found: Vec<String> = r
+            .hits
+            .iter()
+            .map(|h| {
+                let said = h.endpoint.clone().expect("a hit names its endpoint");
+                assert_eq!(said, endpoint(&h.name), "{}", h.name);
+                said
+            })
+            .collect();
         let rank = found.iter().position(|f| wanted.contains(&f.as_str()));
         match rank {
             Some(0) => {

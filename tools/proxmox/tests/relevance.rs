@@ -439,6 +439,7 @@ fn catalog() -> Catalog {
                 hints: Hints::for_tier(*tier),
                 backend: "pve".into(),
                 path_params: vec![],
+                endpoint: None,
             }
         })
         .collect();
