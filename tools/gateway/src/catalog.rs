@@ -372,6 +372,33 @@ mod tests {
     }
 
     #[test]
+    fn only_a_querys_first_words_count() {
+        let (cat, _) = Catalog::build(vec![(
+            "pve".into(),
+            vec![
+                tool("vm_stop", Tier::Operate, "Stop a VM"),
+                tool("node_list", Tier::Read, "List nodes"),
+            ],
+        )])
+        .unwrap();
+        let first = |text: String| {
+            cat.search(&Query {
+                text,
+                ..Query::default()
+            })
+            .hits
+            .first()
+            .map(|h| h.name.clone())
+        };
+        assert_eq!(first("stop vm".into()).as_deref(), Some("vm_stop"));
+        // 5,000 distinct words after them change nothing, and words past
+        // the first 32 are not read at all: "list nodes" there finds nothing.
+        let junk: String = (0..5000).map(|i| format!(" w{i}x")).collect();
+        assert_eq!(first(format!("stop vm{junk}")).as_deref(), Some("vm_stop"));
+        assert_eq!(first(format!("{junk} list nodes")), None);
+    }
+
+    #[test]
     fn bad_names_and_schemas_fail_the_build() {
         let err = Catalog::build(vec![("b".into(), vec![tool("vm-start", Tier::Read, "")])])
             .err()

@@ -34,6 +34,9 @@ const CHANGE_VERBS: &[&str] = &[
     "download", "run", "grant", "revoke", "suspend", "resume", "reset",
 ];
 
+/// Words of a query that count; the rest are ignored.
+pub const MAX_QUERY_WORDS: usize = 32;
+
 pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 50;
 
@@ -55,6 +58,7 @@ const PHRASES: &[(&str, &str)] = &[
     ("high availability", "ha"),
     ("resource pool", "pool"),
     ("api token", "token"),
+    ("file system", "filesystem"),
     ("roll back", "rollback"),
     ("back up", "backup"),
     ("ip set", "ipset"),
@@ -64,8 +68,13 @@ const PHRASES: &[(&str, &str)] = &[
 
 /// Groups of words that mean the same to an operator.
 const SYNONYMS: &[&[&str]] = &[
-    &["vm", "qemu", "kvm"],
-    &["ct", "lxc", "container"],
+    &["vm", "qemu", "kvm", "qm"],
+    &["ct", "lxc", "container", "pct"],
+    // Ceph's and PVE's short names.
+    &["mgr", "manager"],
+    &["mon", "monitor"],
+    &["fs", "filesystem", "cephfs"],
+    &["mds", "metadata"],
     &["reboot", "restart"],
     &["start", "boot", "launch", "poweron"],
     &["stop", "halt", "kill", "poweroff"],
@@ -115,6 +124,9 @@ const SYNONYMS: &[&[&str]] = &[
 /// A "guest" is either kind; expanded one way only.
 const ONE_WAY: &[(&str, &[&str])] = &[
     ("quorate", &["quorum", "status"]),
+    ("thin", &["lvmthin"]),
+    ("appliance", &["aplinfo"]),
+    ("template", &["aplinfo"]),
     // "usage" now is a status; its history is the RRD.
     ("usage", &["status"]),
     ("history", &["rrd", "rrddata"]),
@@ -173,19 +185,23 @@ pub struct Query {
 }
 
 struct Doc {
-    /// Term frequencies per field: name, summary, params, description.
-    fields: [HashMap<String, f32>; 4],
-    lens: [f32; 4],
     /// The name's distinct words, in order.
     name_terms: Vec<String>,
     /// It only reads.
     read_only: bool,
 }
 
+/// Where a term occurs: its idf, and per document its field-weighted,
+/// length-normalised frequency (BM25F's tf before saturation). Built once;
+/// a query touches only the documents its words occur in.
+struct Postings {
+    idf: f32,
+    docs: Vec<(u32, f32)>,
+}
+
 pub struct Index {
     docs: Vec<Doc>,
-    avg: [f32; 4],
-    df: HashMap<String, usize>,
+    postings: HashMap<String, Postings>,
     synonyms: HashMap<String, Vec<String>>,
 }
 
@@ -193,6 +209,8 @@ impl Index {
     pub fn build<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> Self {
         let synonyms = synonym_table();
         let mut docs = Vec::new();
+        let mut counts: Vec<[HashMap<String, f32>; 4]> = Vec::new();
+        let mut lens: Vec<[f32; 4]> = Vec::new();
         for spec in specs {
             let params = spec.param_names().join(" ");
             let texts = [
@@ -202,41 +220,57 @@ impl Index {
                 spec.description.as_str(),
             ];
             let mut fields: [HashMap<String, f32>; 4] = Default::default();
-            let mut lens = [0f32; 4];
+            let mut len = [0f32; 4];
             for (i, text) in texts.iter().enumerate() {
                 for t in terms(text) {
                     *fields[i].entry(t).or_default() += 1.0;
-                    lens[i] += 1.0;
+                    len[i] += 1.0;
                 }
             }
+            counts.push(fields);
+            lens.push(len);
             let mut name_terms = terms(&spec.name);
             let mut distinct = HashSet::new();
             name_terms.retain(|t| distinct.insert(t.clone()));
             docs.push(Doc {
-                fields,
-                lens,
                 name_terms,
                 read_only: spec.hints.read_only,
             });
         }
         let n = docs.len().max(1) as f32;
         let mut avg = [0f32; 4];
-        for d in &docs {
-            for (a, len) in avg.iter_mut().zip(d.lens) {
-                *a += len / n;
+        for len in &lens {
+            for (a, l) in avg.iter_mut().zip(len) {
+                *a += l / n;
             }
         }
-        let mut df: HashMap<String, usize> = HashMap::new();
-        for d in &docs {
-            let all: HashSet<&String> = d.fields.iter().flat_map(|f| f.keys()).collect();
-            for t in all {
-                *df.entry(t.clone()).or_default() += 1;
+        let mut tfs: HashMap<String, Vec<(u32, f32)>> = HashMap::new();
+        for (d, fields) in counts.iter().enumerate() {
+            let mut by_term: HashMap<&String, f32> = HashMap::new();
+            for (f, w) in [W_NAME, W_SUMMARY, W_PARAMS, W_DESCRIPTION]
+                .iter()
+                .enumerate()
+            {
+                let norm = 1.0 - B + B * lens[d][f] / avg[f].max(1.0);
+                for (t, c) in &fields[f] {
+                    *by_term.entry(t).or_default() += w * c / norm;
+                }
+            }
+            for (t, tf) in by_term {
+                tfs.entry(t.clone()).or_default().push((d as u32, tf));
             }
         }
+        let postings = tfs
+            .into_iter()
+            .map(|(t, docs)| {
+                let df = docs.len() as f32;
+                let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                (t, Postings { idf, docs })
+            })
+            .collect();
         Self {
             docs,
-            avg,
-            df,
+            postings,
             synonyms,
         }
     }
@@ -244,75 +278,71 @@ impl Index {
     /// Scores every document for `text`; returns `(doc index, score)` for
     /// the positive ones, best first.
     pub fn rank(&self, text: &str) -> Vec<(usize, f32)> {
-        let words = terms(text);
+        // The distinct words, the first MAX_QUERY_WORDS of them: a query is
+        // a few words, and a long one must not cost in its length.
+        let mut words: Vec<String> = Vec::new();
+        for w in terms(text) {
+            if words.len() == MAX_QUERY_WORDS {
+                break;
+            }
+            if !words.contains(&w) {
+                words.push(w);
+            }
+        }
         if words.is_empty() {
             return Vec::new();
         }
-        let mut distinct: Vec<&String> = Vec::new();
-        for w in &words {
-            if !distinct.contains(&w) {
-                distinct.push(w);
-            }
-        }
-        let n = self.docs.len() as f32;
+        let distinct: Vec<&String> = words.iter().collect();
         let meanings = meanings(&words, &self.synonyms);
         // "delete a backup job" asks for a change: a tool that only reads
         // is not what was meant, however well its name matches.
         let changes = CHANGE_VERBS.iter().any(|v| words.contains(&stem(v)));
+        // Each word the agent typed counts once per tool: by itself or by
+        // its best-matching synonym, never by both.
+        let nw = distinct.len();
+        let mut best = vec![0f32; self.docs.len() * nw];
+        for (wi, w) in distinct.iter().enumerate() {
+            let own = std::iter::once((*w, 1.0));
+            let others = self
+                .synonyms
+                .get(*w)
+                .into_iter()
+                .flatten()
+                .map(|s| (s, SYNONYM_WEIGHT));
+            for (t, qw) in own.chain(others) {
+                let Some(p) = self.postings.get(t) else {
+                    continue;
+                };
+                for &(d, tf) in &p.docs {
+                    let s = qw * p.idf * tf / (K1 + tf);
+                    let cell = &mut best[d as usize * nw + wi];
+                    if s > *cell {
+                        *cell = s;
+                    }
+                }
+            }
+        }
         let mut scored: Vec<(usize, f32)> = self
             .docs
             .iter()
             .enumerate()
-            .map(|(i, doc)| {
-                // Each word the agent typed counts once: by itself or by
-                // its best-matching synonym, never by both.
-                let mut score = 0.0;
-                for w in &distinct {
-                    let own = std::iter::once((*w, 1.0));
-                    let others = self
-                        .synonyms
-                        .get(*w)
-                        .into_iter()
-                        .flatten()
-                        .map(|s| (s, SYNONYM_WEIGHT));
-                    score += own
-                        .chain(others)
-                        .map(|(t, qw)| qw * self.term_score(doc, t, n))
-                        .fold(0.0, f32::max);
+            .filter_map(|(i, doc)| {
+                let mut score: f32 = best[i * nw..(i + 1) * nw].iter().sum();
+                if score <= 0.0 {
+                    return None;
                 }
-                if score > 0.0 && covers(&meanings, &doc.name_terms) {
+                if covers(&meanings, &doc.name_terms) {
                     score += NAME_COVERED_BONUS
                         + NAME_COVERED_PER_WORD * (doc.name_terms.len() - 1) as f32;
                 }
                 if changes && doc.read_only {
                     score *= READ_ONLY_WHEN_CHANGING;
                 }
-                (i, score)
+                Some((i, score))
             })
-            .filter(|(_, s)| *s > 0.0)
             .collect();
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored
-    }
-
-    /// BM25F of one term in one document.
-    fn term_score(&self, doc: &Doc, term: &str, n: f32) -> f32 {
-        let df = *self.df.get(term).unwrap_or(&0) as f32;
-        if df == 0.0 {
-            return 0.0;
-        }
-        let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-        let mut tf = 0.0;
-        for (f, w) in [W_NAME, W_SUMMARY, W_PARAMS, W_DESCRIPTION]
-            .iter()
-            .enumerate()
-        {
-            if let Some(c) = doc.fields[f].get(term) {
-                let norm = 1.0 - B + B * doc.lens[f] / self.avg[f].max(1.0);
-                tf += w * c / norm;
-            }
-        }
-        idf * tf / (K1 + tf)
     }
 }
 
