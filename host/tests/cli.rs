@@ -754,3 +754,38 @@ fn enroll_makes_the_directory_its_file_is_in() {
         "made private, as the state directory is"
     );
 }
+
+#[test]
+fn a_script_finds_and_describes_tools_it_may_call() {
+    let script = "const found = await catalog.search('stop a vm', { limit: 5 });\n\
+        const [d] = await catalog.describe('vm_stop');\n\
+        let bad;\n\
+        try { await catalog.search('x', 'read'); } catch (e) { bad = e.message; }\n\
+        ({ names: found.hits.map((h) => h.name), tiers: [...new Set(found.hits.map((h) => h.tier))], \
+           stop: d.error ? 'hidden' : [d.endpoint, d.typescript.includes('function vm_stop(')], bad })";
+    let run = |who: &str| {
+        let out = airlock(&["demo", "--identity", who, "--json", "-"], script, &[]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        outcome["result"]["ok"].clone()
+    };
+    // rita reads only: no tool she may not call is shown or described.
+    let rita = run("rita");
+    assert_eq!(rita["tiers"], serde_json::json!(["read"]), "{rita}");
+    assert_eq!(rita["stop"], "hidden", "{rita}");
+    assert!(
+        rita["bad"]
+            .as_str()
+            .unwrap()
+            .contains("options must be an object"),
+        "{rita}"
+    );
+    // olga operates: stopping a VM is hers to find.
+    let olga = run("olga");
+    assert_eq!(olga["names"][0], "vm_stop", "{olga}");
+    assert_eq!(
+        olga["stop"],
+        serde_json::json!(["POST /nodes/{node}/qemu/{vmid}/status/stop", true]),
+        "{olga}"
+    );
+}

@@ -2,7 +2,9 @@
 //! loop keeps for it.
 //!
 //! Globals added to the standard library: `tools` (a proxy: `tools.x(args)`
-//! calls tool `x`), `callTool(name, args)`, `console.log/info/warn/error`,
+//! calls tool `x`), `callTool(name, args)`, `catalog.search(query,
+//! options)` and `catalog.describe(...names)` (finding tools: calls the
+//! gateway answers from its catalog), `console.log/info/warn/error`,
 //! `setTimeout(fn, ms, ...args)` and `clearTimeout(id)`. Nothing else: no
 //! `fetch`, `require`, `process`, file or network access. `Date` reads the
 //! host's clock; `Math.random` the host's randomness. A timer never outlives
@@ -124,6 +126,17 @@ const PRELUDE: &str = r#"(function (call) {
     set() { return false; },
     defineProperty() { return false; },
     deleteProperty() { return false; },
+  }));
+  // Finding tools from inside the script: calls of names no tool can have.
+  define('catalog', Object.freeze({
+    search(query, options) {
+      const o = options === undefined ? {} : options;
+      if (o === null || typeof o !== 'object' || Array.isArray(o)) {
+        return Promise.reject(new TypeError('catalog.search(query, options): options must be an object, e.g. { tier: "read", limit: 5 }'));
+      }
+      return call('catalog.search', Object.assign({}, o, { query }));
+    },
+    describe(...names) { return call('catalog.describe', { names: names.flat() }); },
   }));
 })"#;
 

@@ -53,7 +53,7 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
         format!(
             "Run a JavaScript program that calls tools and returns only what you need. Top-level await works; the value of \
              the last expression statement is the result (or `return x`). Call `await tools.NAME(args)`; use Promise.all \
-             for parallel calls; filter in the script. console.log is captured. A failed call throws an Error with \
+             for parallel calls; filter in the script. await catalog.search(\"query\") finds more tools. console.log is captured. A failed call throws an Error with \
              .code and .message. Limits: {} s, {} tool calls, {} MiB memory, {} KiB result. \
              Example: const vms = await tools.vm_list({{node: \"pve1\"}}); vms.filter(v => v.status === \"running\").map(v => v.vmid)",
             limits.wall_time_ms / 1000,

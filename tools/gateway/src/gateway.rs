@@ -43,6 +43,7 @@ use crate::{
     catalog::{self, quote_name, Catalog, CatalogError, Clash},
     config::GatewayConfig,
     digest::{sha256_hex, sha256_json},
+    discovery,
     observe::{Observer, TimedAudit, UNKNOWN_TOOL},
     policy::{Mode, Policy, PolicyError},
     redact,
@@ -653,34 +654,13 @@ impl Gateway {
         let args_hash = sha256_json(&args);
         line.insert("args_sha256".into(), Value::String(args_hash.clone()));
 
+        if discovery::is_discovery(name) {
+            return self.discovery_call(caller, name, args, call_id, line);
+        }
         let catalog = self.catalog();
         let entry = match self.admit(&catalog, caller, name, &args, &args_hash, &mut line) {
             Ok(e) => e,
-            Err(refusal) => {
-                let rate_limited = matches!(refusal, CallError::RateLimited { .. });
-                if rate_limited && !self.first_rate_limited(&caller.identity) {
-                    // Counted; the identity's next line carries the count.
-                    return Err(Refused::before_backend(refusal, args));
-                }
-                line.insert("decision".into(), Value::String(refusal.decision().into()));
-                line.insert("reason".into(), audit_fields::code(refusal.code()));
-                let written = if rate_limited {
-                    // The first of a run: its line starts the count.
-                    self.state.audit.append("call", line).inspect_err(|_| {
-                        self.unwritten
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&caller.identity);
-                    })
-                } else {
-                    self.append_for(&caller.identity, "call", line)
-                };
-                if let Err(e) = written {
-                    let error = CallError::AuditUnavailable(told(&e));
-                    return Err(Refused::before_backend(error, args));
-                }
-                return Err(Refused::before_backend(refusal, args));
-            }
+            Err(refusal) => return Err(self.refuse(caller, refusal, line, args)),
         };
         let spec = entry.spec.clone();
         line.insert("backend".into(), Value::String(spec.backend.clone()));
@@ -750,6 +730,85 @@ impl Gateway {
 
     /// Rate limit, lookup, validation, policy and approval. Adds what it
     /// learns to the audit line.
+    /// Records a call refused before any backend (the first of a run of
+    /// rate-limited ones starts the count; the rest are only counted).
+    fn refuse(
+        &self,
+        caller: &Caller,
+        refusal: CallError,
+        mut line: Map<String, Value>,
+        args: Value,
+    ) -> Refused {
+        let rate_limited = matches!(refusal, CallError::RateLimited { .. });
+        if rate_limited && !self.first_rate_limited(&caller.identity) {
+            // Counted; the identity's next line carries the count.
+            return Refused::before_backend(refusal, args);
+        }
+        line.insert("decision".into(), Value::String(refusal.decision().into()));
+        line.insert("reason".into(), audit_fields::code(refusal.code()));
+        let written = if rate_limited {
+            // The first of a run: its line starts the count.
+            self.state.audit.append("call", line).inspect_err(|_| {
+                self.unwritten
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&caller.identity);
+            })
+        } else {
+            self.append_for(&caller.identity, "call", line)
+        };
+        if let Err(e) = written {
+            let error = CallError::AuditUnavailable(told(&e));
+            return Refused::before_backend(error, args);
+        }
+        Refused::before_backend(refusal, args)
+    }
+
+    /// `catalog.search` or `catalog.describe` from a script: rate-limited
+    /// and audited as any call, answered from the catalog by what the
+    /// caller's mode may call ([`discovery`]).
+    fn discovery_call(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        call_id: String,
+        mut line: Map<String, Value>,
+    ) -> Result<Called, Refused> {
+        let started = Instant::now();
+        let mode = self.mode_of(caller);
+        let answer = self.take_token(&caller.identity).and_then(|()| {
+            discovery::answer(&self.catalog(), name, &args, |t| mode.grants(t)).map_err(
+                |problems| CallError::InvalidArguments {
+                    tool: name.to_string(),
+                    problems,
+                },
+            )
+        });
+        let value = match answer {
+            Ok(v) => v,
+            Err(refusal) => return Err(self.refuse(caller, refusal, line, args)),
+        };
+        line.insert("backend".into(), Value::String("catalog".into()));
+        line.insert("decision".into(), Value::String("allowed".into()));
+        if let Err(e) = self.append_for(&caller.identity, "call", line) {
+            let error = CallError::AuditUnavailable(told(&e));
+            return Err(Refused::before_backend(error, args));
+        }
+        let mut done = Map::new();
+        done.insert("call".into(), Value::String(call_id));
+        done.insert(
+            "duration_ms".into(),
+            Value::from(started.elapsed().as_millis() as u64),
+        );
+        done.insert("status".into(), Value::String("ok".into()));
+        if let Err(e) = self.state.audit.append("call_result", done) {
+            let error = CallError::AuditUnavailable(told(&e));
+            return Err(Refused::before_backend(error, args));
+        }
+        Ok(Called { value, redacted: 0 })
+    }
+
     fn admit<'c>(
         &self,
         catalog: &'c Catalog,

@@ -14,6 +14,7 @@ pub mod backend;
 pub mod catalog;
 pub mod config;
 pub mod digest;
+pub mod discovery;
 pub mod gateway;
 pub mod json_budget;
 pub mod keys;

@@ -1301,3 +1301,131 @@ async fn a_state_database_that_goes_away_refuses_calls_before_the_backend() {
     let results = lines.iter().filter(|l| l["event"] == "call_result").count();
     assert_eq!((allowed, results), (4, 4));
 }
+
+#[tokio::test]
+async fn scripts_find_only_tools_their_mode_may_call_and_the_audit_says_so() {
+    let s = setup_with(
+        policy(&[("viewer", Mode::Ro), ("ops", Mode::Operator)]),
+        vec![],
+    );
+    let names = |v: &Value| -> Vec<String> {
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let query = json!({"query": "op start stop read summary", "limit": 20});
+    let viewer = s
+        .gateway
+        .call(&Caller::new("viewer"), "catalog.search", query.clone())
+        .await
+        .unwrap()
+        .value;
+    let mut seen = names(&viewer);
+    seen.sort();
+    assert_eq!(seen, ["read_list", "read_status"], "{viewer}");
+    let ops = s
+        .gateway
+        .call(&Caller::new("ops"), "catalog.search", query)
+        .await
+        .unwrap()
+        .value;
+    let seen = names(&ops);
+    assert!(seen.contains(&"op_start".to_string()), "{ops}");
+    assert!(
+        !seen
+            .iter()
+            .any(|n| n == "admin_delete" || n == "forbidden_console"),
+        "{ops}"
+    );
+
+    // A tool the mode may not call reads as one that does not exist.
+    let described = s
+        .gateway
+        .call(
+            &Caller::new("viewer"),
+            "catalog.describe",
+            json!({"names": ["read_status", "op_start", "no_such"]}),
+        )
+        .await
+        .unwrap()
+        .value;
+    assert!(described[0]["typescript"]
+        .as_str()
+        .unwrap()
+        .contains("read_status"));
+    let hidden = described[1]["error"].as_str().unwrap();
+    let unknown = described[2]["error"].as_str().unwrap();
+    assert_eq!(
+        hidden.replace("op_start", "X"),
+        unknown.replace("no_such", "X")
+    );
+
+    let e = s
+        .gateway
+        .call(
+            &Caller::new("viewer"),
+            "catalog.search",
+            json!({"query": 7, "limit": 99, "colour": "red"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "invalid_arguments");
+    let problems = e.details()["problems"].to_string();
+    for says in [
+        "`query` must be a string",
+        "`limit`",
+        "unknown field `colour`",
+    ] {
+        assert!(problems.contains(says), "{problems}");
+    }
+    assert_eq!(s.backend.count(), 0, "nothing reached a backend");
+
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calls: Vec<&Value> = lines
+        .iter()
+        .filter(|l| {
+            l["event"] == "call"
+                && l["tool"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("catalog."))
+        })
+        .collect();
+    assert_eq!(calls.len(), 4, "{log}");
+    assert_eq!(calls[0]["backend"], "catalog");
+    assert_eq!(calls[0]["decision"], "allowed");
+    assert_eq!(calls[3]["decision"], "invalid");
+    let results = lines.iter().filter(|l| l["event"] == "call_result").count();
+    assert_eq!(results, 3, "one result per allowed call");
+}
+
+#[tokio::test]
+async fn finding_tools_is_rate_limited_like_calling_them() {
+    let s = setup_adjusted(|config| config.rate.calls_per_minute = 2);
+    for _ in 0..2 {
+        s.gateway
+            .call(
+                &Caller::new("a"),
+                "catalog.search",
+                json!({"query": "status"}),
+            )
+            .await
+            .unwrap();
+    }
+    let e = s
+        .gateway
+        .call(
+            &Caller::new("a"),
+            "catalog.describe",
+            json!({"names": ["read_status"]}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "rate_limited");
+}
