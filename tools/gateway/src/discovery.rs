@@ -23,6 +23,10 @@ pub const MAX_HITS: usize = 20;
 pub const MAX_DESCRIBED: usize = 20;
 /// At most this long a query, in characters.
 pub const MAX_QUERY_CHARS: usize = 500;
+/// At most this many problems are named; the rest are counted.
+const MAX_PROBLEMS: usize = 10;
+/// Hits asked of the catalog before the caller's policy filters them.
+const CANDIDATES: usize = 50;
 
 pub fn is_discovery(name: &str) -> bool {
     name == SEARCH || name == DESCRIBE
@@ -30,23 +34,32 @@ pub fn is_discovery(name: &str) -> bool {
 
 /// The answer to a discovery call, or what is wrong with its arguments.
 /// `may_call` says which tiers the caller's mode grants.
+/// `may_call(tool, tier)` says what the caller's policy lets through.
 pub fn answer(
     catalog: &Catalog,
     name: &str,
     args: &Value,
-    may_call: impl Fn(Tier) -> bool,
+    may_call: impl Fn(&str, Tier) -> bool,
 ) -> Result<Value, Vec<String>> {
-    if name == SEARCH {
+    let answer = if name == SEARCH {
         search(catalog, args, may_call)
     } else {
         describe(catalog, args, may_call)
-    }
+    };
+    answer.map_err(|mut problems| {
+        if problems.len() > MAX_PROBLEMS {
+            let more = problems.len() - MAX_PROBLEMS;
+            problems.truncate(MAX_PROBLEMS);
+            problems.push(format!("… and {more} more"));
+        }
+        problems
+    })
 }
 
 fn search(
     catalog: &Catalog,
     args: &Value,
-    may_call: impl Fn(Tier) -> bool,
+    may_call: impl Fn(&str, Tier) -> bool,
 ) -> Result<Value, Vec<String>> {
     let mut problems = Vec::new();
     let fields = object(args, &["query", "tier", "limit"], &mut problems);
@@ -86,8 +99,8 @@ fn search(
             let mut tiers = Vec::new();
             for t in list {
                 match t.as_str().and_then(|s| s.parse::<Tier>().ok()) {
-                    Some(t) => tiers.push(t),
-                    None => problems
+                    Some(t) if t != Tier::Forbidden => tiers.push(t),
+                    _ => problems
                         .push("`tier` must be read, operate or admin, or a list of them".into()),
                 }
             }
@@ -99,22 +112,19 @@ fn search(
     }
     let tiers: Vec<Tier> = [Tier::Read, Tier::Operate, Tier::Admin]
         .into_iter()
-        .filter(|t| may_call(*t) && (asked.is_empty() || asked.contains(t)))
+        .filter(|t| asked.is_empty() || asked.contains(t))
         .collect();
-    if tiers.is_empty() {
-        return Ok(
-            json!({"hits": [], "hint": "this identity may call no tool of the tiers asked for"}),
-        );
-    }
     let results = catalog.search(&Query {
         text: query,
         tiers,
         backend: None,
-        limit: Some(limit),
+        limit: Some(CANDIDATES),
     });
     let hits: Vec<Value> = results
         .hits
         .iter()
+        .filter(|h| may_call(&h.name, h.tier))
+        .take(limit)
         .map(|h| {
             let mut hit = json!({
                 "name": h.name,
@@ -128,9 +138,12 @@ fn search(
             hit
         })
         .collect();
+    // The catalog's own hint counts every tool; this one says nothing of
+    // what the caller cannot call.
+    let empty = hits.is_empty();
     let mut out = json!({"hits": hits});
-    if let Some(hint) = results.hint {
-        out["hint"] = json!(hint);
+    if empty {
+        out["hint"] = json!("no tool this identity may call matches; try other words for what it should do (\"list vms\", \"start a container\")");
     }
     Ok(out)
 }
@@ -138,7 +151,7 @@ fn search(
 fn describe(
     catalog: &Catalog,
     args: &Value,
-    may_call: impl Fn(Tier) -> bool,
+    may_call: impl Fn(&str, Tier) -> bool,
 ) -> Result<Value, Vec<String>> {
     let mut problems = Vec::new();
     let fields = object(args, &["names"], &mut problems);
@@ -146,9 +159,14 @@ fn describe(
         Some(Value::Array(a))
             if !a.is_empty() && a.len() <= MAX_DESCRIBED && a.iter().all(Value::is_string) =>
         {
-            a.iter()
-                .filter_map(|n| n.as_str().map(str::to_string))
-                .collect()
+            // A repeated name is described once.
+            let mut names: Vec<String> = Vec::new();
+            for n in a.iter().filter_map(Value::as_str) {
+                if !names.iter().any(|m| m == n) {
+                    names.push(n.to_string());
+                }
+            }
+            names
         }
         _ => {
             problems.push(format!(
@@ -163,15 +181,24 @@ fn describe(
     let described: Vec<Value> = names
         .iter()
         .map(|n| {
-            let callable = catalog.get(n).is_some_and(|e| may_call(e.spec.tier));
-            match catalog.schemas(std::slice::from_ref(n)).pop() {
+            // Decided before any work: a name that may not be called costs
+            // what an unknown one does, and reads the same.
+            let callable = catalog
+                .get(n)
+                .is_some_and(|e| may_call(&e.spec.name, e.spec.tier));
+            let found = if callable {
+                catalog.schemas(std::slice::from_ref(n)).pop()
+            } else {
+                None
+            };
+            match found {
                 Some(SchemaAnswer::Found {
                     name,
                     tier,
                     endpoint,
                     typescript,
                     ..
-                }) if callable => {
+                }) => {
                     let mut d = json!({"name": name, "tier": tier.as_str(), "typescript": typescript});
                     if let Some(e) = endpoint {
                         d["endpoint"] = json!(e);

@@ -628,7 +628,9 @@ impl Gateway {
             }
             _ => {}
         }
-        let tool = if catalog::name_too_long(name).is_none() && self.catalog().get(name).is_some() {
+        let tool = if discovery::is_discovery(name)
+            || (catalog::name_too_long(name).is_none() && self.catalog().get(name).is_some())
+        {
             name
         } else {
             UNKNOWN_TOOL
@@ -728,8 +730,6 @@ impl Gateway {
         outcome.map_err(Refused::after_backend)
     }
 
-    /// Rate limit, lookup, validation, policy and approval. Adds what it
-    /// learns to the audit line.
     /// Records a call refused before any backend (the first of a run of
     /// rate-limited ones starts the count; the rest are only counted).
     fn refuse(
@@ -778,14 +778,20 @@ impl Gateway {
         mut line: Map<String, Value>,
     ) -> Result<Called, Refused> {
         let started = Instant::now();
-        let mode = self.mode_of(caller);
+        // What `admit` would let through: the mode, deny and allow lists,
+        // read-only.
+        let may_call = |tool: &str, tier: Tier| {
+            self.policy
+                .decide(&caller.identity, caller.from_groups, tool, tier)
+                .is_ok()
+        };
         let answer = self.take_token(&caller.identity).and_then(|()| {
-            discovery::answer(&self.catalog(), name, &args, |t| mode.grants(t)).map_err(
-                |problems| CallError::InvalidArguments {
+            discovery::answer(&self.catalog(), name, &args, may_call).map_err(|problems| {
+                CallError::InvalidArguments {
                     tool: name.to_string(),
                     problems,
-                },
-            )
+                }
+            })
         });
         let value = match answer {
             Ok(v) => v,
@@ -811,6 +817,8 @@ impl Gateway {
         Ok(Called { value, redacted: 0 })
     }
 
+    /// Rate limit, lookup, validation, policy and approval. Adds what it
+    /// learns to the audit line.
     fn admit<'c>(
         &self,
         catalog: &'c Catalog,

@@ -1429,3 +1429,73 @@ async fn finding_tools_is_rate_limited_like_calling_them() {
         .unwrap_err();
     assert_eq!(e.code(), "rate_limited");
 }
+
+#[tokio::test]
+async fn scripts_do_not_find_what_their_deny_list_refuses() {
+    let mut config = policy(&[("ops", Mode::Operator)]);
+    config
+        .identities
+        .get_mut("ops")
+        .unwrap()
+        .deny
+        .insert("op_start".into());
+    let s = setup_with(config, vec![]);
+    let found = s
+        .gateway
+        .call(
+            &Caller::new("ops"),
+            "catalog.search",
+            json!({"query": "op start", "limit": 20}),
+        )
+        .await
+        .unwrap()
+        .value;
+    let names: Vec<&str> = found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["name"].as_str())
+        .collect();
+    assert!(names.contains(&"op_stop"), "{found}");
+    assert!(!names.contains(&"op_start"), "{found}");
+    let described = s
+        .gateway
+        .call(
+            &Caller::new("ops"),
+            "catalog.describe",
+            json!({"names": ["op_start", "op_start", "op_stop"]}),
+        )
+        .await
+        .unwrap()
+        .value;
+    assert_eq!(
+        described.as_array().unwrap().len(),
+        2,
+        "repeats are described once: {described}"
+    );
+    assert!(described[0]["error"].is_string(), "{described}");
+    assert!(described[1]["typescript"].is_string(), "{described}");
+    // However many problems, ten are named and the rest counted.
+    let many: serde_json::Map<String, Value> =
+        (0..500).map(|i| (format!("k{i}"), json!(1))).collect();
+    let mut args = many;
+    args.insert("query".into(), json!("x"));
+    let e = s
+        .gateway
+        .call(&Caller::new("ops"), "catalog.search", Value::Object(args))
+        .await
+        .unwrap_err();
+    let problems = e.details()["problems"].as_array().unwrap().clone();
+    assert_eq!(problems.len(), 11, "{problems:?}");
+    assert_eq!(problems[10], "… and 490 more");
+    let e = s
+        .gateway
+        .call(
+            &Caller::new("ops"),
+            "catalog.search",
+            json!({"query": "x", "tier": "forbidden"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "invalid_arguments");
+}
