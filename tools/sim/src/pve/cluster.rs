@@ -521,6 +521,18 @@ impl Cluster {
         self.nodes.iter().find(|n| n.name == name)
     }
 
+    /// Memory in use on a node: its running guests', and 4 GiB of the
+    /// host's own.
+    pub fn memory_used(&self, node: &str) -> u64 {
+        let guests: u64 = self
+            .guests
+            .values()
+            .filter(|g| g.node == node && g.power == Power::Running)
+            .map(|g| g.memory_mib() << 20)
+            .sum();
+        guests + (4 << 30)
+    }
+
     /// Finishes every task whose time has come, applying its effect.
     pub fn advance(&mut self) {
         let now = Instant::now();

@@ -121,17 +121,10 @@ pub(super) fn cluster_routes(c: &mut Cluster, m: Method, path: &str, p: &Params)
             for n in &c.nodes {
                 let mut row = json!({"id": format!("node/{}", n.name), "type": "node", "node": n.name, "status": if n.online { "online" } else { "offline" }, "maxcpu": n.cpus, "maxmem": n.memory, "level": ""});
                 if n.online {
-                    let used: u64 = c
-                        .guests
-                        .values()
-                        .filter(|g| {
-                            g.node == n.name && g.power == crate::pve::cluster::Power::Running
-                        })
-                        .map(|g| g.memory_mib() << 20)
-                        .sum();
+                    let used = c.memory_used(&n.name);
                     for (k, v) in [
                         ("cpu", json!(0.12)),
-                        ("mem", json!(used + (4 << 30))),
+                        ("mem", json!(used)),
                         ("uptime", json!(1_209_600)),
                         ("disk", json!(12u64 << 30)),
                         ("maxdisk", json!(100u64 << 30)),

@@ -21,8 +21,7 @@ pub(super) fn node_routes(
             c.nodes
                 .iter()
                 .map(|n| {
-                    let used: u64 = c.guests.values().filter(|g| g.node == n.name && g.power == Power::Running).map(|g| g.memory_mib() << 20).sum();
-                    json!({"node": n.name, "status": if n.online { "online" } else { "offline" }, "cpu": 0.12, "maxcpu": n.cpus, "mem": used + (4 << 30), "maxmem": n.memory, "uptime": 1_209_600, "level": "", "id": format!("node/{}", n.name), "type": "node", "ssl_fingerprint": ""})
+                    json!({"node": n.name, "status": if n.online { "online" } else { "offline" }, "cpu": 0.12, "maxcpu": n.cpus, "mem": c.memory_used(&n.name), "maxmem": n.memory, "uptime": 1_209_600, "level": "", "id": format!("node/{}", n.name), "type": "node", "ssl_fingerprint": ""})
                 })
                 .collect(),
         )));
@@ -42,16 +41,11 @@ pub(super) fn node_routes(
     }
     node_get!("/nodes/{node}/status", |node| {
         let n = c.node(&node).unwrap();
-        let used: u64 = c
-            .guests
-            .values()
-            .filter(|g| g.node == node && g.power == Power::Running)
-            .map(|g| g.memory_mib() << 20)
-            .sum();
+        let used = c.memory_used(&node);
         Reply::data(json!({
             "uptime": 1_209_600, "loadavg": ["0.42", "0.51", "0.60"], "cpu": 0.12, "wait": 0.001,
             "cpuinfo": {"cpus": n.cpus, "model": "AMD EPYC 7302P 16-Core Processor", "sockets": 1, "cores": n.cpus},
-            "memory": {"total": n.memory, "used": used + (4 << 30), "free": n.memory - used - (4 << 30), "available": n.memory - used - (3 << 30)},
+            "memory": {"total": n.memory, "used": used, "free": n.memory - used, "available": n.memory - used + (1 << 30)},
             "swap": {"total": 8u64 << 30, "used": 0, "free": 8u64 << 30},
             "rootfs": {"total": 100u64 << 30, "used": 12u64 << 30, "avail": 83u64 << 30, "free": 88u64 << 30},
             "boot-info": {"mode": "efi", "secureboot": 0},
@@ -138,17 +132,12 @@ pub(super) fn node_routes(
     ));
     node_get!("/nodes/{node}/rrddata", |node| {
         let n = c.node(&node).unwrap();
-        let used: u64 = c
-            .guests
-            .values()
-            .filter(|g| g.node == node && g.power == Power::Running)
-            .map(|g| g.memory_mib() << 20)
-            .sum();
+        let used = c.memory_used(&node);
         let (cpus, total) = (n.cpus, n.memory);
         Reply::data(rrd(now, |i| {
             json!({
                 "cpu": 0.10 + (i % 7) as f64 / 100.0, "maxcpu": cpus, "iowait": 0.001, "loadavg": 0.45 + (i % 5) as f64 / 10.0,
-                "memused": used + (4 << 30), "memtotal": total, "swapused": 0, "swaptotal": 8u64 << 30,
+                "memused": used, "memtotal": total, "swapused": 0, "swaptotal": 8u64 << 30,
                 "rootused": 12u64 << 30, "roottotal": 100u64 << 30, "netin": 52_000.0, "netout": 31_000.0,
             })
         }))
