@@ -207,25 +207,7 @@ pub(super) fn node_routes(
     if let Some(v) = on!(m, path, Get, "/nodes/{node}/tasks/{upid}/log") {
         return Some(
             match c.tasks.iter().find(|t| t.upid.to_string() == v["upid"]) {
-                Some(t) => {
-                    let start = p
-                        .get("start")
-                        .and_then(|s| s.parse().ok())
-                        .unwrap_or(0usize);
-                    let limit = p
-                        .get("limit")
-                        .and_then(|s| s.parse().ok())
-                        .unwrap_or(50usize);
-                    Reply::data(Value::Array(
-                        t.log
-                            .iter()
-                            .enumerate()
-                            .skip(start)
-                            .take(limit)
-                            .map(|(i, l)| json!({"n": i + 1, "t": l}))
-                            .collect(),
-                    ))
-                }
+                Some(t) => Reply::data(log_page(p, &t.log)),
                 None => Reply::error(500, format!("no such task '{}'", v["upid"])),
             },
         );
@@ -517,6 +499,12 @@ pub(super) fn firewall_log(p: &Params, node: &str, vmid: Option<u32>) -> Value {
             )
         })
         .collect();
+    log_page(p, &lines)
+}
+
+/// Log lines as PVE pages them: `{n, t}` from line `start` (0), at most
+/// `limit` (50).
+fn log_page(p: &Params, lines: &[String]) -> Value {
     let start = p
         .get("start")
         .and_then(|s| s.parse().ok())
