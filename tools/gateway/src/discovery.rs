@@ -63,7 +63,7 @@ fn search(
 ) -> Result<Value, Vec<String>> {
     let mut problems = Vec::new();
     let fields = object(args, &["query", "tier", "limit"], &mut problems);
-    let query = match fields.get("query") {
+    let query = match get(fields, "query") {
         Some(Value::String(q)) if q.chars().count() <= MAX_QUERY_CHARS => q.clone(),
         Some(Value::String(q)) => {
             problems.push(format!(
@@ -77,7 +77,7 @@ fn search(
             String::new()
         }
     };
-    let limit = match fields.get("limit") {
+    let limit = match get(fields, "limit") {
         None => 5,
         Some(v) => match v.as_u64() {
             Some(n) if (1..=MAX_HITS as u64).contains(&n) => n as usize,
@@ -89,7 +89,7 @@ fn search(
             }
         },
     };
-    let asked: Vec<Tier> = match fields.get("tier") {
+    let asked: Vec<Tier> = match get(fields, "tier") {
         None => Vec::new(),
         Some(v) => {
             let list: Vec<&Value> = match v {
@@ -155,7 +155,7 @@ fn describe(
 ) -> Result<Value, Vec<String>> {
     let mut problems = Vec::new();
     let fields = object(args, &["names"], &mut problems);
-    let names: Vec<String> = match fields.get("names") {
+    let names: Vec<String> = match get(fields, "names") {
         Some(Value::Array(a))
             if !a.is_empty() && a.len() <= MAX_DESCRIBED && a.iter().all(Value::is_string) =>
         {
@@ -216,9 +216,18 @@ fn describe(
     Ok(Value::Array(described))
 }
 
+/// Field `key` of the argument object, if it is one.
+fn get<'a>(fields: Option<&'a Map<String, Value>>, key: &str) -> Option<&'a Value> {
+    fields.and_then(|f| f.get(key))
+}
+
 /// The argument object's fields, with a problem for anything but an
 /// object and for fields not in `known`.
-fn object(args: &Value, known: &[&str], problems: &mut Vec<String>) -> Map<String, Value> {
+fn object<'a>(
+    args: &'a Value,
+    known: &[&str],
+    problems: &mut Vec<String>,
+) -> Option<&'a Map<String, Value>> {
     match args {
         Value::Object(m) => {
             for k in m.keys().filter(|k| !known.contains(&k.as_str())) {
@@ -228,11 +237,11 @@ fn object(args: &Value, known: &[&str], problems: &mut Vec<String>) -> Map<Strin
                     known.join(", ")
                 ));
             }
-            m.clone()
+            Some(m)
         }
         _ => {
             problems.push("the argument must be an object".into());
-            Map::new()
+            None
         }
     }
 }

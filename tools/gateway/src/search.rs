@@ -292,20 +292,19 @@ impl Index {
         if words.is_empty() {
             return Vec::new();
         }
-        let distinct: Vec<&String> = words.iter().collect();
         let meanings = meanings(&words, &self.synonyms);
         // "delete a backup job" asks for a change: a tool that only reads
         // is not what was meant, however well its name matches.
         let changes = CHANGE_VERBS.iter().any(|v| words.contains(&stem(v)));
         // Each word the agent typed counts once per tool: by itself or by
         // its best-matching synonym, never by both.
-        let nw = distinct.len();
+        let nw = words.len();
         let mut best = vec![0f32; self.docs.len() * nw];
-        for (wi, w) in distinct.iter().enumerate() {
-            let own = std::iter::once((*w, 1.0));
+        for (wi, w) in words.iter().enumerate() {
+            let own = std::iter::once((w, 1.0));
             let others = self
                 .synonyms
-                .get(*w)
+                .get(w)
                 .into_iter()
                 .flatten()
                 .map(|s| (s, SYNONYM_WEIGHT));
