@@ -287,6 +287,7 @@ mod tests {
             backend: String::new(),
             path_params: vec![],
             endpoint: None,
+            keywords: String::new(),
         };
         Catalog::build(vec![("pve".into(), vec![spec])]).unwrap().0
     }

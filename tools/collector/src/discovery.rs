@@ -185,6 +185,7 @@ pub fn tools(list: &Value, rules: &[TierRule], default: Tier) -> Vec<Tool> {
                 backend: BACKEND_ID.to_string(),
                 path_params: Vec::new(),
                 endpoint: None,
+                keywords: String::new(),
             },
             original: t.name,
         });

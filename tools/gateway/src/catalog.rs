@@ -196,7 +196,9 @@ impl Catalog {
     }
 
     /// Ranked hits for `query`. Forbidden tools are only listed when the
-    /// query asks for that tier explicitly: they can never be called.
+    /// query asks for that tier explicitly: they can never be called. When
+    /// one would have been the best hit, the hint names it, so "set node
+    /// dns servers" says why the tool that does it is not among the hits.
     pub fn search(&self, query: &Query) -> Results {
         let limit = query
             .limit
@@ -211,6 +213,11 @@ impl Catalog {
             tier_ok && query.backend.as_ref().is_none_or(|b| &e.spec.backend == b)
         };
         let ranked = self.index.rank(&query.text);
+        let best_forbidden = ranked
+            .iter()
+            .map(|&(i, score)| (&self.entries[i], score))
+            .find(|(e, _)| query.backend.as_ref().is_none_or(|b| &e.spec.backend == b))
+            .filter(|(e, _)| query.tiers.is_empty() && e.spec.tier == Tier::Forbidden);
         let hits: Vec<Hit> = ranked
             .into_iter()
             .map(|(i, score)| (&self.entries[i], score))
@@ -226,9 +233,20 @@ impl Catalog {
                 score: (score * 100.0).round() / 100.0,
             })
             .collect();
-        let hint = hits
-            .is_empty()
-            .then(|| search::guidance(self.len(), EXAMPLES));
+        let hint = match best_forbidden {
+            Some((e, _)) => Some(format!(
+                "The best match, `{}`{}, is in tier forbidden: no one may call it until the operator moves it to another tier in Airlock's configuration. Search with tier \"forbidden\" to list such tools.",
+                e.spec.name,
+                e.spec
+                    .endpoint
+                    .as_deref()
+                    .map(|p| format!(" ({p})"))
+                    .unwrap_or_default()
+            )),
+            None => hits
+                .is_empty()
+                .then(|| search::guidance(self.len(), EXAMPLES)),
+        };
         Results { hits, hint }
     }
 
@@ -328,6 +346,7 @@ mod tests {
             backend: String::new(),
             path_params: vec![],
             endpoint: None,
+            keywords: String::new(),
         }
     }
 
@@ -491,6 +510,26 @@ mod tests {
             ..Query::default()
         });
         assert!(r.hits.iter().all(|h| h.name != "vm_console"));
+        // It would have been first: the hint says where it is.
+        let hint = r.hint.unwrap();
+        assert!(
+            hint.contains("`vm_console`") && hint.contains("tier forbidden"),
+            "{hint}"
+        );
+        // Not when a tool one may call is the better match.
+        let r = cat.search(&Query {
+            text: "vm status".into(),
+            ..Query::default()
+        });
+        assert_eq!(r.hits[0].name, "vm_status");
+        assert_eq!(r.hint, None);
+        // Nor when tiers are asked for: a script's discovery asks for its own.
+        let r = cat.search(&Query {
+            text: "vm console".into(),
+            tiers: vec![Tier::Read],
+            ..Query::default()
+        });
+        assert_eq!(r.hint, None);
         let r = cat.search(&Query {
             text: "vm console".into(),
             tiers: vec![Tier::Forbidden],

@@ -260,6 +260,7 @@ mod tests {
             backend: String::new(),
             path_params: vec![],
             endpoint: None,
+            keywords: String::new(),
         };
         Catalog::build(vec![(
             "b".into(),

@@ -16,22 +16,131 @@ const W_NAME: f32 = 3.0;
 const W_SUMMARY: f32 = 2.0;
 const W_PARAMS: f32 = 1.0;
 const W_DESCRIPTION: f32 = 0.7;
+/// What the parameters say of themselves, and the values they take.
+const W_PARAM_TEXT: f32 = 0.2;
+/// The words operators use that the tool's own text does not.
+const W_KEYWORDS: f32 = 2.0;
+const FIELDS: usize = 6;
+/// What each part of a name's compound word counts for (`fsinfo` as `fs`
+/// and `info`), beside the compound itself.
+const PART_WEIGHT: f32 = 1.0;
+/// Parts shorter than this are not split off: `a`+`cme` would match noise.
+const MIN_PART: usize = 2;
 /// A synonym counts for less than the word the agent typed.
 const SYNONYM_WEIGHT: f32 = 0.6;
 /// Added when every word of a tool's name is asked for, and for each word
 /// past the first: a longer name named in full is the more precise match.
 const NAME_COVERED_BONUS: f32 = 2.5;
 const NAME_COVERED_PER_WORD: f32 = 0.5;
+const COVER_EXP: f32 = 0.5;
 
 /// What a read-only tool's score is worth when the query asks for a change.
 const READ_ONLY_WHEN_CHANGING: f32 = 0.5;
 
-/// Verbs (stemmed) that ask for a change, not a look.
+/// What a changing tool's score is worth when the query asks for nothing
+/// to change ("ceph managers" wants the list, not "create manager").
+const CHANGING_WHEN_LOOKING: f32 = 0.8;
+
+/// A query that opens with one of these asks to see, whatever verbs
+/// follow ("what vms run on pve2", "which guests are stopped").
+const QUESTION_WORDS: &[&str] = &[
+    "what", "which", "who", "whom", "whose", "when", "where", "why", "is", "are", "was", "were",
+    "list", "show", "view", "display", "find",
+];
+
+/// Nouns that are verbs too ("backup vm"): a query with one of them but
+/// no verb of [`CHANGE_VERBS`] may ask for either.
+const NOUN_OR_VERB: &[&str] = &["backup", "snapshot"];
+
+/// Verbs that ask for a change, not a look (a word whose synonym is one
+/// counts: "kill" is "stop").
 const CHANGE_VERBS: &[&str] = &[
-    "create", "add", "new", "make", "delete", "remove", "destroy", "update", "set", "edit",
-    "change", "modify", "start", "stop", "shutdown", "reboot", "restart", "migrate", "clone",
-    "resize", "grow", "rollback", "restore", "enable", "disable", "apply", "wipe", "upload",
-    "download", "run", "grant", "revoke", "suspend", "resume", "reset",
+    "create",
+    "add",
+    "new",
+    "make",
+    "delete",
+    "remove",
+    "destroy",
+    "update",
+    "set",
+    "edit",
+    "change",
+    "modify",
+    "start",
+    "stop",
+    "shutdown",
+    "reboot",
+    "restart",
+    "migrate",
+    "clone",
+    "resize",
+    "grow",
+    "rollback",
+    "restore",
+    "enable",
+    "disable",
+    "apply",
+    "wipe",
+    "upload",
+    "download",
+    "run",
+    "grant",
+    "revoke",
+    "suspend",
+    "resume",
+    "reset",
+    "send",
+    "take",
+    "bring",
+    "put",
+    "freeze",
+    "thaw",
+    "unlock",
+    "lock",
+    "renew",
+    "order",
+    "register",
+    "join",
+    "attach",
+    "detach",
+    "mount",
+    "unmount",
+    "trigger",
+    "mark",
+    "flush",
+    "reload",
+    "sync",
+    "import",
+    "execute",
+    "exec",
+    "initialize",
+    "init",
+    "format",
+    "regenerate",
+    "generate",
+    "rotate",
+    "give",
+    "assign",
+    "allow",
+    "deny",
+    "block",
+    "open",
+    "close",
+    "turn",
+    "switch",
+    "install",
+    "upgrade",
+    "rename",
+    "replace",
+    "convert",
+    "prune",
+    "trim",
+    "wake",
+    "kick",
+    "drain",
+    "refresh",
+    "ban",
 ];
 
 /// Words of a query that count; the rest are ignored.
@@ -45,7 +154,7 @@ const STOPWORDS: &[&str] = &[
     "a", "an", "the", "to", "of", "for", "on", "in", "at", "my", "me", "i", "is", "are", "be",
     "what", "please", "with", "and", "or", "do", "does", "how", "can", "from", "this", "that",
     "these", "those", "it", "its", "by", "into", "tool", "tools", "want", "need", "should",
-    "would", "could", "some", "any", "every", "each", "there", "their", "them",
+    "would", "could", "some", "any", "every", "each", "there", "their", "them", "another", "other",
 ];
 
 /// Phrases rewritten before splitting into words.
@@ -64,6 +173,19 @@ const PHRASES: &[(&str, &str)] = &[
     ("ip set", "ipset"),
     ("cloud-init", "cloudinit"),
     ("cloud init", "cloudinit"),
+    ("right now", "currently"),
+    ("user account", "user"),
+    ("at boot", "onboot"),
+    ("on boot", "onboot"),
+    ("let's encrypt", "acme letsencrypt"),
+    ("lets encrypt", "acme letsencrypt"),
+    ("how full", "usage"),
+    ("free space", "usage"),
+    ("disk space", "usage"),
+    ("switch on", "enable start"),
+    ("turn on", "enable start"),
+    ("switch off", "disable stop"),
+    ("turn off", "disable stop"),
 ];
 
 /// Groups of words that mean the same to an operator.
@@ -79,7 +201,9 @@ const SYNONYMS: &[&[&str]] = &[
     &["start", "boot", "launch", "poweron"],
     &["stop", "halt", "kill", "poweroff"],
     &["shutdown", "poweroff"],
-    &["delete", "destroy", "remove", "rm", "purge", "erase"],
+    &[
+        "delete", "destroy", "remove", "rm", "purge", "erase", "revoke",
+    ],
     &["disk", "volume", "drive"],
     &["snapshot", "snap", "checkpoint"],
     &["backup", "vzdump", "dump", "archive"],
@@ -91,8 +215,8 @@ const SYNONYMS: &[&[&str]] = &[
     &["create", "new", "make", "add", "provision"],
     &["list", "which", "show", "enumerate", "inventory", "all"],
     &[
-        "status", "state", "running", "stopped", "online", "offline", "health", "up", "down",
-        "paused",
+        "status", "state", "running", "stopped", "online", "offline", "health", "healthy", "up",
+        "down", "paused",
     ],
     &["config", "configuration", "settings", "options"],
     &["resize", "grow", "extend", "enlarge"],
@@ -136,6 +260,12 @@ const ONE_WAY: &[(&str, &[&str])] = &[
     ("memory", &["config"]),
     ("quorum", &["status"]),
     ("ip", &["network", "interface", "address"]),
+    // Opening a port is a firewall rule.
+    ("port", &["firewall", "rule"]),
+    ("block", &["firewall", "rule", "ipset"]),
+    ("blacklist", &["firewall", "rule", "ipset"]),
+    ("blocklist", &["firewall", "rule", "ipset"]),
+    ("ban", &["firewall", "rule", "ipset"]),
     ("guest", &["vm", "container"]),
     ("machine", &["vm"]),
     ("instance", &["vm", "container"]),
@@ -144,11 +274,19 @@ const ONE_WAY: &[(&str, &[&str])] = &[
 /// Words left as they are by the stemmer (it would merge them with words of
 /// another meaning: "stopped" is a state, "stop" an action).
 const NO_STEM: &[&str] = &[
-    "stopped", "running", "status", "paused", "always", "ha", "os", "alias", "bus",
+    "stopped", "running", "status", "paused", "always", "ha", "os", "alias", "bus", "mapping",
+    "setting",
 ];
 
-/// Plurals too short for the stemmer's rules.
-const SHORT_PLURALS: &[(&str, &str)] = &[("vms", "vm"), ("cts", "ct"), ("ips", "ip")];
+/// Plurals the stemmer's rules get wrong: too short, or nouns in "-ing"
+/// whose singular is left whole.
+const SHORT_PLURALS: &[(&str, &str)] = &[
+    ("vms", "vm"),
+    ("cts", "ct"),
+    ("ips", "ip"),
+    ("mappings", "mapping"),
+    ("settings", "setting"),
+];
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Hit {
@@ -185,7 +323,11 @@ pub struct Query {
 }
 
 struct Doc {
-    /// The name's distinct words, in order.
+    /// The name's distinct words a query must ask for to name the tool in
+    /// full, in order. A first word that names an argument the call takes
+    /// in its path (`node` in `node_ceph_pool_list`) is the scope that
+    /// argument gives, so "list ceph pools" names that tool, unless what
+    /// is left is a single word (`node_status` is not named by "status").
     name_terms: Vec<String>,
     /// It only reads.
     read_only: bool,
@@ -203,24 +345,30 @@ pub struct Index {
     docs: Vec<Doc>,
     postings: HashMap<String, Postings>,
     synonyms: HashMap<String, Vec<String>>,
+    /// [`CHANGE_VERBS`] and [`NOUN_OR_VERB`], stemmed once.
+    change_verbs: HashSet<String>,
+    noun_or_verb: HashSet<String>,
 }
 
 impl Index {
     pub fn build<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> Self {
         let synonyms = synonym_table();
         let mut docs = Vec::new();
-        let mut counts: Vec<[HashMap<String, f32>; 4]> = Vec::new();
-        let mut lens: Vec<[f32; 4]> = Vec::new();
+        let mut counts: Vec<[HashMap<String, f32>; FIELDS]> = Vec::new();
+        let mut lens: Vec<[f32; FIELDS]> = Vec::new();
         for spec in specs {
             let params = spec.param_names().join(" ");
+            let param_text = spec.param_text();
             let texts = [
                 spec.name.as_str(),
                 spec.summary.as_str(),
                 params.as_str(),
                 spec.description.as_str(),
+                param_text.as_str(),
+                spec.keywords.as_str(),
             ];
-            let mut fields: [HashMap<String, f32>; 4] = Default::default();
-            let mut len = [0f32; 4];
+            let mut fields: [HashMap<String, f32>; FIELDS] = Default::default();
+            let mut len = [0f32; FIELDS];
             for (i, text) in texts.iter().enumerate() {
                 for t in terms(text) {
                     *fields[i].entry(t).or_default() += 1.0;
@@ -232,13 +380,39 @@ impl Index {
             let mut name_terms = terms(&spec.name);
             let mut distinct = HashSet::new();
             name_terms.retain(|t| distinct.insert(t.clone()));
+            let scoped = name_terms
+                .first()
+                .is_some_and(|first| spec.path_params.iter().any(|p| stem(p) == *first));
+            if scoped && name_terms.len() >= 3 {
+                name_terms.remove(0);
+            }
             docs.push(Doc {
                 name_terms,
                 read_only: spec.hints.read_only,
             });
         }
+        // Names run PVE's words together (`fsinfo`, `lvmthin`, `sendkey`):
+        // where a name's word is two words the index knows, each counts too.
+        let known: HashSet<String> = counts
+            .iter()
+            .flat_map(|f| f.iter().flat_map(|m| m.keys().cloned()))
+            .chain(synonyms.keys().cloned())
+            .collect();
+        // So do parameter names (`norebalance`).
+        for fields in &mut counts {
+            for f in [0, 2] {
+                let parts: Vec<String> = fields[f]
+                    .keys()
+                    .filter_map(|t| split_compound(t, &known, &synonyms))
+                    .flat_map(|(a, b)| [a, b])
+                    .collect();
+                for part in parts {
+                    *fields[f].entry(part).or_default() += PART_WEIGHT;
+                }
+            }
+        }
         let n = docs.len().max(1) as f32;
-        let mut avg = [0f32; 4];
+        let mut avg = [0f32; FIELDS];
         for len in &lens {
             for (a, l) in avg.iter_mut().zip(len) {
                 *a += l / n;
@@ -247,9 +421,16 @@ impl Index {
         let mut tfs: HashMap<String, Vec<(u32, f32)>> = HashMap::new();
         for (d, fields) in counts.iter().enumerate() {
             let mut by_term: HashMap<&String, f32> = HashMap::new();
-            for (f, w) in [W_NAME, W_SUMMARY, W_PARAMS, W_DESCRIPTION]
-                .iter()
-                .enumerate()
+            for (f, w) in [
+                W_NAME,
+                W_SUMMARY,
+                W_PARAMS,
+                W_DESCRIPTION,
+                W_PARAM_TEXT,
+                W_KEYWORDS,
+            ]
+            .iter()
+            .enumerate()
             {
                 let norm = 1.0 - B + B * lens[d][f] / avg[f].max(1.0);
                 for (t, c) in &fields[f] {
@@ -272,6 +453,8 @@ impl Index {
             docs,
             postings,
             synonyms,
+            change_verbs: CHANGE_VERBS.iter().map(|v| stem(v)).collect(),
+            noun_or_verb: NOUN_OR_VERB.iter().map(|v| stem(v)).collect(),
         }
     }
 
@@ -295,7 +478,15 @@ impl Index {
         let meanings = meanings(&words, &self.synonyms);
         // "delete a backup job" asks for a change: a tool that only reads
         // is not what was meant, however well its name matches.
-        let changes = CHANGE_VERBS.iter().any(|v| words.contains(&stem(v)));
+        let question = text
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .find(|w| !w.is_empty())
+            .is_some_and(|w| QUESTION_WORDS.contains(&w.to_lowercase().as_str()));
+        let changes = !question
+            && meanings
+                .iter()
+                .any(|m| m.iter().any(|w| self.change_verbs.contains(*w)));
+        let looks = question || !changes && !words.iter().any(|w| self.noun_or_verb.contains(w));
         // Each word the agent typed counts once per tool: by itself or by
         // its best-matching synonym, never by both.
         let nw = words.len();
@@ -331,11 +522,15 @@ impl Index {
                     return None;
                 }
                 if covers(&meanings, &doc.name_terms) {
-                    score += NAME_COVERED_BONUS
-                        + NAME_COVERED_PER_WORD * (doc.name_terms.len() - 1) as f32;
+                    let share = (doc.name_terms.len() as f32 / nw as f32).min(1.0);
+                    score += (NAME_COVERED_BONUS
+                        + NAME_COVERED_PER_WORD * (doc.name_terms.len() - 1) as f32)
+                        * share.powf(COVER_EXP);
                 }
                 if changes && doc.read_only {
                     score *= READ_ONLY_WHEN_CHANGING;
+                } else if looks && !doc.read_only {
+                    score *= CHANGING_WHEN_LOOKING;
                 }
                 Some((i, score))
             })
@@ -343,6 +538,26 @@ impl Index {
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored
     }
+}
+
+/// `word` as two words of `known` run together, the split with the longer
+/// shorter part (`sendkey` is `send`+`key`); none for a word that is
+/// already a synonym or too short.
+fn split_compound(
+    word: &str,
+    known: &HashSet<String>,
+    synonyms: &HashMap<String, Vec<String>>,
+) -> Option<(String, String)> {
+    if word.len() < 2 * MIN_PART + 1 || synonyms.contains_key(word) || !word.is_ascii() {
+        return None;
+    }
+    (MIN_PART..=word.len() - MIN_PART)
+        .filter_map(|i| {
+            let (a, b) = (stem(&word[..i]), stem(&word[i..]));
+            (known.contains(&a) && known.contains(&b)).then(|| (i.min(word.len() - i), a, b))
+        })
+        .max_by_key(|(shorter, _, _)| *shorter)
+        .map(|(_, a, b)| (a, b))
 }
 
 /// What each word the agent typed stands for: itself and its synonyms.
@@ -517,6 +732,7 @@ mod tests {
         assert_eq!(stem("cloning"), stem("clone"));
         assert_eq!(stem("started"), "start");
         assert_eq!(stem("node"), "node");
+        assert_eq!(stem("mappings"), stem("mapping"));
         assert_eq!(stem("policies"), "policy");
         assert_eq!(stem("status"), "status");
         assert_eq!(stem("disks"), "disk");
@@ -544,5 +760,104 @@ mod tests {
             ["which", "container", "stopped"]
         );
         assert!(terms("the of a").is_empty());
+    }
+
+    fn spec(name: &str, read_only: bool, summary: &str, path_params: &[&str]) -> ToolSpec {
+        let tier = if read_only { Tier::Read } else { Tier::Admin };
+        ToolSpec {
+            name: name.into(),
+            summary: summary.into(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object", "properties": {}}),
+            output_schema: None,
+            tier,
+            hints: crate::spec::Hints::for_tier(tier),
+            backend: "pve".into(),
+            path_params: path_params.iter().map(|p| p.to_string()).collect(),
+            endpoint: None,
+            keywords: String::new(),
+        }
+    }
+
+    fn first(index: &Index, specs: &[ToolSpec], query: &str) -> String {
+        let ranked = index.rank(query);
+        specs[ranked[0].0].name.clone()
+    }
+
+    #[test]
+    fn a_name_run_together_is_found_by_its_parts() {
+        let known = HashSet::from(["fs".to_string(), "info".to_string(), "os".to_string()]);
+        let synonyms = synonym_table();
+        assert_eq!(
+            split_compound("fsinfo", &known, &synonyms),
+            Some(("fs".into(), "info".into()))
+        );
+        assert_eq!(split_compound("fsx", &known, &synonyms), None);
+        let specs = [
+            spec("vm_agent_fsinfo", true, "Execute get-fsinfo.", &[]),
+            spec("vm_agent_info", true, "Agent info.", &[]),
+            spec("node_ceph_fs", true, "Ceph file systems.", &[]),
+        ];
+        let index = Index::build(&specs);
+        assert_eq!(first(&index, &specs, "vm fs info"), "vm_agent_fsinfo");
+    }
+
+    /// The same words twice, a tool that changes first: only what the
+    /// query asks for (a look or a change) can put the reader first.
+    fn twins(name: &str, summary: &str) -> [ToolSpec; 2] {
+        [
+            spec(&format!("{name}_x"), false, summary, &[]),
+            spec(&format!("{name}_y"), true, summary, &[]),
+        ]
+    }
+
+    #[test]
+    fn a_query_without_a_verb_asks_to_look() {
+        let specs = twins("ceph_mgr", "Ceph managers.");
+        let index = Index::build(&specs);
+        assert_eq!(first(&index, &specs, "ceph managers"), "ceph_mgr_y");
+        assert_eq!(first(&index, &specs, "add a ceph manager"), "ceph_mgr_x");
+        // A noun that is a verb too may ask for either: the order stands.
+        let specs = twins("vm_backup", "Backups of a vm.");
+        let index = Index::build(&specs);
+        let ranked = index.rank("backup vm");
+        assert_eq!(ranked[0].1, ranked[1].1);
+    }
+
+    #[test]
+    fn a_question_looks_whatever_verbs_follow() {
+        let specs = twins("vm", "Vms that run on a node.");
+        let index = Index::build(&specs);
+        assert_eq!(first(&index, &specs, "what vms run on pve2"), "vm_y");
+        assert_eq!(first(&index, &specs, "run vms on pve2"), "vm_x");
+    }
+
+    #[test]
+    fn a_path_argument_scopes_a_name_without_being_asked() {
+        let specs = [
+            spec("pool_list", true, "Resource pools.", &[]),
+            spec("node_ceph_pool_list", true, "Ceph pools.", &["node"]),
+        ];
+        let index = Index::build(&specs);
+        assert_eq!(
+            first(&index, &specs, "list ceph pools"),
+            "node_ceph_pool_list"
+        );
+        assert_eq!(first(&index, &specs, "list pools"), "pool_list");
+    }
+
+    #[test]
+    fn keywords_find_a_tool_its_own_words_do_not() {
+        let mut wol = spec("node_wakeonlan", false, "Try to wake a node.", &["node"]);
+        wol.keywords = "wake on lan magic packet".into();
+        let specs = [
+            wol,
+            spec("node_start_all", false, "Start all guests.", &["node"]),
+        ];
+        let index = Index::build(&specs);
+        assert_eq!(
+            first(&index, &specs, "send a magic packet"),
+            "node_wakeonlan"
+        );
     }
 }

@@ -4,6 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// A parameter with more named values than this is a list to pick from
+/// (`ostype`), not words that say what the tool does.
+const MAX_ENUM_WORDS: usize = 8;
+
 /// How much a tool can change. Identities are granted tiers through their
 /// mode; `forbidden` is never callable, whatever the mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -110,10 +114,45 @@ pub struct ToolSpec {
     /// search hits and schemas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// Words operators use for what the tool does that its own text does
+    /// not (`wakeonlan`: "wake on lan", "power on"); search reads them,
+    /// agents never see them.
+    #[serde(default, skip_serializing)]
+    pub keywords: String,
 }
 
 impl ToolSpec {
     /// Names of the argument object's properties, in schema order.
+    /// Each parameter's description and, where it takes a few named
+    /// values, those values: what search reads of the parameters beyond
+    /// their names ("can it be snapshotted" is `feature`'s `snapshot`).
+    pub fn param_text(&self) -> String {
+        let Some(props) = self
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+        else {
+            return String::new();
+        };
+        let mut out = String::new();
+        for p in props.values() {
+            if let Some(d) = p.get("description").and_then(Value::as_str) {
+                out.push_str(d);
+                out.push('\n');
+            }
+            if let Some(values) = p.get("enum").and_then(Value::as_array) {
+                if values.len() <= MAX_ENUM_WORDS {
+                    for v in values.iter().filter_map(Value::as_str) {
+                        out.push_str(v);
+                        out.push(' ');
+                    }
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
+
     pub fn param_names(&self) -> Vec<&str> {
         self.input_schema
             .get("properties")

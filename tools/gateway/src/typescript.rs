@@ -363,6 +363,7 @@ mod tests {
             backend: "demo".into(),
             path_params: vec![],
             endpoint: None,
+            keywords: String::new(),
         }
     }
 

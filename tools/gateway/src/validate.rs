@@ -298,6 +298,7 @@ mod tests {
             backend: "test".into(),
             path_params: path_params.iter().map(|s| s.to_string()).collect(),
             endpoint: None,
+            keywords: String::new(),
         }
     }
 

@@ -56,6 +56,7 @@ fn tool(name: &str, tier: Tier) -> ToolSpec {
         backend: "count".into(),
         path_params: vec!["node".into()],
         endpoint: None,
+        keywords: String::new(),
     }
 }
 

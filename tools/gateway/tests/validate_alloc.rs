@@ -77,6 +77,7 @@ fn spec(schema: Value) -> ToolSpec {
         backend: "test".into(),
         path_params: vec![],
         endpoint: None,
+        keywords: String::new(),
     }
 }
 

@@ -389,6 +389,7 @@ fn build(
         path_params,
         endpoint: (route.kind == RouteKind::Api)
             .then(|| format!("{} {}", route.method, route.path)),
+        keywords: String::new(),
     };
     (spec, route)
 }

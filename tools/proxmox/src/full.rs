@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::{
     apidata::{Method, Operation},
-    curated, naming,
+    curated, glossary, naming,
     route::{Route, RouteKind},
     schema,
     tiers::TierRules,
@@ -77,6 +77,7 @@ pub fn generate(ops: &[Operation], rules: &TierRules, backend: &str) -> Vec<(Too
                 backend: backend.into(),
                 path_params: op.path_params(),
                 endpoint: Some(format!("{} {}", op.method, op.path)),
+                keywords: glossary::keywords(op.method, &op.path),
             };
             (spec, route)
         })

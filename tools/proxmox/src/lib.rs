@@ -12,6 +12,7 @@ pub mod body;
 pub mod client;
 pub mod curated;
 pub mod full;
+pub mod glossary;
 pub mod naming;
 pub mod route;
 pub mod schema;

@@ -558,15 +558,432 @@ const HELD_OUT: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Written by a reviewer who had not seen the search (its code, synonyms
+/// or names), after everything above was tuned. Measured blind at 0.467
+/// and 0.533 (recall at 1 and 3), then the search was changed on its
+/// misses.
+const UNSEEN: &[(&str, &[&str])] = &[
+    // --- read / list questions (15) ---
+    (
+        "which guests are not in any backup job",
+        &["GET /cluster/backup-info/not-backed-up"],
+    ),
+    (
+        "how full is the nfs datastore",
+        &[
+            "GET /nodes/{node}/storage/{storage}/status",
+            "GET /nodes/{node}/storage",
+        ],
+    ),
+    (
+        "which ip did my vm get from dhcp",
+        &["GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces"],
+    ),
+    (
+        "which iso images are on local storage",
+        &["GET /nodes/{node}/storage/{storage}/content"],
+    ),
+    (
+        "what is user alice actually allowed to do",
+        &["GET /access/permissions"],
+    ),
+    (
+        "is ceph healthy right now",
+        &["GET /cluster/ceph/status", "GET /nodes/{node}/ceph/status"],
+    ),
+    (
+        "which config changes still need a vm restart",
+        &["GET /nodes/{node}/qemu/{vmid}/pending"],
+    ),
+    (
+        "show the api tokens a user owns",
+        &["GET /access/users/{userid}/token"],
+    ),
+    (
+        "what proxmox package versions is this host running",
+        &["GET /nodes/{node}/apt/versions"],
+    ),
+    (
+        "when does the node's https certificate expire",
+        &["GET /nodes/{node}/certificates/info"],
+    ),
+    (
+        "is replication of vm 101 falling behind",
+        &[
+            "GET /nodes/{node}/replication",
+            "GET /nodes/{node}/replication/{id}/status",
+        ],
+    ),
+    (
+        "cpu and ram graph of a vm last week",
+        &[
+            "GET /nodes/{node}/qemu/{vmid}/rrddata",
+            "GET /nodes/{node}/qemu/{vmid}/rrd",
+        ],
+    ),
+    (
+        "what shares does the nas export over nfs",
+        &["GET /nodes/{node}/scan/nfs"],
+    ),
+    (
+        "what user-data did cloud-init generate",
+        &["GET /nodes/{node}/qemu/{vmid}/cloudinit/dump"],
+    ),
+    (
+        "browse files inside a pbs backup",
+        &["GET /nodes/{node}/storage/{storage}/file-restore/list"],
+    ),
+    // --- actions / changes (30) ---
+    (
+        "give a container more memory",
+        &["PUT /nodes/{node}/lxc/{vmid}/config"],
+    ),
+    (
+        "grow a vm's disk by 20 gigabytes",
+        &["PUT /nodes/{node}/qemu/{vmid}/resize"],
+    ),
+    (
+        "roll a vm back to before the update",
+        &["POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback"],
+    ),
+    (
+        "live-move a running vm to another host",
+        &["POST /nodes/{node}/qemu/{vmid}/migrate"],
+    ),
+    (
+        "enable the no-subscription update repository",
+        &[
+            "PUT /nodes/{node}/apt/repositories",
+            "POST /nodes/{node}/apt/repositories",
+        ],
+    ),
+    (
+        "turn a prepared vm into a template",
+        &["POST /nodes/{node}/qemu/{vmid}/template"],
+    ),
+    (
+        "fetch an iso directly from a download link",
+        &["POST /nodes/{node}/storage/{storage}/download-url"],
+    ),
+    (
+        "create an api token for a terraform script",
+        &["POST /access/users/{userid}/token/{tokenid}"],
+    ),
+    (
+        "let the ops group manage vms in a pool",
+        &["PUT /access/acl"],
+    ),
+    (
+        "allow logins with active directory accounts",
+        &["POST /access/domains"],
+    ),
+    (
+        "user locked out after too many 2fa attempts",
+        &["PUT /access/users/{userid}/unlock-tfa"],
+    ),
+    (
+        "open port 443 on just one vm",
+        &["POST /nodes/{node}/qemu/{vmid}/firewall/rules"],
+    ),
+    (
+        "switch on the firewall for the whole datacenter",
+        &["PUT /cluster/firewall/options"],
+    ),
+    (
+        "restart a vm elsewhere automatically if its host dies",
+        &["POST /cluster/ha/resources"],
+    ),
+    (
+        "keep two vms from running on the same node",
+        &["POST /cluster/ha/rules"],
+    ),
+    (
+        "stop ceph rebalancing while I reboot a node",
+        &["PUT /cluster/ceph/flags/{flag}", "PUT /cluster/ceph/flags"],
+    ),
+    (
+        "take a failing osd out so data moves off",
+        &["POST /nodes/{node}/ceph/osd/{osdid}/out"],
+    ),
+    (
+        "reset the root password inside a vm through the agent",
+        &["POST /nodes/{node}/qemu/{vmid}/agent/set-user-password"],
+    ),
+    (
+        "run a shell command inside a vm without ssh",
+        &["POST /nodes/{node}/qemu/{vmid}/agent/exec"],
+    ),
+    (
+        "rebuild the cloud-init drive after changing settings",
+        &["PUT /nodes/{node}/qemu/{vmid}/cloudinit"],
+    ),
+    (
+        "send proxmox alerts to a slack channel",
+        &["POST /cluster/notifications/endpoints/webhook"],
+    ),
+    (
+        "get a let's encrypt certificate for the web ui",
+        &["POST /nodes/{node}/certificates/acme/certificate"],
+    ),
+    (
+        "make a gpu available for passthrough on every node",
+        &["POST /cluster/mapping/pci"],
+    ),
+    (
+        "restart the web interface service on a host",
+        &[
+            "POST /nodes/{node}/services/{service}/restart",
+            "POST /nodes/{node}/services/{service}/reload",
+        ],
+    ),
+    (
+        "apply edited network settings without rebooting",
+        &["PUT /nodes/{node}/network"],
+    ),
+    (
+        "abort a migration that is still running",
+        &["DELETE /nodes/{node}/tasks/{upid}"],
+    ),
+    (
+        "delete backups older than the retention policy",
+        &["DELETE /nodes/{node}/storage/{storage}/prunebackups"],
+    ),
+    (
+        "restore a deleted vm from its backup",
+        &["POST /nodes/{node}/qemu"],
+    ),
+    (
+        "move every guest off a host before maintenance",
+        &[
+            "POST /nodes/{node}/migrateall",
+            "POST /cluster/bulk-action/guest/migrate",
+        ],
+    ),
+    (
+        "power on a sleeping server with a magic packet",
+        &["POST /nodes/{node}/wakeonlan"],
+    ),
+];
+
+/// A second set, written the same way while the search was changed on
+/// [`UNSEEN`]'s misses, and measured once when those changes were done:
+/// 0.578 and 0.667, where the search before this set's first sibling
+/// stood at 0.400 and 0.533. A few general changes (phrases, plurals)
+/// followed from its misses.
+const UNSEEN_2: &[(&str, &[&str])] = &[
+    (
+        "show the hardware settings of vm 105",
+        &["GET /nodes/{node}/qemu/{vmid}/config"],
+    ),
+    (
+        "is container 200 up right now",
+        &["GET /nodes/{node}/lxc/{vmid}/status/current"],
+    ),
+    (
+        "what snapshots does this vm have",
+        &["GET /nodes/{node}/qemu/{vmid}/snapshot"],
+    ),
+    (
+        "which storages are defined in the datacenter",
+        &["GET /storage", "GET /nodes/{node}/storage"],
+    ),
+    (
+        "list backup archives stored on the pbs datastore",
+        &["GET /nodes/{node}/storage/{storage}/content"],
+    ),
+    ("who has been granted access to what", &["GET /access/acl"]),
+    (
+        "which package updates are waiting on a host",
+        &["GET /nodes/{node}/apt/update"],
+    ),
+    (
+        "network interfaces and bridges set up on a host",
+        &["GET /nodes/{node}/network"],
+    ),
+    (
+        "why did last night's backup job fail",
+        &["GET /nodes/{node}/tasks/{upid}/log"],
+    ),
+    (
+        "ip addresses of a container",
+        &["GET /nodes/{node}/lxc/{vmid}/interfaces"],
+    ),
+    (
+        "are all ha services healthy right now",
+        &[
+            "GET /cluster/ha/status/current",
+            "GET /cluster/ha/status/manager_status",
+        ],
+    ),
+    (
+        "which container templates can I download",
+        &["GET /nodes/{node}/aplinfo"],
+    ),
+    (
+        "which os version does the guest agent report",
+        &["GET /nodes/{node}/qemu/{vmid}/agent/get-osinfo"],
+    ),
+    (
+        "network traffic of a container over the last day",
+        &[
+            "GET /nodes/{node}/lxc/{vmid}/rrddata",
+            "GET /nodes/{node}/lxc/{vmid}/rrd",
+        ],
+    ),
+    (
+        "does this node have a valid subscription key",
+        &["GET /nodes/{node}/subscription"],
+    ),
+    (
+        "power on vm 101",
+        &["POST /nodes/{node}/qemu/{vmid}/status/start"],
+    ),
+    (
+        "cleanly shut down a container",
+        &["POST /nodes/{node}/lxc/{vmid}/status/shutdown"],
+    ),
+    (
+        "snapshot a container before upgrading it",
+        &["POST /nodes/{node}/lxc/{vmid}/snapshot"],
+    ),
+    (
+        "add a second network card to a vm",
+        &[
+            "POST /nodes/{node}/qemu/{vmid}/config",
+            "PUT /nodes/{node}/qemu/{vmid}/config",
+        ],
+    ),
+    (
+        "move a vm disk onto different storage",
+        &["POST /nodes/{node}/qemu/{vmid}/move_disk"],
+    ),
+    (
+        "migrate a container to another node",
+        &["POST /nodes/{node}/lxc/{vmid}/migrate"],
+    ),
+    (
+        "make a container start automatically at boot",
+        &["PUT /nodes/{node}/lxc/{vmid}/config"],
+    ),
+    (
+        "upload an iso from my laptop",
+        &["POST /nodes/{node}/storage/{storage}/upload"],
+    ),
+    (
+        "delete an old backup file",
+        &["DELETE /nodes/{node}/storage/{storage}/content/{volume}"],
+    ),
+    (
+        "restore a container from a backup archive",
+        &["POST /nodes/{node}/lxc"],
+    ),
+    (
+        "protect a backup so pruning never deletes it",
+        &["PUT /nodes/{node}/storage/{storage}/content/{volume}"],
+    ),
+    (
+        "allow backups on an existing storage",
+        &["PUT /storage/{storage}"],
+    ),
+    (
+        "allow ssh to one node only from the office ip",
+        &["POST /nodes/{node}/firewall/rules"],
+    ),
+    (
+        "blacklist an attacker's ip address",
+        &[
+            "POST /cluster/firewall/ipset/{name}",
+            "POST /cluster/firewall/rules",
+        ],
+    ),
+    (
+        "create a ceph pool for vm disks",
+        &["POST /nodes/{node}/ceph/pool"],
+    ),
+    (
+        "add a new disk as a ceph osd",
+        &["POST /nodes/{node}/ceph/osd"],
+    ),
+    (
+        "set up a vxlan zone for tenant networks",
+        &["POST /cluster/sdn/zones"],
+    ),
+    ("disable a user account", &["PUT /access/users/{userid}"]),
+    (
+        "revoke an api token",
+        &["DELETE /access/users/{userid}/token/{tokenid}"],
+    ),
+    (
+        "create a custom role with only console rights",
+        &["POST /access/roles"],
+    ),
+    (
+        "refresh the package lists on a host",
+        &["POST /nodes/{node}/apt/update"],
+    ),
+    (
+        "set the migration network for the cluster",
+        &["PUT /cluster/options"],
+    ),
+    (
+        "run a replication job right now",
+        &["POST /nodes/{node}/replication/{id}/schedule_now"],
+    ),
+    (
+        "email alerts through our smtp relay",
+        &["POST /cluster/notifications/endpoints/smtp"],
+    ),
+    (
+        "upload my own ssl certificate for a node",
+        &["POST /nodes/{node}/certificates/custom"],
+    ),
+    (
+        "share a usb dongle with vms on every node",
+        &["POST /cluster/mapping/usb"],
+    ),
+    (
+        "set the ssh key cloud-init puts in the vm",
+        &[
+            "POST /nodes/{node}/qemu/{vmid}/config",
+            "PUT /nodes/{node}/qemu/{vmid}/config",
+        ],
+    ),
+    (
+        "open a graphical console to a vm",
+        &[
+            "POST /nodes/{node}/qemu/{vmid}/vncproxy",
+            "POST /nodes/{node}/qemu/{vmid}/spiceproxy",
+        ],
+    ),
+    (
+        "root shell on a node from the browser",
+        &[
+            "POST /nodes/{node}/termproxy",
+            "POST /nodes/{node}/vncshell",
+        ],
+    ),
+    (
+        "put a vm into a resource pool",
+        &["PUT /pools", "PUT /pools/{poolid}"],
+    ),
+];
+
 /// Where the full catalog stands; the issue asks 0.95 and 0.8.
 const RECALL_AT_3: f64 = 0.95;
 const RECALL_AT_1: f64 = 0.8;
-/// Where [`HELD_OUT`] stood when measured (19 and 22 of 30), kept as a
-/// floor; the issue's target for unseen queries is 0.75 and 0.9. Its
-/// misses were mostly PVE jargon (`mgr`, `fs`, `aplinfo`); with those
-/// synonyms added after it was measured, it stands at 20 and 23 of 30.
-const HELD_OUT_AT_3: f64 = 0.73;
-const HELD_OUT_AT_1: f64 = 0.63;
+/// Queries, each with the operations (method and path) it must find.
+type Graded = &'static [(&'static str, &'static [&'static str])];
+
+/// Floors for the sets written after the search was tuned, as (recall@1,
+/// recall@3) where each stands now; the issue's target for unseen
+/// queries is 0.75 and 0.9. Each was measured before the search was
+/// changed on it: [`HELD_OUT`] at 0.633 and 0.733, [`UNSEEN`] at 0.467
+/// and 0.533, [`UNSEEN_2`] at 0.578 and 0.667.
+const LATER_SETS: &[(&str, Graded, f64, f64)] = &[
+    ("HELD_OUT", HELD_OUT, 0.83, 0.9),
+    ("UNSEEN", UNSEEN, 0.64, 0.8),
+    ("UNSEEN_2", UNSEEN_2, 0.62, 0.75),
+];
 
 #[test]
 fn operators_find_the_operation_they_mean() {
@@ -583,15 +1000,17 @@ fn operators_find_the_operation_they_mean() {
 }
 
 #[test]
-fn queries_the_search_was_not_tuned_on() {
-    let Some((at1, at3, misses)) = recall(HELD_OUT) else {
-        return;
-    };
-    assert!(
-        at3 >= HELD_OUT_AT_3 && at1 >= HELD_OUT_AT_1,
-        "recall@1 {at1:.3} (wanted {HELD_OUT_AT_1}), recall@3 {at3:.3} (wanted {HELD_OUT_AT_3}):\n{}",
-        misses.join("\n")
-    );
+fn queries_written_after_the_tuning_keep_their_level() {
+    for (name, cases, want1, want3) in LATER_SETS {
+        let Some((at1, at3, misses)) = recall(cases) else {
+            return;
+        };
+        assert!(
+            at3 >= *want3 && at1 >= *want1,
+            "{name}: recall@1 {at1:.3} (wanted {want1}), recall@3 {at3:.3} (wanted {want3}):\n{}",
+            misses.join("\n")
+        );
+    }
 }
 
 /// Recall at 1 and 3 over `cases`, and what missed; `None` without the

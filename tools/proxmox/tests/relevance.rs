@@ -440,6 +440,7 @@ fn catalog() -> Catalog {
                 backend: "pve".into(),
                 path_params: vec![],
                 endpoint: None,
+                keywords: String::new(),
             }
         })
         .collect();
