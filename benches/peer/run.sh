@@ -26,3 +26,5 @@ cd "$target/peer"
     --rounds "$rounds" --json "$target/peer/as-shipped.json"
 "$venv/bin/python" "$here/compare.py" --airlock "$target/release/airlock" --python "$venv/bin/python" \
     --rounds "$rounds" --skip-output-validation --json "$target/peer/no-output-validation.json"
+# What a result costs an agent (bytes, and `1+1` against a ping).
+"$venv/bin/python" "$here/result_cost.py" "$target/release/airlock" > "$target/peer/result-cost.jsonl"

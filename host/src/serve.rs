@@ -128,5 +128,6 @@ pub async fn shared(
         prefix: prefix.to_string(),
         collector,
         executions: Default::default(),
+        traces: Default::default(),
     }))
 }

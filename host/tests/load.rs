@@ -290,7 +290,10 @@ async fn run_job(
             json!({"query": "list virtual machines on a node"}),
         ),
         Schema => ("get_schema", json!({"names": ["vm_list", "node_status"]})),
-        _ => ("execute", json!({"script": script(job, &view.nodes)})),
+        _ => (
+            "execute",
+            json!({"script": script(job, &view.nodes), "trace": true}),
+        ),
     };
     let Value::Object(args) = args else {
         unreachable!()
@@ -342,7 +345,7 @@ async fn run_job(
         }
         _ => {}
     }
-    let trace: Vec<(String, String)> = s["calls"]
+    let trace: Vec<(String, String)> = s["trace"]
         .as_array()
         .map(|calls| {
             calls

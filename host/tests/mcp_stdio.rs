@@ -214,8 +214,70 @@ async fn three_tools_search_schema_and_a_fan_out_script() {
     let r = call(&client, "execute", json!({"script": script})).await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
     assert_eq!(structured(&r)["result"], 7);
-    assert_eq!(structured(&r)["calls"].as_array().unwrap().len(), 4);
+    // The result carries a summary of the calls; the trace is kept.
+    let calls = &structured(&r)["calls"];
+    assert_eq!(calls["count"], 4, "{calls}");
+    assert_eq!(calls["by_tool"]["vm_list"]["ok"], 3, "{calls}");
     assert_eq!(structured(&r)["untrusted_data"], true);
+    assert!(structured(&r).get("trace").is_none());
+    let id = structured(&r)["execution"].as_str().unwrap().to_string();
+    // Every call succeeded: the text need not point at the trace.
+    assert!(!text(&r).contains("trace:"), "{}", text(&r));
+    assert!(text(&r).contains("4 calls in "), "{}", text(&r));
+    let kept = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+            "airlock://executions/{id}"
+        )))
+        .await
+        .unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text: kept, .. } = &kept.contents[0]
+    else {
+        panic!("text contents")
+    };
+    let kept: Value = serde_json::from_str(kept).unwrap();
+    assert_eq!(kept["trace"].as_array().unwrap().len(), 4, "{kept}");
+    assert_eq!(kept["stats"]["tool_calls"], 4, "{kept}");
+    // With `trace`, it comes in the result.
+    let r = call(&client, "execute", json!({"script": script, "trace": true})).await;
+    assert_eq!(structured(&r)["trace"].as_array().unwrap().len(), 4);
+    assert_eq!(structured(&r)["stats"]["tool_calls"], 4);
+    let r = call(&client, "execute", json!({"script": "1", "trace": "yes"})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        text(&r).contains("`trace` must be true or false"),
+        "{}",
+        text(&r)
+    );
+    client.cancel().await.unwrap();
+}
+
+/// What a result costs the agent's context: the value, and a line about
+/// the calls, whatever their number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_cost_the_context_their_value_and_a_line() {
+    let client = connect(person(), &["--demo"]).await;
+    let r = call(&client, "execute", json!({"script": "1+1"})).await;
+    assert_eq!(text(&r), "2\n");
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": "(await Promise.all(Array.from({length: 500}, () => tools.node_list({})))).length"}),
+    )
+    .await;
+    assert_eq!(structured(&r)["result"], 500, "{}", text(&r));
+    let whole = serde_json::to_string(&r).unwrap();
+    assert!(whole.len() <= 1024, "{} bytes: {whole}", whole.len());
+    let fleet = include_str!("../../examples/fleet-report.js");
+    let r = call(&client, "execute", json!({"script": fleet})).await;
+    // As the text shows it: pretty, being small.
+    let value = serde_json::to_string_pretty(&structured(&r)["result"]).unwrap();
+    assert!(
+        text(&r).len() <= value.len() + 200,
+        "{} bytes of text for a {}-byte value: {}",
+        text(&r).len(),
+        value.len(),
+        text(&r)
+    );
     client.cancel().await.unwrap();
 }
 
@@ -351,7 +413,7 @@ async fn calls_abandoned_after_a_decline_are_traced_as_their_requests_stand() {
     let client = connect(no, &["--config", &config, "--identity", "alice"]).await;
     let script = "await Promise.all(Array.from({length: 10}, (_, i) =>\n\
           tools.vm_shutdown({node: 'pve1', vmid: 101, timeout: 10 + i})))";
-    let r = call(&client, "execute", json!({"script": script})).await;
+    let r = call(&client, "execute", json!({"script": script, "trace": true})).await;
     assert_eq!(
         structured(&r)["error"]["kind"],
         "PolicyDenied",
@@ -361,7 +423,7 @@ async fn calls_abandoned_after_a_decline_are_traced_as_their_requests_stand() {
     client.cancel().await.unwrap();
 
     let mut traced = std::collections::BTreeMap::<String, usize>::new();
-    for c in structured(&r)["calls"].as_array().expect("the trace") {
+    for c in structured(&r)["trace"].as_array().expect("the trace") {
         *traced
             .entry(c["status"].as_str().unwrap().to_string())
             .or_default() += 1;

@@ -584,6 +584,22 @@ async fn kept<H: ClientHandler>(
 ) -> CallToolResult {
     let r = call(client, tool, args).await;
     world.evidence.add_result(place, &r);
+    // The execution's kept trace is a surface too.
+    if let Some(id) = r
+        .structured_content
+        .as_ref()
+        .and_then(|s| s["execution"].as_str())
+    {
+        let uri = format!("airlock://executions/{id}");
+        let shown = match client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone()))
+            .await
+        {
+            Ok(t) => serde_json::to_string(&t).unwrap(),
+            Err(e) => e.to_string(),
+        };
+        world.evidence.add(format!("{place}: {uri}"), shown);
+    }
     r
 }
 

@@ -11,6 +11,7 @@ mod question;
 mod render;
 pub mod resources;
 pub mod tools;
+mod traces;
 
 use std::sync::{atomic::AtomicU32, Arc};
 
@@ -48,6 +49,8 @@ pub struct Shared {
     /// that stops (stdin closed, SIGTERM) can wait for the cancelled ones
     /// to write their audit end line before the process exits.
     pub executions: tokio_util::task::TaskTracker,
+    /// Recent executions' call traces, for `airlock://executions/{id}`.
+    pub traces: traces::Traces,
 }
 
 impl Shared {
@@ -163,6 +166,13 @@ impl AirlockServer {
         let Some(script) = args.get("script").and_then(Value::as_str) else {
             return Self::invalid("`script` (JavaScript source) is required");
         };
+        let full = match args.get("trace") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Self::invalid(
+                "`trace` must be true or false: true adds every call and the stats to the result",
+            ),
+        };
         let caller = self.caller(context);
         let identity = caller.identity.clone();
         let _running = self.shared.executions.token();
@@ -216,7 +226,11 @@ impl AirlockServer {
         });
         self.log.send(&peer, level, data).await;
         match outcome {
-            Some(o) => render::outcome(&o),
+            Some(o) => {
+                let answer = render::outcome(&o, &execution, full);
+                self.shared.traces.keep(&execution, &identity, o);
+                answer
+            }
             None => Self::invalid("the execution was cancelled"),
         }
     }

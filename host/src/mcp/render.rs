@@ -1,7 +1,9 @@
 //! Turning results into what an MCP client shows: structured content for
 //! programs, and a compact text rendering for the model to read.
 
-use airlock_gateway::{search::Results, visible, SchemaAnswer, UNTRUSTED_NOTE};
+use std::collections::BTreeMap;
+
+use airlock_gateway::{search::Results, visible, SchemaAnswer};
 use airlock_sandbox::{ExecError, Outcome};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
@@ -45,15 +47,37 @@ pub fn schemas(answers: &[SchemaAnswer]) -> CallToolResult {
     with_text(json!({"schemas": answers}), text, false)
 }
 
+/// Tools a call summary names one by one; the rest are counted together.
+const SUMMARY_TOOLS: usize = 20;
+
+/// Marks a result that holds tool data (the full warning is in the
+/// `operate` prompt and docs/MCP.md): a few bytes, not a paragraph.
+pub const UNTRUSTED_MARK: &str = "(untrusted data from tools)";
+
 /// The outcome of `execute`, for the model: the value (or the error with
-/// what to do), console lines, and the calls that failed.
-pub fn outcome(o: &Outcome) -> CallToolResult {
+/// what to do), console lines when there are any, and a summary of the
+/// calls (count per tool and status, time). The per-call trace and the
+/// stats come with `"trace": true` (`full`), and stay readable a while as
+/// `airlock://executions/{execution}`.
+pub fn outcome(o: &Outcome, execution: &str, full: bool) -> CallToolResult {
     let untrusted = o.trace.iter().any(|c| c.status == "ok");
-    let mut structured = json!({
-        "logs": o.logs,
-        "calls": o.trace,
-        "stats": o.stats,
-    });
+    let mut structured = json!({});
+    if !o.logs.is_empty() {
+        structured["logs"] = json!(o.logs);
+    }
+    if let Some(t) = &o.logs_truncated {
+        structured["logs_truncated"] = json!(t);
+    }
+    let ms = o.stats.wall_us / 1000;
+    if !o.trace.is_empty() {
+        structured["calls"] = summary(o, ms);
+    }
+    if full {
+        let doc = super::traces::document(execution, &o.trace, &o.stats);
+        structured["trace"] = doc["trace"].clone();
+        structured["stats"] = doc["stats"].clone();
+    }
+    structured["execution"] = json!(execution);
     let mut text = String::new();
     match &o.result {
         Ok(v) => {
@@ -99,18 +123,64 @@ pub fn outcome(o: &Outcome) -> CallToolResult {
             text.push_str(&format!("  [{tag}] {}\n", visible::visible(&l.message)));
         }
     }
-    let failed: Vec<String> = o
-        .trace
-        .iter()
-        .filter(|c| c.status != "ok")
-        .map(|c| format!("{} → {}", c.tool, c.status))
-        .collect();
-    if !failed.is_empty() {
-        text.push_str(&format!("failed calls: {}\n", failed.join(", ")));
+    if !o.trace.is_empty() {
+        let n = o.trace.len();
+        let tools = per_tool(o)
+            .iter()
+            .map(|(tool, statuses)| {
+                let s: Vec<String> = statuses.iter().map(|(st, c)| format!("{c} {st}")).collect();
+                format!("{tool} {}", s.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        // Where to look, when a call failed and the trace is not here.
+        let failed = o.trace.iter().any(|c| c.status != "ok");
+        let trace = if failed && !full {
+            format!("; trace: {}{execution}", super::resources::EXECUTION_PREFIX)
+        } else {
+            String::new()
+        };
+        text.push_str(&format!(
+            "{n} call{} in {ms} ms: {tools}{trace}\n",
+            if n == 1 { "" } else { "s" }
+        ));
     }
     if untrusted {
         structured["untrusted_data"] = json!(true);
-        text.push_str(&format!("({UNTRUSTED_NOTE})\n"));
+        text.push_str(UNTRUSTED_MARK);
+        text.push('\n');
     }
     with_text(structured, text, o.result.is_err())
+}
+
+/// Calls per tool and status, in the order tools were first called; past
+/// [`SUMMARY_TOOLS`] tools, the rest under `…`.
+fn per_tool(o: &Outcome) -> Vec<(String, BTreeMap<String, usize>)> {
+    let mut out: Vec<(String, BTreeMap<String, usize>)> = Vec::new();
+    for c in &o.trace {
+        let i = match out.iter().position(|(t, _)| *t == c.tool) {
+            Some(i) => i,
+            None if out.len() < SUMMARY_TOOLS => {
+                out.push((c.tool.clone(), BTreeMap::new()));
+                out.len() - 1
+            }
+            None => match out.iter().position(|(t, _)| t == "…") {
+                Some(i) => i,
+                None => {
+                    out.push(("…".into(), BTreeMap::new()));
+                    out.len() - 1
+                }
+            },
+        };
+        *out[i].1.entry(c.status.clone()).or_default() += 1;
+    }
+    out
+}
+
+fn summary(o: &Outcome, ms: u64) -> Value {
+    let by_tool: serde_json::Map<String, Value> = per_tool(o)
+        .into_iter()
+        .map(|(tool, statuses)| (tool, json!(statuses)))
+        .collect();
+    json!({"count": o.trace.len(), "ms": ms, "by_tool": by_tool})
 }

@@ -26,6 +26,8 @@ pub const LIMITS: &str = "airlock://limits";
 pub const IDENTITY: &str = "airlock://identity";
 const TOOL_PREFIX: &str = "airlock://tools/";
 pub const TOOL_TEMPLATE: &str = "airlock://tools/{name}";
+pub const EXECUTION_PREFIX: &str = "airlock://executions/";
+pub const EXECUTION_TEMPLATE: &str = "airlock://executions/{id}";
 
 const JSON: &str = "application/json";
 const TYPESCRIPT: &str = "text/x-typescript";
@@ -38,9 +40,11 @@ const QUOTED_URI_CHARS: usize = 128;
 #[derive(Debug, thiserror::Error)]
 pub enum ResourceError {
     #[error(
-        "no resource {0}; this server has {CATALOG}, {LIMITS}, {IDENTITY} and {TOOL_TEMPLATE}"
+        "no resource {0}; this server has {CATALOG}, {LIMITS}, {IDENTITY}, {TOOL_TEMPLATE} and {EXECUTION_TEMPLATE}"
     )]
     Unknown(String),
+    #[error(transparent)]
+    Trace(#[from] super::traces::TraceError),
     #[error("{0}")]
     Collector(String),
     #[error("no tool `{name}` in the catalog{}", did_you_mean(.suggestions))]
@@ -99,12 +103,20 @@ fn own() -> Vec<Resource> {
 }
 
 pub fn templates() -> Vec<ResourceTemplate> {
-    vec![ResourceTemplate::new(TOOL_TEMPLATE, "tool")
-        .with_title("One tool's declaration")
-        .with_description(
-            "A tool's TypeScript declaration, tier and description, as get_schema gives it.",
-        )
-        .with_mime_type(TYPESCRIPT)]
+    vec![
+        ResourceTemplate::new(TOOL_TEMPLATE, "tool")
+            .with_title("One tool's declaration")
+            .with_description(
+                "A tool's TypeScript declaration, tier and description, as get_schema gives it.",
+            )
+            .with_mime_type(TYPESCRIPT),
+        ResourceTemplate::new(EXECUTION_TEMPLATE, "execution")
+            .with_title("One execution's call trace")
+            .with_description(
+                "Every tool call an execute made (tool, start, duration, status) and its stats; the id is in the result. Kept 10 minutes, for the identity that ran it.",
+            )
+            .with_mime_type(JSON),
+    ]
 }
 
 /// Reads `uri` as `caller`.
@@ -130,15 +142,19 @@ pub async fn read(
             JSON,
         ),
         IDENTITY => (pretty(whoami(shared, caller)), JSON),
-        _ => match uri.strip_prefix(TOOL_PREFIX) {
-            Some(name) => (tool(shared, name)?, TYPESCRIPT),
-            None => {
+        _ => {
+            if let Some(name) = uri.strip_prefix(TOOL_PREFIX) {
+                (tool(shared, name)?, TYPESCRIPT)
+            } else if let Some(id) = uri.strip_prefix(EXECUTION_PREFIX) {
+                let id = visible::quote(id, QUOTED_URI_CHARS);
+                (shared.traces.read(&id, &caller.identity)?, JSON)
+            } else {
                 return Err(ResourceError::Unknown(visible::quote(
                     uri,
                     QUOTED_URI_CHARS,
-                )))
+                )));
             }
-        },
+        }
     };
     Ok(ReadResourceResult::new(vec![ResourceContents::text(
         text, uri,
