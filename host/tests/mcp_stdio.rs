@@ -267,6 +267,21 @@ async fn results_cost_the_context_their_value_and_a_line() {
     assert_eq!(structured(&r)["result"], 500, "{}", text(&r));
     let whole = serde_json::to_string(&r).unwrap();
     assert!(whole.len() <= 1024, "{} bytes: {whole}", whole.len());
+    // A call failed: the text says where its trace is, and it is there.
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": "try { await tools.no_such_tool({}) } catch (e) { e.code }"}),
+    )
+    .await;
+    let id = structured(&r)["execution"].as_str().unwrap().to_string();
+    let uri = format!("airlock://executions/{id}");
+    assert!(text(&r).contains(&format!("trace: {uri}")), "{}", text(&r));
+    let kept = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap();
+    assert!(format!("{kept:?}").contains("no_such_tool"), "{kept:?}");
     let fleet = include_str!("../../examples/fleet-report.js");
     let r = call(&client, "execute", json!({"script": fleet})).await;
     // As the text shows it: pretty, being small.

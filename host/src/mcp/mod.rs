@@ -227,7 +227,8 @@ impl AirlockServer {
         self.log.send(&peer, level, data).await;
         match outcome {
             Some(o) => {
-                let answer = render::outcome(&o, &execution, full);
+                let kept = traces::Traces::would_keep(&o);
+                let answer = render::outcome(&o, &execution, full, kept);
                 self.shared.traces.keep(&execution, &identity, o);
                 answer
             }

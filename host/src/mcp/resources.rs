@@ -146,8 +146,7 @@ pub async fn read(
             if let Some(name) = uri.strip_prefix(TOOL_PREFIX) {
                 (tool(shared, name)?, TYPESCRIPT)
             } else if let Some(id) = uri.strip_prefix(EXECUTION_PREFIX) {
-                let id = visible::quote(id, QUOTED_URI_CHARS);
-                (shared.traces.read(&id, &caller.identity)?, JSON)
+                (shared.traces.read(id, &caller.identity)?, JSON)
             } else {
                 return Err(ResourceError::Unknown(visible::quote(
                     uri,
