@@ -61,6 +61,9 @@ pub enum SandboxError {
     Engine(String),
     #[error("the guest does not match this host's ABI: {0}")]
     Abi(String),
+    /// `reuse` mode's background thread could not be started.
+    #[error("cannot start the thread that resets reused instances: {0}")]
+    ResetThread(String),
     #[error("no directory for the compiled-module cache: set AIRLOCK_CACHE_DIR, XDG_CACHE_HOME or HOME (a shared temporary directory is never used)")]
     NoCacheDir,
     #[error("compiled-module cache at {path}: {source}")]

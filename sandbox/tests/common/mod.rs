@@ -140,9 +140,11 @@ impl ToolHost for TestHost {
                 "x".repeat(args["bytes"].as_u64().unwrap_or(1024) as usize),
             )),
             "deep" => {
+                // Wrapped directly: `json!([v])` would serialize `v` again
+                // at every level, recursing as deep as it is.
                 let mut v = json!([]);
                 for _ in 1..args["depth"].as_u64().unwrap_or(10) {
-                    v = json!([v]);
+                    v = Value::Array(vec![v]);
                 }
                 Ok(v)
             }
