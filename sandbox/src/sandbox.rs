@@ -131,8 +131,12 @@ struct Inner {
 
 /// One instance to give a new realm, and what to hand back when done.
 struct Reset {
-    warm: Warm,
-    permit: OwnedSemaphorePermit,
+    /// Taken when parked.
+    warm: Option<Warm>,
+    /// Bounds the instances in transit; released when the job is dropped,
+    /// before `settle` stops counting it (an execution `settle` lets on
+    /// must find the permit free to recycle its own instance).
+    permit: Option<OwnedSemaphorePermit>,
     inner: std::sync::Weak<Inner>,
 }
 
@@ -321,7 +325,12 @@ impl Sandbox {
 
     /// An idle instance that served `principal` before, newest first.
     fn take_warm(&self, limits: &Limits, principal: &str) -> Option<Warm> {
-        let mut warm = self.inner.warm.lock().unwrap();
+        // Instances grown past this execution's memory limit are
+        // discarded, after the lock is released: dropping a store clears
+        // its memory.
+        let mut discarded = Vec::new();
+        let mut warm = self.inner.warm.lock().unwrap_or_else(|p| p.into_inner());
+        let mut found = None;
         while let Some(i) = warm
             .iter()
             .rposition(|w| w.principal.as_deref() == Some(principal))
@@ -334,11 +343,14 @@ impl Sandbox {
                 .map(|m| m.data_size(&w.store) as u64)
                 .unwrap_or(0);
             if size <= limits.memory_bytes {
-                return Some(w);
+                found = Some(w);
+                break;
             }
-            // grown past this execution's memory limit: discard
+            discarded.push(w);
         }
-        None
+        drop(warm);
+        drop(discarded);
+        found
     }
 
     async fn instantiate(&self, limits: &Limits) -> Result<Warm, ExecError> {
@@ -446,64 +458,126 @@ impl Sandbox {
         };
         self.inner.resetting.send_modify(|n| *n += 1);
         let job = Reset {
-            warm,
-            permit,
+            warm: Some(warm),
+            permit: Some(permit),
             inner: Arc::downgrade(&self.inner),
         };
         if self.inner.resets.send(job).is_err() {
-            // No reset thread (it could not start): the instance goes.
-            self.inner.resetting.send_modify(|n| *n -= 1);
+            // The reset thread is gone: the job (and its instance) is
+            // dropped, which stops counting it.
+            tracing::error!("the reset thread has stopped; reuse falls back to fresh instances");
         }
     }
 }
 
 /// Starts the thread that gives reused instances their next realm, one at
-/// a time, at the lowest CPU priority (nice 19). Building a realm costs
-/// about a millisecond of CPU; run as tasks on the runtime that serves
-/// executions, resets queued ahead of them, and an execution that yielded
-/// at an epoch tick waited behind up to two ticks of reset work: reuse had
-/// p99 spikes of 4–5 ms where fresh had 0.2 ms. On a thread of its own the
-/// OS runs it when the cores are otherwise idle.
+/// a time, at a low CPU priority ([`RESET_NICE`], on Linux). Building a realm
+/// costs about a millisecond of CPU; run as tasks on the runtime that
+/// serves executions, resets queued ahead of them, and an execution that
+/// yielded at an epoch tick waited behind up to two ticks of reset work:
+/// reuse had p99 spikes of 4–5 ms where fresh had 0.2 ms. On a thread of
+/// its own, the OS prefers executions; a reset starved past its deadline
+/// fails, and its instance is dropped.
 fn reset_thread(queue: std::sync::mpsc::Receiver<Reset>) -> Result<(), SandboxError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| SandboxError::ResetThread(e.to_string()))?;
+    let (started, ready) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("airlock-reset".into())
         .spawn(move || {
-            // SAFETY: setpriority on the calling thread (Linux: a thread id
-            // is a process id for PRIO_PROCESS); failure leaves it at the
-            // default priority, which is only slower for executions.
-            unsafe {
-                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-                libc::setpriority(libc::PRIO_PROCESS, tid, 19);
-            }
-            while let Ok(Reset {
-                mut warm,
-                permit,
-                inner,
-            }) = queue.recv()
+            lower_priority();
+            // Built here, so a thread that cannot start drops no runtime
+            // inside the caller's async context.
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
             {
-                let ok = runtime.block_on(execution::reset(&mut warm.store, &warm.fns));
-                let Some(inner) = inner.upgrade() else {
-                    continue;
-                };
-                if ok {
-                    let mut pool = inner.warm.lock().unwrap();
-                    pool.push(warm);
-                    // The pool holds at most one instance per slot; the
-                    // one idle longest (of whichever principal) makes room.
-                    if pool.len() > inner.config.capacity.executions_in_flight as usize {
-                        pool.remove(0);
-                    }
+                Ok(r) => {
+                    let _ = started.send(Ok(()));
+                    r
                 }
-                drop(permit);
-                inner.resetting.send_modify(|n| *n -= 1);
+                Err(e) => {
+                    let _ = started.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            while let Ok(mut job) = queue.recv() {
+                // Nobody left to hand it to: no reset.
+                if job.inner.strong_count() == 0 {
+                    continue;
+                }
+                let reset = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let warm = job.warm.as_mut().expect("a queued job holds its instance");
+                    runtime.block_on(execution::reset(&mut warm.store, &warm.fns))
+                }));
+                match reset {
+                    Ok(true) => job.park(),
+                    Ok(false) => {}
+                    Err(_) => tracing::error!(
+                        "resetting a reused instance panicked; the instance is dropped"
+                    ),
+                }
             }
         })
         .map_err(|e| SandboxError::ResetThread(e.to_string()))?;
-    Ok(())
+    match ready.recv() {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(SandboxError::ResetThread(e)),
+        Err(_) => Err(SandboxError::ResetThread(
+            "the thread ended at start".into(),
+        )),
+    }
+}
+
+/// The reset thread's nice value. At 19, the lowest priority, a reset
+/// gets about 1.5% of a core against each busy thread at nice 0, and on a
+/// loaded machine missed its 200 ms deadline, dropping the instance; at 10
+/// it gets about a tenth, and the OS still runs executions first.
+#[cfg(target_os = "linux")]
+const RESET_NICE: libc::c_int = 10;
+
+/// [`RESET_NICE`] for the calling thread: on Linux a thread id is a process id
+/// for `setpriority`, and nice is per thread. Elsewhere the thread keeps
+/// the default priority.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid cannot fail and setpriority has no memory-safety
+    // preconditions; a failure leaves the default priority, which is only
+    // slower for executions.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, RESET_NICE);
+    }
+}
+
+impl Reset {
+    /// Puts the reset instance in the warm pool; the instance it pushes
+    /// out, if any, is dropped after the lock is released (dropping a
+    /// store clears its memory, which must not hold up `take_warm`).
+    fn park(&mut self) {
+        let (Some(inner), Some(warm)) = (self.inner.upgrade(), self.warm.take()) else {
+            return;
+        };
+        let evicted = {
+            let mut pool = inner.warm.lock().unwrap_or_else(|p| p.into_inner());
+            pool.push(warm);
+            // The pool holds at most one instance per slot; the one idle
+            // longest (of whichever principal) makes room.
+            (pool.len() > inner.config.capacity.executions_in_flight as usize)
+                .then(|| pool.remove(0))
+        };
+        drop(evicted);
+    }
+}
+
+/// However a job ends (parked, failed, discarded, panicked, never sent),
+/// its permit is released and `settle` stops counting it.
+impl Drop for Reset {
+    fn drop(&mut self) {
+        drop(self.warm.take());
+        drop(self.permit.take());
+        if let Some(inner) = self.inner.upgrade() {
+            inner.resetting.send_modify(|n| *n -= 1);
+        }
+    }
 }
 
 struct QueuePlace<'a>(&'a AtomicU32);
