@@ -79,8 +79,9 @@ pub fn outcome(o: &Outcome, execution: &str, full: bool, kept: bool) -> CallTool
         structured["logs_truncated"] = json!(t);
     }
     let ms = o.stats.wall_us / 1000;
+    let calls = per_tool(o);
     if !o.trace.is_empty() {
-        structured["calls"] = summary(o, ms);
+        structured["calls"] = summary(o, &calls, ms);
     }
     if full {
         structured["trace"] = json!(o.trace);
@@ -134,7 +135,7 @@ pub fn outcome(o: &Outcome, execution: &str, full: bool, kept: bool) -> CallTool
     }
     if !o.trace.is_empty() {
         let n = o.trace.len();
-        let tools = per_tool(o)
+        let tools = calls
             .iter()
             .map(|(tool, statuses)| {
                 let s: Vec<String> = statuses.iter().map(|(st, c)| format!("{c} {st}")).collect();
@@ -212,10 +213,10 @@ fn per_tool(o: &Outcome) -> PerTool {
     out
 }
 
-fn summary(o: &Outcome, ms: u64) -> Value {
-    let by_tool: serde_json::Map<String, Value> = per_tool(o)
-        .into_iter()
-        .map(|(tool, statuses)| (tool, json!(statuses)))
+fn summary(o: &Outcome, calls: &PerTool, ms: u64) -> Value {
+    let by_tool: serde_json::Map<String, Value> = calls
+        .iter()
+        .map(|(tool, statuses)| (tool.clone(), json!(statuses)))
         .collect();
     json!({"count": o.trace.len(), "ms": ms, "by_tool": by_tool})
 }
