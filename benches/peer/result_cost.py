@@ -30,7 +30,11 @@ WORKLOADS = {
 
 
 async def measure(binary, runs):
-    state = tempfile.mkdtemp(prefix="airlock-cost-")
+    with tempfile.TemporaryDirectory(prefix="airlock-cost-") as state:
+        return await measure_in(binary, runs, state)
+
+
+async def measure_in(binary, runs, state):
     params = StdioServerParameters(
         command=binary,
         args=["serve", "--demo"],
