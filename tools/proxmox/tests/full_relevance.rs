@@ -7,8 +7,10 @@
 mod common;
 use common::schema_file;
 
-use airlock_gateway::{search::Query, Catalog, Tier};
-use airlock_proxmox::{apidata, full, tiers::TierRules};
+use std::sync::OnceLock;
+
+use airlock_gateway::{search::Query, Catalog, Tier, ToolSpec};
+use airlock_proxmox::{apidata, full, route::Route, tiers::TierRules};
 
 /// (query, the operations that answer it: `METHOD /path`).
 const CASES: &[(&str, &[&str])] = &[
@@ -1013,12 +1015,31 @@ fn queries_written_after_the_tuning_keep_their_level() {
     }
 }
 
+/// The generated tools with their routes, and the catalog built of them.
+type Full = (Vec<(ToolSpec, Route)>, Catalog);
+
+/// The full catalog of the real PVE 9.1 schema, generated once for every
+/// set of queries; `None` without the schema.
+fn full_catalog() -> Option<&'static Full> {
+    static FULL: OnceLock<Option<Full>> = OnceLock::new();
+    FULL.get_or_init(|| {
+        let path = schema_file()?;
+        let ops = apidata::parse_text(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let generated = full::generate(&ops, &TierRules::defaults(), "pve");
+        let (catalog, _) = Catalog::build(vec![(
+            "pve".into(),
+            generated.iter().map(|(s, _)| s.clone()).collect(),
+        )])
+        .unwrap();
+        Some((generated, catalog))
+    })
+    .as_ref()
+}
+
 /// Recall at 1 and 3 over `cases`, and what missed; `None` without the
 /// schema.
 fn recall(cases: &[(&str, &[&str])]) -> Option<(f64, f64, Vec<String>)> {
-    let path = schema_file()?;
-    let ops = apidata::parse_text(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let generated = full::generate(&ops, &TierRules::defaults(), "pve");
+    let (generated, catalog) = full_catalog()?;
     let endpoint = |name: &str| {
         generated
             .iter()
@@ -1026,11 +1047,6 @@ fn recall(cases: &[(&str, &[&str])]) -> Option<(f64, f64, Vec<String>)> {
             .map(|(_, r)| format!("{} {}", r.method, r.path))
             .unwrap()
     };
-    let (catalog, _) = Catalog::build(vec![(
-        "pve".into(),
-        generated.iter().map(|(s, _)| s.clone()).collect(),
-    )])
-    .unwrap();
     let (mut first, mut top3, mut misses) = (0, 0, Vec::new());
     for (query, wanted) in cases {
         for w in *wanted {
