@@ -144,7 +144,7 @@ pub fn outcome(o: &Outcome, execution: &str, full: bool, kept: bool) -> CallTool
             .collect::<Vec<_>>()
             .join("; ");
         // Where to look, when a call failed and the trace is not here.
-        let failed = o.trace.iter().any(|c| c.status != "ok");
+        let failed = calls.iter().any(|(_, s)| s.keys().any(|k| k != "ok"));
         let trace = if failed && !full && kept {
             format!("; trace: {}{execution}", super::resources::EXECUTION_PREFIX)
         } else {

@@ -147,8 +147,8 @@ fn size(trace: &[CallRecord]) -> usize {
             .sum::<usize>()
 }
 
-/// What `"trace": true` adds to a result, and what the resource answers.
-pub fn document(id: &str, trace: &[CallRecord], stats: &Stats) -> serde_json::Value {
+/// What the resource answers.
+fn document(id: &str, trace: &[CallRecord], stats: &Stats) -> serde_json::Value {
     json!({
         "execution": id,
         "trace": trace,
