@@ -18,4 +18,5 @@ pub mod serve;
 pub mod sessions;
 pub mod settings;
 pub mod shutdown;
+pub mod stdio;
 pub mod wiring;

@@ -35,7 +35,7 @@ pub async fn stdio(
             tracing::info!("stopped before a client started a session");
             return ExitCode::SUCCESS;
         }
-        s = AirlockServer::new(shared.clone(), identity).serve(rmcp::transport::stdio()) => s,
+        s = AirlockServer::new(shared.clone(), identity).serve(crate::stdio::transport()) => s,
     };
     let service = match started {
         Ok(s) => s,
