@@ -717,6 +717,24 @@ async fn resources_prompts_completion_and_log_messages() {
         .to_string();
     assert!(err.contains("`task`"), "names the missing argument: {err}");
 
+    // Before the client sets a level: no message for an execution that went
+    // well (its result says so), a warning for one that failed.
+    let r = call(&client, "execute", json!({"script": "1"})).await;
+    assert_eq!(structured(&r)["result"], 1, "{}", text(&r));
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": "throw new Error('no')"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    let first = tokio::time::timeout(std::time::Duration::from_secs(10), logs.recv())
+        .await
+        .expect("a log message for the failed execution")
+        .unwrap();
+    assert_eq!(first["level"], "warning", "{first}");
+    assert_eq!(first["data"]["outcome"], "RuntimeError", "{first}");
+
     // Debug level: every tool call is logged to the client, without its arguments.
     #[allow(deprecated)]
     client

@@ -1,8 +1,14 @@
 //! MCP logging for one session: what this session's executions do, sent to
 //! the client as `notifications/message` at or above the level it chose
-//! with `logging/setLevel` (`info` until it chooses), and always to
-//! `tracing`. Messages name tools, codes and counts, never arguments or
-//! results, so nothing a tool was given or returned leaks into a log.
+//! with `logging/setLevel`, and always to `tracing`. Messages name tools,
+//! codes and counts, never arguments or results, so nothing a tool was
+//! given or returned leaks into a log.
+//!
+//! Until the client chooses, it gets `notice` and above: approvals asked,
+//! refusals, failed executions. The line for each execution that went well
+//! is `info`, because the result already says as much and a message per
+//! `execute` costs every client a parse (with the Python SDK, about as
+//! much as the whole `1+1` answer; docs/PERFORMANCE.md).
 
 // MCP logging is deprecated from protocol 2026-07-28 on (SEP-2577), but the
 // clients in use today read it; rmcp marks its types accordingly.
@@ -30,7 +36,7 @@ pub struct SessionLog {
 impl Default for SessionLog {
     fn default() -> Self {
         Self {
-            min: Arc::new(AtomicU8::new(rank(LoggingLevel::Info))),
+            min: Arc::new(AtomicU8::new(rank(LoggingLevel::Notice))),
         }
     }
 }
@@ -106,6 +112,8 @@ mod tests {
     #[test]
     fn the_chosen_level_filters() {
         let log = SessionLog::default();
+        assert!(log.wants(Level::Notice) && !log.wants(Level::Info));
+        log.set(LoggingLevel::Info);
         assert!(log.wants(Level::Info) && !log.wants(Level::Debug));
         log.set(LoggingLevel::Warning);
         assert!(!log.wants(Level::Notice) && log.wants(Level::Warning));
