@@ -14,6 +14,19 @@ pub struct Summary {
     pub p99_us: f64,
     pub max_us: f64,
     pub mean_us: f64,
+    /// In `reuse` mode, the share of executions that found an instance
+    /// ready for them (the rest started a fresh one): what reuse's numbers
+    /// are numbers of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm_share: Option<f64>,
+}
+
+/// One timed execution.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    pub took: Duration,
+    /// It ran on a reused instance.
+    pub warm: bool,
 }
 
 impl Summary {
@@ -38,6 +51,18 @@ impl Summary {
             } else {
                 us.iter().sum::<f64>() / us.len() as f64
             },
+            warm_share: None,
+        }
+    }
+
+    /// The summary of `runs`, with their warm share when `reuse` says the
+    /// sandbox reuses instances.
+    pub fn of_runs(runs: &[Run], reuse: bool) -> Summary {
+        let took: Vec<Duration> = runs.iter().map(|r| r.took).collect();
+        let warm = runs.iter().filter(|r| r.warm).count();
+        Summary {
+            warm_share: (reuse && !runs.is_empty()).then(|| warm as f64 / runs.len() as f64),
+            ..Summary::of(&took)
         }
     }
 }
@@ -96,6 +121,14 @@ mod tests {
         let one = Summary::of(&[Duration::from_micros(7)]);
         assert_eq!((one.p50_us, one.p99_us), (7.0, 7.0));
         assert_eq!(Summary::of(&[]).count, 0);
+        let run = |us, warm| Run {
+            took: Duration::from_micros(us),
+            warm,
+        };
+        let runs = [run(10, true), run(20, false), run(30, false), run(40, true)];
+        assert_eq!(Summary::of_runs(&runs, true).warm_share, Some(0.5));
+        assert_eq!(Summary::of_runs(&runs, false).warm_share, None);
+        assert_eq!(Summary::of_runs(&runs, true).p50_us, 20.0);
     }
 
     #[test]

@@ -100,8 +100,10 @@ async fn measure_all(args: &BenchArgs) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     for &mode in &args.modes {
         let sandbox = Arc::new(workloads::sandbox(mode, 64, args.reuse_runs.max(1)).await?);
+        // Reuse runs each workload twice: back to back, then paced.
+        let passes = if mode == Mode::Reuse { 2 } else { 1 };
         let b = bar(
-            runs * airlock_benches::WORKLOADS.len(),
+            passes * runs * airlock_benches::WORKLOADS.len(),
             &format!("{mode}: latency workloads"),
         );
         rows.extend(workloads::latencies(&sandbox, mode, runs, &b).await?);
@@ -194,11 +196,14 @@ fn print_table(rows: &[Row]) {
         let lead = format!("{:<28} {:<11} {:<36}", r.workload, r.mode, r.host);
         match &r.value {
             Value::Latency(s) => println!(
-                "{lead} {:>9} {:>9} {:>9} {:>9}",
+                "{lead} {:>9} {:>9} {:>9} {:>9}{}",
                 ms(s.p50_us),
                 ms(s.p95_us),
                 ms(s.p99_us),
-                ms(s.max_us)
+                ms(s.max_us),
+                s.warm_share
+                    .map(|w| format!("   warm {:.0}%", w * 100.0))
+                    .unwrap_or_default()
             ),
             Value::Throughput { per_second, .. } => {
                 println!("{lead} {:>9.0} executions/s", per_second)

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use indicatif::ProgressBar;
 use serde_json::Value as Json;
 
-use super::measure::{rss_bytes, Row, Summary, Value};
+use super::measure::{rss_bytes, Row, Run, Summary, Value};
 use crate::{demo, execution::Execution, run::DEMO_SCRIPT, wiring};
 
 pub const ECHO: &str = "in-process echo";
@@ -54,12 +54,15 @@ async fn timed(
     script: &str,
     host: &dyn ToolHost,
     limits: &Limits,
-) -> Result<Duration, String> {
+) -> Result<Run, String> {
     let t0 = Instant::now();
     let o = sandbox.execute(script, limits, host).await;
     let took = t0.elapsed();
     match o.error() {
-        None => Ok(took),
+        None => Ok(Run {
+            took,
+            warm: o.stats.instance_uses > 1,
+        }),
         Some(e) => Err(format!("the workload failed: {e}")),
     }
 }
@@ -67,8 +70,9 @@ async fn timed(
 /// `warmup` untimed runs (the first ones fill pools and caches), then
 /// `runs` timed ones, one after another.
 async fn sequential(
-    mut run: impl AsyncFnMut() -> Result<Duration, String>,
+    mut run: impl AsyncFnMut() -> Result<Run, String>,
     (warmup, runs): (usize, usize),
+    reuse: bool,
     bar: &ProgressBar,
 ) -> Result<Summary, String> {
     for _ in 0..warmup {
@@ -79,11 +83,15 @@ async fn sequential(
         samples.push(run().await?);
         bar.inc(1);
     }
-    Ok(Summary::of(&samples))
+    Ok(Summary::of_runs(&samples, reuse))
 }
 
 /// `1+1`, one call, ten sequential, ten under Promise.all: `runs` each,
-/// one after another.
+/// one after another. In `reuse` mode each also runs paced (mode
+/// `reuse-paced`): the next execution starts once the last one's instance
+/// has its new realm, as when an agent's calls are a model's turn apart.
+/// Back to back, the realm builds fall behind and most executions start a
+/// fresh instance instead (the rows' warm share).
 pub async fn latencies(
     sandbox: &Sandbox,
     mode: Mode,
@@ -96,10 +104,31 @@ pub async fn latencies(
         let s = sequential(
             async || timed(sandbox, script, &EchoHost, &limits).await,
             (runs.min(20), runs),
+            mode == Mode::Reuse,
             bar,
         )
         .await?;
         rows.push(row(name, mode, ECHO, Value::Latency(s)));
+    }
+    if mode == Mode::Reuse {
+        for (name, script) in WORKLOADS {
+            let s = sequential(
+                async || {
+                    sandbox.settle().await;
+                    timed(sandbox, script, &EchoHost, &limits).await
+                },
+                (runs.min(20), runs),
+                true,
+                bar,
+            )
+            .await?;
+            rows.push(Row {
+                workload: (*name).into(),
+                mode: "reuse-paced".into(),
+                host: ECHO.into(),
+                value: Value::Latency(s),
+            });
+        }
     }
     Ok(rows)
 }
@@ -127,7 +156,7 @@ pub async fn concurrent(
         &format!("{k}_concurrent_one_call"),
         mode,
         ECHO,
-        Value::Latency(Summary::of(&samples)),
+        Value::Latency(Summary::of_runs(&samples, mode == Mode::Reuse)),
     ))
 }
 
@@ -265,11 +294,15 @@ pub async fn fleet_report(
             let (outcome, _) = execution.run(sandbox, DEMO_SCRIPT, &limits, &tools).await;
             let took = t0.elapsed();
             match outcome.error() {
-                None => Ok(took),
+                None => Ok(Run {
+                    took,
+                    warm: outcome.stats.instance_uses > 1,
+                }),
                 Some(e) => Err(format!("the workload failed: {e}")),
             }
         },
         (runs.min(10), runs),
+        mode == Mode::Reuse,
         bar,
     )
     .await?;
@@ -385,6 +418,7 @@ pub async fn fuel_cost(runs: usize, bar: &ProgressBar) -> Result<Vec<Row>, Strin
             let s = sequential(
                 async || timed(&sandbox, script, &EchoHost, &limits).await,
                 (1, runs),
+                false,
                 bar,
             )
             .await?;
