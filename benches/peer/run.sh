@@ -1,9 +1,15 @@
 #!/bin/sh
-# Airlock and ProxmoxMCP-Plus side by side over stdio (see compare.py).
-# Needs Python 3.11+ and PyPI access; builds Airlock, makes a venv in
-# target/peer-venv with the pinned packages, runs the comparison twice
-# (as the SDK ships, and without its client-side output-schema check) and
-# writes target/peer/*.json.
+# Airlock and ProxmoxMCP-Plus side by side over stdio. Needs Python 3.11+
+# and PyPI access; builds Airlock, makes a venv in target/peer-venv with
+# the pinned packages and writes target/peer/*:
+# - same-cluster.json: both against one `airlock sim`, values checked
+#   (same_cluster.py);
+# - as-shipped.json, no-output-validation.json: dispatch overhead against
+#   ProxmoxMCP-Plus's stub tool, with and without the Python SDK's
+#   output-schema check (compare.py);
+# - result-cost.jsonl: what a result costs an agent (result_cost.py);
+# - ts-cost.jsonl: what an output schema costs the TypeScript SDK
+#   (ts_cost.cjs; only where npm is on PATH).
 #
 #   benches/peer/run.sh [ROUNDS]        # default 100
 set -eu
@@ -22,9 +28,15 @@ fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
 mkdir -p "$target/peer"
 cd "$target/peer"
+"$venv/bin/python" "$here/same_cluster.py" --airlock "$target/release/airlock" --python "$venv/bin/python" \
+    --rounds "$rounds" --json "$target/peer/same-cluster.json"
 "$venv/bin/python" "$here/compare.py" --airlock "$target/release/airlock" --python "$venv/bin/python" \
     --rounds "$rounds" --json "$target/peer/as-shipped.json"
 "$venv/bin/python" "$here/compare.py" --airlock "$target/release/airlock" --python "$venv/bin/python" \
     --rounds "$rounds" --skip-output-validation --json "$target/peer/no-output-validation.json"
 # What a result costs an agent (bytes, and `1+1` against a ping).
 "$venv/bin/python" "$here/result_cost.py" "$target/release/airlock" > "$target/peer/result-cost.jsonl"
+if command -v npm >/dev/null 2>&1; then
+    "$root/mcp-clients/install.sh" "$target/mcp-clients"
+    AIRLOCK_MCP_CLIENTS="$target/mcp-clients" node "$here/ts_cost.cjs" "$target/release/airlock" > "$target/peer/ts-cost.jsonl"
+fi
