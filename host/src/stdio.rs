@@ -9,10 +9,13 @@
 //! cores, 10 context switches and 0.10 ms of CPU per ping (see
 //! docs/PERFORMANCE.md). A pipe in non-blocking mode needs none of them.
 //!
-//! Anything else (a file, a terminal) keeps tokio's blocking reads and
-//! writes. So does stdout when stderr is the same pipe: non-blocking mode
-//! belongs to the pipe's open file, which stderr would then share, and a
-//! diagnostic written to a full pipe must wait, not fail.
+//! The pipes are opened anew through /proc/self/fd (Linux), so the
+//! non-blocking mode belongs to Airlock's own open file and never to the
+//! one it shares with stderr, a parent shell or the next program on the
+//! pipe. Anything else (a file, a terminal, a socket, no /proc) keeps
+//! tokio's blocking reads and writes, on descriptors left as they were.
+
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 
 use tokio::net::unix::pipe;
 use tokio_util::either::Either;
@@ -24,38 +27,32 @@ pub type Output = Either<pipe::Sender, tokio::io::Stdout>;
 
 /// Stdin and stdout for the MCP transport, as pipes where they are pipes.
 pub fn transport() -> (Input, Output) {
-    (input(), output())
+    let input = match reopen(0, false) {
+        Some(file) => pipe::Receiver::from_file(file).ok(),
+        None => None,
+    };
+    let output = match reopen(1, true) {
+        Some(file) => pipe::Sender::from_file(file).ok(),
+        None => None,
+    };
+    (
+        input.map_or_else(|| Either::Right(tokio::io::stdin()), Either::Left),
+        output.map_or_else(|| Either::Right(tokio::io::stdout()), Either::Left),
+    )
 }
 
-fn input() -> Input {
-    match dup(&std::io::stdin()).and_then(pipe::Receiver::from_file) {
-        Ok(pipe) => Either::Left(pipe),
-        Err(_) => Either::Right(tokio::io::stdin()),
+/// Descriptor `fd` opened again as a new open file, non-blocking, when it
+/// is a pipe. Opening the write end fails (ENXIO) when nobody reads it;
+/// the caller then keeps the standard handle.
+fn reopen(fd: u32, write: bool) -> Option<std::fs::File> {
+    let path = format!("/proc/self/fd/{fd}");
+    if !std::fs::metadata(&path).ok()?.file_type().is_fifo() {
+        return None;
     }
-}
-
-fn output() -> Output {
-    if stderr_shares_stdout() {
-        return Either::Right(tokio::io::stdout());
-    }
-    match dup(&std::io::stdout()).and_then(pipe::Sender::from_file) {
-        Ok(pipe) => Either::Left(pipe),
-        Err(_) => Either::Right(tokio::io::stdout()),
-    }
-}
-
-/// A second descriptor for the same open file, as a `File` tokio can own
-/// (the standard handles stay open for anything else that uses them).
-fn dup(fd: &impl std::os::fd::AsFd) -> std::io::Result<std::fs::File> {
-    Ok(std::fs::File::from(fd.as_fd().try_clone_to_owned()?))
-}
-
-fn stderr_shares_stdout() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let meta = |fd: &dyn std::os::fd::AsFd| dup(&fd.as_fd()).and_then(|f| f.metadata());
-    match (meta(&std::io::stdout()), meta(&std::io::stderr())) {
-        (Ok(out), Ok(err)) => out.dev() == err.dev() && out.ino() == err.ino(),
-        // Unknown: assume shared, and keep the blocking writes.
-        _ => true,
-    }
+    std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .ok()
 }

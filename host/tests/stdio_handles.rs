@@ -1,8 +1,10 @@
-//! `airlock serve` on standard handles that are not the usual pair of
-//! pipes: a socket for stdin and stdout (as inetd or a socket-activated
-//! unit hands them over), and stdout on the same pipe as stderr. Pipes go
-//! through the reactor (`host/src/stdio.rs`); these fall back to tokio's
-//! blocking handles and must serve all the same.
+//! `airlock serve` on its standard handles: pipes are opened again as
+//! non-blocking files of the server's own and go through the reactor
+//! (`host/src/stdio.rs`), leaving descriptors 0, 1 and 2 as they were
+//! (their open files may be shared with other programs); a socket for
+//! stdin and stdout (as inetd or a socket-activated unit hands them over)
+//! keeps tokio's blocking handles; stdout on the same pipe as stderr
+//! serves all the same.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -73,9 +75,9 @@ fn check(answers: &[Value]) {
     );
 }
 
-/// Whether the server's descriptor `fd` is in non-blocking mode, that is
-/// whether it went to the reactor (Linux: /proc/PID/fdinfo).
-fn nonblocking(child: &Child, fd: u32) -> bool {
+/// Whether the server's descriptor `fd` is in non-blocking mode (Linux:
+/// /proc/PID/fdinfo).
+fn nonblocking(child: &Child, fd: &str) -> bool {
     let info = std::fs::read_to_string(format!("/proc/{}/fdinfo/{fd}", child.id())).unwrap();
     let flags = info
         .lines()
@@ -83,6 +85,26 @@ fn nonblocking(child: &Child, fd: u32) -> bool {
         .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
         .unwrap();
     flags & 0o4000 != 0
+}
+
+/// Whether the server holds, besides descriptors 0–2, a non-blocking
+/// descriptor of the same pipe or socket as its descriptor `of`: the one
+/// the reactor drives.
+fn reactor_has(child: &Child, of: u32) -> bool {
+    let dir = format!("/proc/{}/fd", child.id());
+    let target = std::fs::read_link(format!("{dir}/{of}")).unwrap();
+    std::fs::read_dir(&dir).unwrap().any(|e| {
+        let e = e.unwrap();
+        let fd = e.file_name().into_string().unwrap();
+        !["0", "1", "2"].contains(&fd.as_str())
+            && std::fs::read_link(e.path()).is_ok_and(|t| t == target)
+            && nonblocking(child, &fd)
+    })
+}
+
+/// Descriptors 0, 1 and 2 are as the server was given them: blocking.
+fn standard_handles_untouched(child: &Child) -> bool {
+    ["0", "1", "2"].iter().all(|fd| !nonblocking(child, fd))
 }
 
 fn finish(mut child: Child) {
@@ -107,7 +129,8 @@ fn a_socket_for_stdin_and_stdout_serves() {
         .unwrap();
     let answers = converse(&mut ours.try_clone().unwrap(), ours.try_clone().unwrap());
     check(&answers);
-    assert!(!nonblocking(&child, 0) && !nonblocking(&child, 1));
+    assert!(standard_handles_untouched(&child));
+    assert!(!reactor_has(&child, 0), "a socket is not a pipe");
     ours.shutdown(std::net::Shutdown::Write).unwrap();
     finish(child);
 }
@@ -125,8 +148,10 @@ fn stdout_sharing_a_pipe_with_stderr_serves() {
     let mut stdin = child.stdin.take().unwrap();
     let answers = converse(&mut stdin, &reader);
     check(&answers);
-    // Stdin, a pipe of its own, went to the reactor; stdout stayed blocking.
-    assert!(nonblocking(&child, 0) && !nonblocking(&child, 1));
+    // Both pipes went to the reactor through files of the server's own;
+    // stderr, on the stdout pipe, stayed blocking.
+    assert!(reactor_has(&child, 0) && reactor_has(&child, 1));
+    assert!(standard_handles_untouched(&child));
     // Closing stdin ends the session; read what the server still writes
     // (its last diagnostics) until it exits.
     drop(stdin);
@@ -147,7 +172,8 @@ fn pipes_of_their_own_go_to_the_reactor() {
     let mut stdin = child.stdin.take().unwrap();
     let answers = converse(&mut stdin, child.stdout.take().unwrap());
     check(&answers);
-    assert!(nonblocking(&child, 0) && nonblocking(&child, 1));
+    assert!(reactor_has(&child, 0) && reactor_has(&child, 1));
+    assert!(standard_handles_untouched(&child));
     drop(stdin);
     finish(child);
 }

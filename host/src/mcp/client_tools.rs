@@ -124,9 +124,19 @@ impl ClientTools {
             let _ = self.peer.notify_progress(p).await;
         }
         let code = outcome.err().map(CallError::code).unwrap_or("ok");
+        // Refusals by Airlock's own controls and state it cannot reach are
+        // for whoever watches the session even when the script recovers;
+        // an agent's own mistakes and the backend's answers reach the
+        // script, which decides.
         let level = match code {
             "ok" => Level::Debug,
-            "policy_denied" => Level::Warning,
+            "policy_denied"
+            | "rate_limited"
+            | "approval_limit"
+            | "approval_too_large"
+            | "audit_unavailable"
+            | "approval_unavailable"
+            | "rate_unavailable" => Level::Warning,
             "approval_required" => Level::Notice,
             _ => Level::Info,
         };
