@@ -45,6 +45,13 @@ pub struct BenchArgs {
     /// Sandboxes kept alive at once for the memory measurement.
     #[arg(long, default_value_t = 100)]
     pub alive: usize,
+    /// Executions per data-work workload (sorting, grouping, JSON, regex:
+    /// the guest's own speed), in fresh mode.
+    #[arg(long, default_value_t = 10)]
+    pub compute_runs: usize,
+    /// Measure only the data-work workloads (to compare guest builds).
+    #[arg(long)]
+    pub compute_only: bool,
 }
 
 fn bar(len: usize, what: &str) -> ProgressBar {
@@ -98,6 +105,15 @@ async fn measure_all(args: &BenchArgs) -> Result<Vec<Row>, String> {
     }
     let runs = args.runs;
     let mut rows = Vec::new();
+    {
+        let n = args.compute_runs.max(1);
+        let b = bar(n * airlock_benches::COMPUTE.len(), "data work in the guest");
+        rows.extend(workloads::compute(n, &b).await?);
+        b.finish_and_clear();
+    }
+    if args.compute_only {
+        return Ok(rows);
+    }
     for &mode in &args.modes {
         let sandbox = Arc::new(workloads::sandbox(mode, 64, args.reuse_runs.max(1)).await?);
         // Reuse runs each workload twice: back to back, then paced.

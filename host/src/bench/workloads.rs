@@ -133,6 +133,41 @@ pub async fn latencies(
     Ok(rows)
 }
 
+/// The data-work workloads (`airlock_benches::COMPUTE`), fresh, one after
+/// another; each run's value is checked, so a faster guest that computes
+/// something else fails the bench instead of winning it.
+pub async fn compute(runs: usize, bar: &ProgressBar) -> Result<Vec<Row>, String> {
+    let sandbox = sandbox(Mode::Fresh, 2, 1).await?;
+    let limits = Limits::default();
+    let mut rows = Vec::new();
+    for (name, script, expected) in airlock_benches::COMPUTE {
+        let want: Json = serde_json::from_str(expected).map_err(|e| e.to_string())?;
+        let s = sequential(
+            async || {
+                let t0 = Instant::now();
+                let o = sandbox.execute(script, &limits, &EchoHost).await;
+                let took = t0.elapsed();
+                match &o.result {
+                    Ok(v) if *v == want => Ok(Run { took, warm: false }),
+                    Ok(v) => Err(format!("{name} answered {v}, expected {want}")),
+                    Err(e) => Err(format!("{name} failed: {e}")),
+                }
+            },
+            (1, runs),
+            false,
+            bar,
+        )
+        .await?;
+        rows.push(Row {
+            workload: (*name).into(),
+            mode: Mode::Fresh.to_string(),
+            host: "none (data work in the guest)".into(),
+            value: Value::Latency(s),
+        });
+    }
+    Ok(rows)
+}
+
 /// `k` executions of `one_call` started at once, `rounds` times; the
 /// latency of each execution.
 pub async fn concurrent(
