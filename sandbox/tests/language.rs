@@ -408,3 +408,55 @@ async fn date_and_math_random_work() {
     .await;
     assert_eq!(ok(&o), &json!([true, true, true]));
 }
+
+/// `JSON.parse` is the guest's own when there is no reviver (built from
+/// serde_json's parse; boa parsed the text a second time as JavaScript):
+/// it must give exactly what the language's `JSON.parse` gives.
+#[tokio::test]
+async fn json_parse_gives_what_the_language_does() {
+    let script = r#"
+        const p = JSON.parse;
+        const o = p('{"a": [1, 2.5, -3, true, null, "x\\u00e9\\n"], "b": {"c": {}}, "a2": []}');
+        const dup = p('{"k": 1, "j": 2, "k": 3}');
+        const proto = p('{"__proto__": {"polluted": 1}}');
+        const big = p('[9007199254740993, 18446744073709551615, 1e308, 5e-324, 0.1, 2147483648, -2147483649]');
+        let bad = null;
+        try { p('{"a": 1,}') } catch (e) { bad = [e instanceof SyntaxError, e.message.length > 0] }
+        let inf = null;
+        try { p('1e400') } catch (e) { inf = e instanceof SyntaxError }
+        const revived = p('{"a": 1, "b": [2]}', (k, v) => typeof v === 'number' ? v * 10 : v);
+        ({
+            o,
+            same: JSON.stringify(o) === JSON.stringify(eval('(' + '{"a": [1, 2.5, -3, true, null, "x\\u00e9\\n"], "b": {"c": {}}, "a2": []}' + ')')),
+            dup: [Object.keys(dup), dup.k],
+            proto: [Object.getPrototypeOf(proto) === Object.prototype, Object.keys(proto), ({}).polluted === undefined],
+            negzero: Object.is(p('-0'), -0),
+            big: big.map(String),
+            exact: big[4] === 0.1 && big[3] === 5e-324 && big[2] === 1e308,
+            arrays: Array.isArray(o.a) && o.a.length === 6,
+            scalars: [p('"s"'), p(' 7 '), p('null'), p('false')],
+            bad,
+            inf,
+            revived,
+            shape: [p.name, p.length, Object.getOwnPropertyDescriptor(JSON, 'parse').enumerable],
+        })
+    "#;
+    assert_eq!(
+        ok(&run(script).await),
+        &json!({
+            "o": {"a": [1, 2.5, -3, true, null, "x\u{e9}\n"], "b": {"c": {}}, "a2": []},
+            "same": true,
+            "dup": [["k", "j"], 3],
+            "proto": [true, ["__proto__"], true],
+            "negzero": true,
+            "big": ["9007199254740992", "18446744073709552000", "1e+308", "5e-324", "0.1", "2147483648", "-2147483649"],
+            "exact": true,
+            "arrays": true,
+            "scalars": ["s", 7, null, false],
+            "bad": [true, true],
+            "inf": true,
+            "revived": {"a": 10, "b": [20]},
+            "shape": ["parse", 2, false],
+        })
+    );
+}

@@ -4,6 +4,7 @@
 
 mod host;
 mod json;
+mod json_parse;
 mod realm;
 mod run;
 mod script;
