@@ -35,48 +35,40 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Data work a script does inside the sandbox (issue 19): name, script,
-/// and the value it must end with, so a faster engine that computes
+/// Data work a script does inside the sandbox (issue 19): name, script
+/// (`benches/compute/NAME.js`, where `benches/profile/profile.sh` finds it
+/// too), and the value it must end with, so a faster engine that computes
 /// something else does not count. The same work in Python for
 /// ProxmoxMCP-Plus's Monty is in `benches/peer/compute.py`.
 pub const COMPUTE: &[(&str, &str, &str)] = &[
     (
         "calls_300k",
-        "const f = (x) => x + 1; let s = 0; for (let i = 0; i < 300000; i++) s = f(s); s",
+        include_str!("../compute/calls_300k.js"),
         "300000",
     ),
     (
         "sort_20k_comparator",
-        "const a = []; let x = 12345;
-         for (let i = 0; i < 20000; i++) { x = (x * 1103515245 + 12345) % 2147483648; a.push(x); }
-         a.sort((p, q) => p - q); a[0] + a[19999]",
+        include_str!("../compute/sort_20k_comparator.js"),
         "2147490816",
     ),
     (
         "group_5k_by_key",
-        "const rows = [];
-         for (let i = 0; i < 5000; i++) rows.push({ id: i, node: 'pve' + (i % 7), status: i % 3 ? 'running' : 'stopped', mem: i * 1024 });
-         const g = {}; for (const r of rows) { (g[r.node] ||= []).push(r); }
-         Object.keys(g).map((k) => g[k].length)",
+        include_str!("../compute/group_5k_by_key.js"),
         "[715,715,714,714,714,714,714]",
     ),
     (
         "json_1k_rows_round_trip",
-        "const rows = [];
-         for (let i = 0; i < 1000; i++) rows.push({ id: i, name: 'vm-' + i, node: 'pve' + (i % 3), tags: ['a', 'b'], mem: i * 1048576, running: i % 2 == 0 });
-         JSON.parse(JSON.stringify(rows)).length",
+        include_str!("../compute/json_1k_rows_round_trip.js"),
         "1000",
     ),
     (
         "concat_50k_pieces",
-        "let s = ''; for (let i = 0; i < 50000; i++) s += 'x' + (i % 10); s.length",
+        include_str!("../compute/concat_50k_pieces.js"),
         "100000",
     ),
     (
         "regex_10k_lines",
-        "const lines = [];
-         for (let i = 0; i < 10000; i++) lines.push(`2026-12-01T10:${String(i % 60).padStart(2, '0')}:00Z pve${i % 3} ${i % 17 == 0 ? 'ERROR' : 'INFO'} task ${i} finished in ${i % 100} ms`);
-         lines.filter((l) => /ERROR .* finished in \\d+ ms/.test(l)).length",
+        include_str!("../compute/regex_10k_lines.js"),
         "589",
     ),
 ];
