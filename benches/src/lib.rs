@@ -49,7 +49,7 @@ pub const COMPUTE: &[(&str, &str, &str)] = &[
     (
         "sort_20k_comparator",
         include_str!("../compute/sort_20k_comparator.js"),
-        "2147490816",
+        "2147699569",
     ),
     (
         "group_5k_by_key",
