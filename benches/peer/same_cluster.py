@@ -49,6 +49,7 @@ from pathlib import Path
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+import compare
 from compare import pct
 
 PMP_CACHE_S = 5.0
@@ -200,9 +201,9 @@ def start_sim(airlock, scratch):
     return proc, sim_dir, port, ca
 
 
-class Server:
-    def __init__(self, name, mode, params, tool, arg):
-        self.name, self.mode, self.params, self.tool, self.arg = name, mode, params, tool, arg
+class Server(compare.Server):
+    """compare.py's server under test, whose execute also hands back the
+    value, to be checked."""
 
     async def execute(self, session, script):
         """Time one execute and return (seconds, value, result)."""
