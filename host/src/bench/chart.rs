@@ -16,6 +16,7 @@ fn colour(mode: &str) -> &'static str {
     match mode {
         "fresh" => "#2b6cb0",
         "reuse" => "#c05621",
+        "reuse-paced" => "#d69e2e",
         _ => "#4a5568",
     }
 }
@@ -53,8 +54,8 @@ pub fn latency_svg(rows: &[Row]) -> String {
         svg,
         r##"<text x="10" y="20" font-size="14">Latency per execution: bar to p50, line to p99 (log scale, ms)</text>"##
     );
-    for (i, mode) in ["fresh", "reuse"].iter().enumerate() {
-        let lx = 10.0 + i as f64 * 80.0;
+    for (i, mode) in ["fresh", "reuse", "reuse-paced"].iter().enumerate() {
+        let lx = 10.0 + i as f64 * 90.0;
         let _ = write!(
             svg,
             r#"<rect x="{lx}" y="30" width="12" height="12" fill="{}"/><text x="{}" y="40">{mode}</text>"#,
