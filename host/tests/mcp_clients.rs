@@ -22,9 +22,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_airlock");
 struct Clients {
     modules: PathBuf,
     node: PathBuf,
-    /// A scratch directory: the Inspector keeps a catalog of servers and
-    /// must not write into the user's home.
-    scratch: tempfile::TempDir,
 }
 
 fn repo() -> PathBuf {
@@ -82,21 +79,23 @@ fn install() -> Option<Clients> {
         );
         PathBuf::from("node")
     };
-    Some(Clients {
-        modules,
-        node,
-        scratch: tempfile::tempdir().unwrap(),
-    })
+    Some(Clients { modules, node })
 }
 
 impl Clients {
+    /// Runs a client in a scratch directory of its own, which is also its
+    /// HOME (the Inspector keeps a catalog of servers and must not write
+    /// into the user's home) and is removed when the client is done. (A
+    /// directory held by the shared `Clients` would never be removed: a
+    /// static is never dropped.)
     fn run(&self, script: &str, args: &[&str]) -> Output {
+        let scratch = tempfile::tempdir().unwrap();
         Command::new(&self.node)
             .arg(self.modules.join(script))
             .args(args)
-            .current_dir(self.scratch.path())
-            .env("HOME", self.scratch.path())
-            .env("MCP_CATALOG_PATH", self.scratch.path().join("mcp.json"))
+            .current_dir(scratch.path())
+            .env("HOME", scratch.path())
+            .env("MCP_CATALOG_PATH", scratch.path().join("mcp.json"))
             .env_remove("AIRLOCK_CONFIG")
             .output()
             .unwrap()
