@@ -69,25 +69,36 @@ def airlock(binary, mode, scratch):
     return Server("airlock", mode, params, "execute", "script")
 
 
-def pmp(python, mode, scratch):
+def pmp_server(python, mode, scratch, args, settings, env=None):
+    """ProxmoxMCP-Plus in code mode on stdio, fresh or pooled workers:
+    `settings` (its `proxmox`, `auth`, ...) on top of what every run here
+    shares, `env` on top of this process's environment."""
     config = Path(scratch) / f"pmp-{mode}.json"
     config.write_text(json.dumps({
-        # Nothing listens there: the stub tool never contacts Proxmox.
-        "proxmox": {"host": "127.0.0.1", "port": 9, "verify_ssl": False},
-        "auth": {"user": "root@pam", "token_name": "bench", "token_value": "unused"},
-        "security": {"dev_mode": True},
+        **settings,
         "logging": {"level": "ERROR"},
-        "jobs": {"sqlite_path": str(Path(scratch) / f"jobs-{mode}.sqlite3")},
+        "jobs": {"sqlite_path": str(Path(scratch) / f"pmp-jobs-{mode}.sqlite3")},
         "mcp": {"transport": "STDIO", "code_mode": True, "code_mode_pool_reuse": mode == "reuse"},
     }))
     env = dict(
         os.environ,
+        **(env or {}),
         PROXMOX_MCP_CONFIG=str(config),
         MCP_CODE_MODE_POOL_REUSE="1" if mode == "reuse" else "0",
         NO_PROXY="127.0.0.1",
     )
-    params = StdioServerParameters(command=str(python), args=[str(HERE / "pmp_launcher.py")], env=env)
+    params = StdioServerParameters(command=str(python), args=args, env=env)
     return Server("proxmox-mcp-plus", mode, params, "proxmox_code_execute", "code")
+
+
+def pmp(python, mode, scratch):
+    """With the stub `echo` tool (pmp_launcher.py) and no cluster."""
+    return pmp_server(python, mode, scratch, [str(HERE / "pmp_launcher.py")], {
+        # Nothing listens there: the stub tool never contacts Proxmox.
+        "proxmox": {"host": "127.0.0.1", "port": 9, "verify_ssl": False},
+        "auth": {"user": "root@pam", "token_name": "bench", "token_value": "unused"},
+        "security": {"dev_mode": True},
+    })
 
 
 def pct(xs, p):

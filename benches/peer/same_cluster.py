@@ -236,24 +236,11 @@ def pmp_server(python, mode, scratch, sim_dir, port, ca):
     token = (sim_dir / "tokens" / "rita.token").read_text().strip()
     user, rest = token.split("!", 1)
     token_name, secret = rest.split("=", 1)
-    config = Path(scratch) / f"pmp-{mode}.json"
-    config.write_text(json.dumps({
+    server = compare.pmp_server(python, mode, scratch, ["-m", "proxmox_mcp.server"], {
         "proxmox": {"host": "127.0.0.1", "port": port, "verify_ssl": True},
         "auth": {"user": user, "token_name": token_name, "token_value": secret},
-        "logging": {"level": "ERROR"},
-        "jobs": {"sqlite_path": str(Path(scratch) / f"pmp-jobs-{mode}.sqlite3")},
-        "mcp": {"transport": "STDIO", "code_mode": True, "code_mode_pool_reuse": mode == "reuse"},
-    }))
-    env = dict(
-        os.environ,
-        PROXMOX_MCP_CONFIG=str(config),
-        REQUESTS_CA_BUNDLE=str(ca),
-        MCP_CODE_MODE="1",
-        MCP_CODE_MODE_POOL_REUSE="1" if mode == "reuse" else "0",
-        NO_PROXY="127.0.0.1",
-    )
-    params = StdioServerParameters(command=str(python), args=["-m", "proxmox_mcp.server"], env=env)
-    return Server("proxmox-mcp-plus", mode, params, "proxmox_code_execute", "code")
+    }, env={"REQUESTS_CA_BUNDLE": str(ca), "MCP_CODE_MODE": "1"})
+    return Server(server.name, server.mode, server.params, server.tool, server.arg)
 
 
 def size(model):
