@@ -9,6 +9,7 @@ use airlock_gateway::{
     approval::{ApprovalError, Request, Status},
     audit,
     keys::{self, EnrollmentFile, KeyStore},
+    plan,
     state::State,
     visible::visible,
 };
@@ -33,9 +34,9 @@ pub enum ApprovalAction {
         #[arg(long)]
         ids: bool,
     },
-    /// Allow the one call each request describes.
+    /// Allow the one call, or the one plan's changes, each request describes.
     Approve {
-        /// Request ids (`ap-…`), one or more.
+        /// Request ids (`ap-…`, or a plan's `pl-…`), one or more.
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
         /// Who decided (recorded with the request).
@@ -44,7 +45,7 @@ pub enum ApprovalAction {
     },
     /// Refuse them.
     Deny {
-        /// Request ids (`ap-…`), one or more.
+        /// Request ids (`ap-…`, or a plan's `pl-…`), one or more.
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
         /// Who decided (recorded with the request).
@@ -166,6 +167,19 @@ fn state(file: &ConfigFile) -> Result<State, String> {
 /// from an older version, or written by hand, from acting on the terminal.
 fn describe(r: &Request, now: i64) -> String {
     let left = (r.expires_ms - now).max(0) / 1000;
+    if let Some(changes) = &r.changes {
+        let n = changes.len();
+        return format!(
+            "{}  {:<9} {} plans {n} change{} (approved or denied as a whole)  expires in {}m{:02}s\n{}",
+            visible(&r.id),
+            r.status.as_str(),
+            visible(&r.identity),
+            if n == 1 { "" } else { "s" },
+            left / 60,
+            left % 60,
+            crate::plans::table(changes).trim_end()
+        );
+    }
     format!(
         "{}  {:<9} {} wants {}({})  expires in {}m{:02}s",
         visible(&r.id),
@@ -179,12 +193,23 @@ fn describe(r: &Request, now: i64) -> String {
 }
 
 pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
-    let store = match state(file) {
-        Ok(s) => s.approvals,
+    let (store, audit) = match state(file) {
+        Ok(s) => (s.approvals, s.audit),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
+    };
+    // A plan's decision goes into the audit chain, next to its lines.
+    let recorded = |r: &Request| -> Result<(), ApprovalError> {
+        if r.changes.is_some() {
+            plan::record_decision(&*audit, r).map_err(|e| {
+                ApprovalError::Storage(format!(
+                    "decided, but the decision could not be written to the audit log: {e}"
+                ))
+            })?;
+        }
+        Ok(())
     };
     let now = now_ms();
     // Each id is decided on its own: one unknown or expired id does not
@@ -206,17 +231,21 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
     let result = match action {
         ApprovalAction::Approve { ids, by } => {
             return each(ids, &|id| {
-                store.approve(id, &by, now).map(|r| {
-                    println!("approved: {}", describe(&r, now));
+                let r = store.approve(id, &by, now)?;
+                println!("approved: {}", describe(&r, now));
+                if r.changes.is_some() {
+                    println!("the same script, run by the same identity with this plan, now makes these changes once");
+                } else {
                     println!("the same call, by the same identity, now runs once");
-                })
+                }
+                recorded(&r)
             })
         }
         ApprovalAction::Deny { ids, by } => {
             return each(ids, &|id| {
-                store
-                    .deny(id, &by, now)
-                    .map(|r| println!("denied: {}", describe(&r, now)))
+                let r = store.deny(id, &by, now)?;
+                println!("denied: {}", describe(&r, now));
+                recorded(&r)
             })
         }
         ApprovalAction::List { all, ids: true, .. } => store.list(now, all).map(|list| {

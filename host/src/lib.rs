@@ -12,6 +12,7 @@ pub mod lookup;
 pub mod mcp;
 pub mod metrics;
 pub mod oauth;
+pub mod plans;
 pub mod report;
 pub mod run;
 pub mod serve;

@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
-use airlock::{admin, demo, lookup, run, serve, settings, settings::SandboxFlags};
+use airlock::{admin, demo, lookup, plans::PlanArg, run, serve, settings, settings::SandboxFlags};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -52,6 +52,14 @@ enum Command {
         /// Print the whole outcome (result, logs, trace, stats) as JSON.
         #[arg(long)]
         json: bool,
+        /// Record every change instead of making it, and file the changes
+        /// as one plan for one approval.
+        #[arg(long, conflicts_with = "apply")]
+        plan: bool,
+        /// Apply an approved plan (`pl-…`): its changes run without asking
+        /// again, once.
+        #[arg(long, value_name = "PLAN")]
+        apply: Option<String>,
         #[command(flatten)]
         sandbox: SandboxFlags,
     },
@@ -250,13 +258,21 @@ fn main() -> ExitCode {
                 file: script,
                 identity,
                 json,
+                plan,
+                apply,
                 sandbox,
             } => {
                 let _simulated = match demo::or_simulated(&mut file).await {
                     Ok(s) => s,
                     Err(e) => return fail(&e),
                 };
-                run::exec(&file, run::Script::File(script), &identity, json, &sandbox).await
+                let plan = match (plan, apply) {
+                    (true, _) => PlanArg::Record,
+                    (false, Some(id)) => PlanArg::Apply(id),
+                    (false, None) => PlanArg::Run,
+                };
+                let script = run::Script::File(script);
+                run::exec(&file, script, &identity, json, &plan, &sandbox).await
             }
             Command::Demo {
                 file: script,
@@ -406,7 +422,7 @@ async fn demo_command(
         Some(path) => run::Script::File(path),
         None => run::Script::Demo,
     };
-    run::exec(&file, script, identity, json, flags).await
+    run::exec(&file, script, identity, json, &PlanArg::Run, flags).await
 }
 
 async fn sim_command(port: u16, dir: &std::path::Path, task_delay_ms: u64) -> ExitCode {

@@ -54,6 +54,8 @@ pub struct View<'a> {
     pub identity: &'a str,
     pub mode: Mode,
     pub execution: &'a str,
+    /// What the execution did with a change plan, if it had one.
+    pub plan: Option<&'a crate::plans::Report>,
 }
 
 impl View<'_> {
@@ -109,6 +111,10 @@ pub fn human(view: &View<'_>) -> bool {
                     t.limit, t.value, t.original_bytes
                 );
             }
+            if let Some(plan) = view.plan {
+                let _ = write!(err, "{}", lines_visible(&plan.text()));
+                let _ = writeln!(err);
+            }
             let _ = writeln!(err, "ok: {summary}");
             true
         }
@@ -130,6 +136,10 @@ pub fn human(view: &View<'_>) -> bool {
                 }
                 _ => {}
             }
+            if let Some(plan) = view.plan {
+                let _ = write!(err, "{}", lines_visible(&plan.text()));
+                let _ = writeln!(err);
+            }
             let _ = writeln!(err, "after {summary}");
             false
         }
@@ -143,6 +153,9 @@ pub fn json(view: &View<'_>) -> bool {
         map.insert("access_mode".into(), json!(view.mode));
         map.insert("execution".into(), json!(view.execution));
         map.insert("untrusted_data".into(), json!(view.untrusted()));
+        if let Some(plan) = view.plan {
+            map.insert("plan".into(), plan.json());
+        }
         if view.untrusted() {
             map.insert("note".into(), json!(UNTRUSTED_NOTE));
         }

@@ -1,13 +1,16 @@
 //! `airlock exec` and `airlock demo`: one script, run as an identity,
-//! through the sandbox and the gateway, audited from start to end.
+//! through the sandbox and the gateway, audited from start to end; with
+//! `--plan` its changes are recorded and filed for one approval, with
+//! `--apply ID` an approved plan's changes are made.
 
-use std::{io::Read, path::PathBuf, process::ExitCode};
+use std::{io::Read, path::PathBuf, process::ExitCode, sync::Arc};
 
-use airlock_gateway::Caller;
-use airlock_sandbox::Sandbox;
+use airlock_gateway::{Caller, Gateway};
+use airlock_sandbox::{Limits, Sandbox};
 
 use crate::{
     execution::Execution,
+    plans::{self, PlanArg},
     report,
     settings::{ConfigFile, SandboxFlags},
     wiring,
@@ -15,9 +18,72 @@ use crate::{
 
 pub const DEMO_SCRIPT: &str = include_str!("../../examples/fleet-report.js");
 
+/// What the demo plans, has approved and applies after the fleet report.
+pub const DEMO_PLAN_SCRIPT: &str = include_str!("../../examples/stop-node-guests.js");
+
+/// The identity the demo's plan runs as (mode `operator`).
+pub const DEMO_PLAN_IDENTITY: &str = "olga";
+
 pub enum Script {
     File(PathBuf),
     Demo,
+}
+
+/// A gateway and a sandbox, ready for scripts.
+pub struct Runner {
+    pub gateway: Arc<Gateway>,
+    sandbox: Sandbox,
+    limits: Limits,
+}
+
+impl Runner {
+    pub async fn new(file: &ConfigFile, flags: &SandboxFlags) -> Result<Self, String> {
+        let (config, limits) = flags.resolve(file).map_err(|e| e.to_string())?;
+        let gateway = wiring::gateway(file)
+            .await
+            .map_err(|e| format!("cannot start the tool gateway: {e}"))?;
+        let sandbox = Sandbox::new(config)
+            .await
+            .map_err(|e| format!("cannot start the sandbox: {e}"))?;
+        Ok(Self {
+            gateway,
+            sandbox,
+            limits,
+        })
+    }
+
+    /// Runs `source` as `identity` and prints the outcome (and the plan's
+    /// report, if any). Returns whether it succeeded, and the plan's
+    /// report.
+    pub async fn run(
+        &self,
+        source: &str,
+        identity: &str,
+        plan: &PlanArg,
+        json: bool,
+    ) -> Result<(bool, Option<plans::Report>), String> {
+        let caller = plans::prepare(&self.gateway, Caller::new(identity), plan)
+            .map_err(|e| format!("{}: {e}", e.code()))?;
+        let execution =
+            Execution::start(&self.gateway, caller, source).map_err(|e| e.to_string())?;
+        let tools = execution.tools();
+        let outcome = self.sandbox.execute(source, &self.limits, &tools).await;
+        let report = plans::conclude(&self.gateway, execution.caller(), outcome.is_ok());
+        let finished = execution.finish(crate::execution::Ended::Ran(&outcome));
+        let view = report::View {
+            outcome: &outcome,
+            identity,
+            mode: self.gateway.mode_of(&Caller::new(identity)),
+            execution: &finished.id,
+            plan: report.as_ref(),
+        };
+        let ok = if json {
+            report::json(&view)
+        } else {
+            report::human(&view)
+        };
+        Ok((ok, report))
+    }
 }
 
 pub async fn exec(
@@ -25,54 +91,78 @@ pub async fn exec(
     script: Script,
     identity: &str,
     json: bool,
+    plan: &PlanArg,
     flags: &SandboxFlags,
 ) -> ExitCode {
-    let (source, banner) = match script {
+    let (source, demo) = match script {
         Script::File(path) => match read_script(&path) {
             Ok(s) => (s, false),
             Err(e) => return fail(&e),
         },
         Script::Demo => (DEMO_SCRIPT.to_string(), true),
     };
-    let (config, limits) = match flags.resolve(file) {
-        Ok(v) => v,
-        Err(e) => return fail(&e.to_string()),
+    let runner = match Runner::new(file, flags).await {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
     };
-    let gateway = match wiring::gateway(file).await {
-        Ok(g) => g,
-        Err(e) => return fail(&format!("cannot start the tool gateway: {e}")),
-    };
-    let sandbox = match Sandbox::new(config).await {
-        Ok(s) => s,
-        Err(e) => return fail(&format!("cannot start the sandbox: {e}")),
-    };
-    if banner {
+    if demo {
         eprintln!("Running examples/fleet-report.js against the simulated cluster:\n");
         eprintln!("{DEMO_SCRIPT}");
     }
-    let execution = match Execution::start(&gateway, Caller::new(identity), &source) {
-        Ok(e) => e,
-        Err(e) => return fail(&e.to_string()),
+    let ok = match runner.run(&source, identity, plan, json).await {
+        Ok((ok, _)) => ok,
+        Err(e) => return fail(&e),
     };
-    let tools = execution.tools();
-    let (outcome, finished) = execution.run(&sandbox, &source, &limits, &tools).await;
-    let execution = finished.id;
-    let view = report::View {
-        outcome: &outcome,
-        identity,
-        mode: gateway.mode_of(&Caller::new(identity)),
-        execution: &execution,
-    };
-    let ok = if json {
-        report::json(&view)
-    } else {
-        report::human(&view)
-    };
+    if demo && ok && !json {
+        if let Err(e) = demo_plan(&runner).await {
+            return fail(&e);
+        }
+    }
     if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     }
+}
+
+/// The demo's second part: every running guest on a node shut down
+/// through one plan — recorded, approved once (by the demo, as an
+/// operator would with `airlock approvals approve`), applied.
+async fn demo_plan(runner: &Runner) -> Result<(), String> {
+    let who = DEMO_PLAN_IDENTITY;
+    eprintln!(
+        "\n— Plan, approve once, apply: examples/stop-node-guests.js as {who} (mode operator), \
+         whose shutdowns each need an approval —\n\n{DEMO_PLAN_SCRIPT}"
+    );
+    eprintln!("1. In plan mode (`execute` with mode \"plan\"; `airlock exec --plan`): reads run, changes are recorded, nothing is sent.\n");
+    let (ok, report) = runner
+        .run(DEMO_PLAN_SCRIPT, who, &PlanArg::Record, false)
+        .await?;
+    let id = match report {
+        Some(r) if ok && r.waiting().is_some() => r.id().to_string(),
+        _ => return Err("the demo's plan was not filed for approval".into()),
+    };
+    eprintln!("\n2. One approval for the whole plan (what `airlock approvals approve {id}` does, or the person in the MCP client):\n");
+    let gateway = &runner.gateway;
+    let approved = gateway
+        .approvals()
+        .approve(&id, "the demo, as operator", gateway.now_ms())
+        .map_err(|e| e.to_string())?;
+    gateway.plan_decided(&approved).map_err(|e| e.to_string())?;
+    eprintln!("approved: plan {id}\n");
+    eprintln!("3. Applied (`execute` with plan \"{id}\"; `airlock exec --apply {id}`): each planned change runs once, without asking again.\n");
+    let (ok, _) = runner
+        .run(DEMO_PLAN_SCRIPT, who, &PlanArg::Apply(id.clone()), false)
+        .await?;
+    if !ok {
+        return Err("the demo's plan did not apply".into());
+    }
+    eprintln!("\n4. Once used, the plan cannot be applied again:");
+    match plans::prepare(gateway, Caller::new(who), &PlanArg::Apply(id)) {
+        Err(e) => eprintln!("{}: {e}", e.code()),
+        Ok(_) => return Err("the demo's plan applied twice".into()),
+    }
+    Ok(())
 }
 
 fn fail(message: &str) -> ExitCode {

@@ -278,3 +278,59 @@ impl ClientTools {
         }
     }
 }
+
+/// Puts a filed plan to the person in the client, when the client can ask
+/// and every change needing approval may be approved there
+/// (`Gateway::may_approve_in_client`); records their answer on the plan
+/// and in the audit. Otherwise the plan waits for an operator.
+pub async fn decide_plan(
+    gateway: &Gateway,
+    identity: &str,
+    peer: &Peer<RoleServer>,
+    can_ask: bool,
+    report: &mut crate::plans::Report,
+) {
+    let Some(changes) = report.waiting() else {
+        return;
+    };
+    let askable = changes
+        .iter()
+        .filter(|c| c.needs_approval)
+        .all(|c| gateway.may_approve_in_client(identity, &c.tool));
+    if !can_ask || !askable {
+        return;
+    }
+    let id = report.id().to_string();
+    let message = format!(
+        "Airlock: identity {} plans these changes (plan {id}):\n{}Approve the whole plan? Each change then runs once, when the same script is run with this plan.",
+        visible(identity),
+        crate::plans::table(changes)
+    );
+    let answer = match super::question::ask(peer, message).await {
+        Ok(a) => a,
+        // The client could not ask after all: an operator decides.
+        Err(_) => return,
+    };
+    let now = gateway.now_ms();
+    let decided = if answer == super::question::Answer::Approved {
+        let by = format!("{identity} (in the MCP client)");
+        gateway.approvals().approve(&id, &by, now)
+    } else {
+        gateway
+            .approvals()
+            .deny(&id, "the person in the MCP client", now)
+    };
+    match decided {
+        Ok(request) => {
+            if let Err(e) = gateway.plan_decided(&request) {
+                tracing::warn!(plan = %id, error = %e, "could not record a plan's decision in the audit log");
+            }
+            if let crate::plans::Report::Recorded { decided, .. } = report {
+                *decided = Some(request.status);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(plan = %id, error = %e, "could not record the client's decision on a plan")
+        }
+    }
+}

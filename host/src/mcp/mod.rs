@@ -173,7 +173,17 @@ impl AirlockServer {
                 "`trace` must be true or false: true adds every call and the stats to the result",
             ),
         };
-        let caller = self.caller(context);
+        let plan_arg = match crate::plans::PlanArg::from_args(args) {
+            Ok(p) => p,
+            Err(e) => return Self::invalid(e),
+        };
+        let caller =
+            match crate::plans::prepare(&self.shared.gateway, self.caller(context), &plan_arg) {
+                Ok(c) => c,
+                // Nothing ran: the plan is not the caller's, not approved,
+                // used, expired or altered.
+                Err(e) => return Self::invalid(format!("{}: {e}", e.code())),
+            };
         let identity = caller.identity.clone();
         let _running = self.shared.executions.token();
         let execution = match Execution::start(&self.shared.gateway, caller, script) {
@@ -200,6 +210,8 @@ impl AirlockServer {
             o = self.shared.sandbox.execute(script, &self.shared.limits, &tools) => Some(o),
             _ = context.ct.cancelled() => None,
         };
+        let succeeded = outcome.as_ref().is_some_and(|o| o.result.is_ok());
+        let mut plan = crate::plans::conclude(&self.shared.gateway, execution.caller(), succeeded);
         let Finished {
             id: execution,
             kind,
@@ -225,10 +237,17 @@ impl AirlockServer {
             "ms": took.as_millis() as u64,
         });
         self.log.send(&peer, level, data).await;
+        if let Some(report) = plan.as_mut() {
+            client_tools::decide_plan(&self.shared.gateway, &identity, &peer, can_ask, report)
+                .await;
+        }
         match outcome {
             Some(o) => {
                 let kept = traces::Traces::would_keep(&o);
-                let answer = render::outcome(&o, &execution, full, kept);
+                let mut answer = render::outcome(&o, &execution, full, kept);
+                if let Some(report) = &plan {
+                    render::with_plan(&mut answer, report);
+                }
                 self.shared.traces.keep(&execution, &identity, o);
                 answer
             }

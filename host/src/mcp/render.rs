@@ -221,6 +221,17 @@ fn summary(o: &Outcome, calls: &PerTool, ms: u64) -> Value {
     json!({"count": o.trace.len(), "ms": ms, "by_tool": by_tool})
 }
 
+/// Adds a plan's report to an execute result: `plan` in the structured
+/// content, its table after the value in the text.
+pub fn with_plan(answer: &mut CallToolResult, report: &crate::plans::Report) {
+    if let Some(Value::Object(s)) = answer.structured_content.as_mut() {
+        s.insert("plan".into(), report.json());
+    }
+    if let Some(ContentBlock::Text(text)) = answer.content.first_mut() {
+        text.text.push_str(&report.text());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

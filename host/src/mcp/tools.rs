@@ -71,7 +71,9 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
             "type": "object",
             "properties": {
                 "script": {"type": "string", "description": "The JavaScript program."},
-                "trace": {"type": "boolean", "description": "Add every call and stats."}
+                "trace": {"type": "boolean", "description": "Add every call and stats."},
+                "mode": {"enum": ["run", "plan"], "description": "plan: record changes instead of making them, for one approval."},
+                "plan": {"type": "string", "description": "Apply this approved plan."}
             },
             "required": ["script"]
         })),

@@ -24,7 +24,10 @@ use std::{
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
-use crate::private_files::{parent_of, private_dir, private_file, StateDirError};
+use crate::{
+    plan::{self, PlanError, PlannedChange, PLAN_TOOL},
+    private_files::{parent_of, private_dir, private_file, StateDirError},
+};
 
 /// Default lifetime of a request, and of an approval once granted.
 pub const DEFAULT_TTL_MS: i64 = 10 * 60 * 1000;
@@ -54,7 +57,7 @@ impl Status {
         }
     }
 
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "pending",
             Status::Approved => "approved",
@@ -76,6 +79,10 @@ pub struct Request {
     pub created_ms: i64,
     pub expires_ms: i64,
     pub decided_by: Option<String>,
+    /// A plan's changes, in order (`tool` is then [`PLAN_TOOL`] and
+    /// `args_hash` their [`plan::list_hash`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<Vec<PlannedChange>>,
 }
 
 impl Request {
@@ -165,6 +172,23 @@ pub trait ApprovalStore: Send + Sync {
 
     fn ttl_ms(&self) -> i64;
 
+    /// Files the plan `id` of `identity` as one pending request (the
+    /// person decides it whole), counted against the identity's cap like
+    /// any request: `Check::Required` or `Check::TooManyOpen`.
+    fn file_plan(
+        &self,
+        id: &str,
+        identity: &str,
+        changes: &[PlannedChange],
+        now_ms: i64,
+    ) -> Result<Check, ApprovalError>;
+
+    /// Takes `identity`'s approved plan `id` for applying: approved →
+    /// used in one step, so it applies once whatever runs at the same
+    /// time; refuses a plan that is another identity's, not approved,
+    /// used, expired, or whose changes no longer hash to what was filed.
+    fn take_plan(&self, id: &str, identity: &str, now_ms: i64) -> Result<Request, PlanError>;
+
     /// Grants a pending request; the approval then lives for the TTL.
     fn approve(&self, id: &str, by: &str, now_ms: i64) -> Result<Request, ApprovalError> {
         self.decide(id, by, now_ms, Status::Approved)
@@ -173,6 +197,83 @@ pub trait ApprovalStore: Send + Sync {
     fn deny(&self, id: &str, by: &str, now_ms: i64) -> Result<Request, ApprovalError> {
         self.decide(id, by, now_ms, Status::Denied)
     }
+}
+
+/// A plan request's row before it is filed: the table as its summary,
+/// the list hash as its argument hash.
+pub(crate) fn plan_request(
+    id: &str,
+    identity: &str,
+    changes: &[PlannedChange],
+    now_ms: i64,
+    ttl_ms: i64,
+) -> Request {
+    Request {
+        id: id.into(),
+        identity: identity.into(),
+        tool: PLAN_TOOL.into(),
+        args_hash: plan::list_hash(changes),
+        summary: plan::table(changes),
+        status: Status::Pending,
+        created_ms: now_ms,
+        expires_ms: now_ms + ttl_ms,
+        decided_by: None,
+        changes: Some(changes.to_vec()),
+    }
+}
+
+/// Why `current` cannot be applied by `identity` at `now_ms`, if it
+/// cannot.
+pub(crate) fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Option<PlanError> {
+    let id = || current.id.clone();
+    let Some(changes) = current
+        .changes
+        .as_ref()
+        .filter(|_| current.tool == PLAN_TOOL)
+    else {
+        return Some(PlanError::NotFound(id()));
+    };
+    if current.identity != identity {
+        return Some(PlanError::OtherIdentity(id()));
+    }
+    match current.status {
+        Status::Used => return Some(PlanError::Used(id())),
+        Status::Pending => {
+            return Some(PlanError::NotApproved {
+                id: id(),
+                status: "pending",
+                what: "an operator must approve it first (`airlock approvals approve ID`, or the person in the client)",
+            })
+        }
+        Status::Denied => {
+            return Some(PlanError::NotApproved {
+                id: id(),
+                status: "denied",
+                what: "it was refused; change the script and plan again",
+            })
+        }
+        Status::Approved => {}
+    }
+    if current.expired(now_ms) {
+        return Some(PlanError::Expired(id()));
+    }
+    if plan::list_hash(changes) != current.args_hash || plan::table(changes) != current.summary {
+        return Some(PlanError::Tampered(id()));
+    }
+    None
+}
+
+/// Reads a plan's stored changes; `None` for a single call's row.
+pub(crate) fn parse_changes(text: Option<String>) -> Option<Vec<PlannedChange>> {
+    // Unreadable changes read as an empty list: its hash then differs
+    // from the filed one, and taking it is refused as tampered.
+    text.map(|t| serde_json::from_str(&t).unwrap_or_default())
+}
+
+pub(crate) fn changes_text(r: &Request) -> Option<String> {
+    r.changes
+        .as_ref()
+        .map(|c| serde_json::to_string(c).expect("changes serialize"))
 }
 
 /// Why `current` cannot be decided at `now_ms`, if it cannot.
@@ -206,10 +307,13 @@ CREATE TABLE IF NOT EXISTS approvals (
 CREATE INDEX IF NOT EXISTS approvals_binding ON approvals (identity, tool, args_hash, status);
 ";
 
+/// Version 2: a plan's changes (JSON), on the plan's one row.
+const SCHEMA_2: &str = "ALTER TABLE approvals ADD COLUMN plan TEXT;";
+
 /// The schema version this build writes (`PRAGMA user_version`): 0 is a
 /// new file, or one from before versions were kept (its table is the
 /// same as version 1's).
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// Brings the file to [`SCHEMA_VERSION`], refusing one a newer Airlock
 /// wrote rather than guessing at its rows.
@@ -222,13 +326,18 @@ fn migrate(conn: &Connection) -> Result<(), ApprovalError> {
     }
     if version < 1 {
         conn.execute_batch(SCHEMA)?;
+    }
+    if version < 2 {
+        conn.execute_batch(SCHEMA_2)?;
+    }
+    if version < SCHEMA_VERSION {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     Ok(())
 }
 
 const COLUMNS: &str =
-    "id, identity, tool, args_hash, summary, status, created_ms, expires_ms, decided_by";
+    "id, identity, tool, args_hash, summary, status, created_ms, expires_ms, decided_by, plan";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Request> {
     Ok(Request {
@@ -241,6 +350,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Request> {
         created_ms: r.get(6)?,
         expires_ms: r.get(7)?,
         decided_by: r.get(8)?,
+        changes: parse_changes(r.get(9)?),
     })
 }
 
@@ -375,6 +485,7 @@ impl ApprovalStore for SqliteApprovals {
             created_ms: now_ms,
             expires_ms: now_ms + self.ttl_ms,
             decided_by: None,
+            changes: None,
         };
         tx.execute(
             "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms) \
@@ -383,6 +494,73 @@ impl ApprovalStore for SqliteApprovals {
         )?;
         tx.commit()?;
         Ok(Check::Required(request))
+    }
+
+    fn file_plan(
+        &self,
+        id: &str,
+        identity: &str,
+        changes: &[PlannedChange],
+        now_ms: i64,
+    ) -> Result<Check, ApprovalError> {
+        let request = plan_request(id, identity, changes, now_ms, self.ttl_ms);
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let waiting: u32 = tx.query_row(
+            "SELECT COUNT(*) FROM approvals WHERE identity = ?1 AND status = 'pending' AND expires_ms > ?2",
+            params![identity, now_ms],
+            |r| r.get(0),
+        )?;
+        if waiting >= self.max_open {
+            return Ok(Check::TooManyOpen {
+                limit: self.max_open,
+            });
+        }
+        tx.execute(
+            "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, plan) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8)",
+            params![
+                request.id,
+                identity,
+                request.tool,
+                request.args_hash,
+                request.summary,
+                now_ms,
+                request.expires_ms,
+                changes_text(&request)
+            ],
+        )?;
+        tx.commit()?;
+        Ok(Check::Required(request))
+    }
+
+    fn take_plan(&self, id: &str, identity: &str, now_ms: i64) -> Result<Request, PlanError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(ApprovalError::from)?;
+        let current = tx
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"),
+                [id],
+                row,
+            )
+            .optional()
+            .map_err(ApprovalError::from)?
+            .ok_or_else(|| PlanError::NotFound(id.into()))?;
+        if let Some(e) = untakeable(&current, identity, now_ms) {
+            return Err(e);
+        }
+        tx.execute(
+            "UPDATE approvals SET status = 'used', used_ms = ?2 WHERE id = ?1 AND status = 'approved'",
+            params![id, now_ms],
+        )
+        .map_err(ApprovalError::from)?;
+        tx.commit().map_err(ApprovalError::from)?;
+        Ok(Request {
+            status: Status::Used,
+            ..current
+        })
     }
 
     fn list(&self, now_ms: i64, all: bool) -> Result<Vec<Request>, ApprovalError> {
@@ -475,7 +653,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_from_before_schema_versions_is_taken_as_version_1() {
+    fn a_file_from_before_schema_versions_is_migrated() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("approvals.db");
         {
@@ -490,6 +668,7 @@ mod tests {
         }
         let s = SqliteApprovals::open(&path, DEFAULT_TTL_MS).unwrap();
         assert_eq!(s.get("ap-1").unwrap().status, Status::Pending);
+        assert_eq!(s.get("ap-1").unwrap().changes, None);
         let conn = s.conn.lock().unwrap();
         let v: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))

@@ -375,6 +375,8 @@ pub struct Verifier {
     /// Executions started and not (yet) ended, by id, with the line
     /// that started them (for the order).
     open: std::collections::HashMap<String, (u64, Unfinished)>,
+    /// Change plans' lines, checked against each other.
+    plans: crate::audit_plans::PlanLedger,
 }
 
 impl Default for Verifier {
@@ -387,6 +389,7 @@ impl Default for Verifier {
             lines: 0,
             problem: None,
             open: Default::default(),
+            plans: Default::default(),
         }
     }
 }
@@ -401,6 +404,10 @@ impl Verifier {
         self.lines += 1;
         match self.check(buf) {
             Ok((head, record)) => {
+                if let Err(why) = self.plans.note(&record) {
+                    self.problem = Some((self.lines, why));
+                    return false;
+                }
                 self.head = head;
                 self.track(&record);
                 true

@@ -3,7 +3,7 @@
 //! approval and limits.
 
 use async_trait::async_trait;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::{gateway::Caller, spec::ToolSpec};
 
@@ -71,6 +71,28 @@ pub trait Backend: Send + Sync {
     /// of "no tool named ...".
     fn unavailable(&self) -> Option<String> {
         None
+    }
+
+    /// What a change recorded in plan mode answers the script instead of
+    /// the backend's reply: shaped like the reply, so the script goes on,
+    /// and carrying `token` (`pl-….n`) wherever a later call would pass
+    /// it on (a task id), so that call is answered by the plan too. The
+    /// default follows the tool's output schema: a string for a string,
+    /// else an object `{"planned": token}`.
+    fn planned(&self, tool: &ToolSpec, args: &Value, token: &str) -> Value {
+        let _ = args;
+        match tool.output_schema.as_ref().and_then(|s| s.get("type")) {
+            Some(Value::String(t)) if t == "string" => Value::String(format!("planned:{token}")),
+            _ => json!({"planned": token}),
+        }
+    }
+
+    /// The answer, in plan mode, to a read whose arguments carry a
+    /// planned value (waiting for a planned task): the object it names
+    /// does not exist, so the read is not sent. The default says so.
+    fn planned_read(&self, tool: &ToolSpec, args: &Value) -> Value {
+        let _ = (tool, args);
+        json!({"planned": true, "message": "answered by the plan: an argument is the result of a planned change, which has not been made"})
     }
 
     /// Runs `tool` with arguments that already passed validation, on

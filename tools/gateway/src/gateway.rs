@@ -45,6 +45,7 @@ use crate::{
     digest::{sha256_hex, sha256_json},
     discovery,
     observe::{Observer, TimedAudit, UNKNOWN_TOOL},
+    plan::{Applying, PlanError, PlanRun, PlannedChange, Recorder},
     policy::{Mode, Policy, PolicyError},
     redact,
     spec::{Tier, ToolSpec},
@@ -65,6 +66,8 @@ pub struct Caller {
     /// The mode the gateway allowed this call in; set before a backend
     /// runs it (a backend may pick credentials by it), `None` before.
     pub mode: Option<Mode>,
+    /// The change plan the execution records or applies, if any.
+    pub plan: Option<PlanRun>,
 }
 
 impl Caller {
@@ -74,6 +77,7 @@ impl Caller {
             execution: None,
             from_groups: None,
             mode: None,
+            plan: None,
         }
     }
 
@@ -164,6 +168,9 @@ pub enum CallError {
     ApprovalUnavailable(String),
     #[error("the rate limiter cannot be asked, so no call runs: {0}")]
     RateUnavailable(String),
+    /// Plan mode could not record this change (the plan is full).
+    #[error("{tool} could not be added to the plan: {error}")]
+    Plan { tool: String, error: PlanError },
 }
 
 /// What a script is told when a store fails: what went wrong (a full
@@ -241,6 +248,7 @@ impl CallError {
             CallError::AuditUnavailable(_) => "audit_unavailable",
             CallError::ApprovalUnavailable(_) => "approval_unavailable",
             CallError::RateUnavailable(_) => "rate_unavailable",
+            CallError::Plan { error, .. } => error.code(),
         }
     }
 
@@ -265,6 +273,10 @@ impl CallError {
                 json!({"request_id": request_id, "summary": summary, "how": how})
             }
             CallError::RateLimited { limit, .. } => json!({"calls_per_minute": limit}),
+            CallError::Plan { .. } => json!({
+                "max_plan_changes": crate::plan::MAX_PLAN_CHANGES,
+                "max_plan_summary_chars": crate::plan::MAX_PLAN_SUMMARY_CHARS,
+            }),
             _ => Value::Null,
         }
     }
@@ -282,6 +294,7 @@ impl CallError {
             CallError::AuditUnavailable(_)
             | CallError::ApprovalUnavailable(_)
             | CallError::RateUnavailable(_) => "refused",
+            CallError::Plan { .. } => "plan_refused",
             CallError::Backend { .. } => "allowed",
         }
     }
@@ -526,6 +539,15 @@ impl Gateway {
         )
     }
 
+    /// What to do with a filed plan: who approves it, and how to apply it.
+    pub fn plan_instruction(&self, plan_id: &str) -> String {
+        format!(
+            "an operator can run `{} {plan_id}` (or deny it), or the person in the client approves it; then run the same script with execute's `plan: \"{plan_id}\"` within {} minutes of the approval",
+            self.approve_command,
+            self.state.approvals.ttl_ms() / 60_000
+        )
+    }
+
     /// The command that lists open requests, next to the approve command
     /// (so it carries the same `--config`).
     fn list_command(&self) -> String {
@@ -666,6 +688,28 @@ impl Gateway {
         };
         let spec = entry.spec.clone();
         line.insert("backend".into(), Value::String(spec.backend.clone()));
+        if let Some(PlanRun::Record(recorder)) = &caller.plan {
+            return self
+                .planned_call(caller, recorder, &spec, args, &args_hash, line)
+                .await;
+        }
+        self.run_admitted(caller, spec, args, line).await
+    }
+
+    /// The rest of an admitted call: its line, the backend, the result's
+    /// line.
+    async fn run_admitted(
+        &self,
+        caller: &Caller,
+        spec: ToolSpec,
+        args: Value,
+        mut line: Map<String, Value>,
+    ) -> Result<Called, Refused> {
+        let call_id = line
+            .get("call")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         line.insert("decision".into(), Value::String("allowed".into()));
         if let Err(e) = self.append_for(&caller.identity, "call", line) {
             let error = CallError::AuditUnavailable(told(&e));
@@ -728,6 +772,81 @@ impl Gateway {
             ))));
         }
         outcome.map_err(Refused::after_backend)
+    }
+
+    /// A call admitted while recording a plan: a read runs as usual
+    /// unless its arguments carry a planned value (then the backend's
+    /// `planned_read` answers it); anything else is recorded, not sent,
+    /// and answered with the backend's `planned` value. Each gets its
+    /// audit line, `decision: "planned"` for those not sent.
+    async fn planned_call(
+        &self,
+        caller: &Caller,
+        recorder: &Recorder,
+        spec: &ToolSpec,
+        args: Value,
+        args_hash: &str,
+        mut line: Map<String, Value>,
+    ) -> Result<Called, Refused> {
+        let (backend, _) = self
+            .backends
+            .get(&spec.backend)
+            .expect("every catalog entry has its backend");
+        let value = if spec.tier == Tier::Read {
+            if !recorder.marks(&args) {
+                // An ordinary read: the rest of `run_call`, without a plan.
+                let reading = Caller {
+                    plan: None,
+                    ..caller.clone()
+                };
+                return self.run_admitted(&reading, spec.clone(), args, line).await;
+            }
+            line.insert("plan".into(), Value::String(recorder.id.clone()));
+            backend.planned_read(spec, &args)
+        } else {
+            let needs_approval = self.approval_tiers.contains(&spec.tier);
+            let summary = match summary::summarize(&args) {
+                Ok(s) => s,
+                Err(e) => {
+                    let refusal = CallError::ApprovalTooLarge {
+                        tool: spec.name.clone(),
+                        reason: e.to_string(),
+                    };
+                    return Err(self.refuse(caller, refusal, line, args));
+                }
+            };
+            let change = PlannedChange {
+                n: 0,
+                tool: spec.name.clone(),
+                tier: spec.tier,
+                args_hash: args_hash.to_string(),
+                summary,
+                target: crate::plan::target_of(spec, &args),
+                needs_approval,
+            };
+            let token = match recorder.record(change) {
+                Ok(t) => t,
+                Err(error) => {
+                    let refusal = CallError::Plan {
+                        tool: spec.name.clone(),
+                        error,
+                    };
+                    return Err(self.refuse(caller, refusal, line, args));
+                }
+            };
+            line.insert("plan".into(), Value::String(recorder.id.clone()));
+            line.insert(
+                "plan_change".into(),
+                Value::from(token.rsplit('.').next().and_then(|n| n.parse::<u32>().ok())),
+            );
+            backend.planned(spec, &args, &token)
+        };
+        line.insert("decision".into(), Value::String("planned".into()));
+        if let Err(e) = self.append_for(&caller.identity, "call", line) {
+            let error = CallError::AuditUnavailable(told(&e));
+            return Err(Refused::before_backend(error, args));
+        }
+        Ok(Called { value, redacted: 0 })
     }
 
     /// Records a call refused before any backend (the first of a run of
@@ -867,6 +986,23 @@ impl Gateway {
                 tool: spec.name.clone(),
                 reason: d.0,
             })?;
+        let applied = match &caller.plan {
+            // Recording: nothing above a read is sent, so nothing is
+            // approved now; the plan is, as a whole.
+            Some(PlanRun::Record(_)) => return Ok(entry),
+            Some(PlanRun::Apply(plan)) if spec.tier != Tier::Read => {
+                plan.take(&spec.name, args_hash).map(|c| (plan, c.n))
+            }
+            _ => None,
+        };
+        if let Some((plan, n)) = applied {
+            line.insert("plan".into(), Value::String(plan.id.clone()));
+            line.insert("plan_change".into(), Value::from(n));
+            if let Some(by) = &plan.approved_by {
+                line.insert("approved_by".into(), audit_fields::decider(by));
+            }
+            return Ok(entry);
+        }
         if self.approval_tiers.contains(&spec.tier) {
             let summary = summary::summarize(args).map_err(|e| CallError::ApprovalTooLarge {
                 tool: spec.name.clone(),
@@ -897,9 +1033,17 @@ impl Gateway {
                 }
                 Check::Required(r) => {
                     line.insert("approval".into(), Value::String(r.id.clone()));
+                    let mut how = self.approve_instruction(&r.id);
+                    if let Some(PlanRun::Apply(plan)) = &caller.plan {
+                        line.insert("plan".into(), Value::String(plan.id.clone()));
+                        how = format!(
+                            "this call is not in plan {} (or its change there is used already; a changed argument makes another call), so it needs an approval of its own: {how}",
+                            plan.id
+                        );
+                    }
                     return Err(CallError::ApprovalRequired {
                         tool: spec.name.clone(),
-                        how: self.approve_instruction(&r.id),
+                        how,
                         request_id: r.id,
                         summary: r.summary,
                     });
@@ -1024,6 +1168,17 @@ impl Gateway {
             Value::String(sha256_hex(script.as_bytes())),
         );
         line.insert("script_bytes".into(), Value::from(script.len()));
+        match &caller.plan {
+            Some(PlanRun::Record(r)) => {
+                line.insert("plan".into(), Value::String(r.id.clone()));
+                line.insert("plan_mode".into(), Value::String("record".into()));
+            }
+            Some(PlanRun::Apply(a)) => {
+                line.insert("plan".into(), Value::String(a.id.clone()));
+                line.insert("plan_mode".into(), Value::String("apply".into()));
+            }
+            None => {}
+        }
         self.append_for(&caller.identity, "execution_start", line)?;
         self.executions
             .lock()
@@ -1056,6 +1211,145 @@ impl Gateway {
             None => self.state.audit.append("execution_end", line),
         }
         .map(|_| ())
+    }
+}
+
+/// What became of a recorded plan at the end of its execution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanFiled {
+    /// The script made no change.
+    Empty,
+    /// No change needs an approval: nothing to decide; the script runs
+    /// as it is.
+    NothingToApprove(Vec<PlannedChange>),
+    /// Filed for a decision.
+    Filed(crate::approval::Request),
+    /// Not filed: the identity has `limit` requests waiting.
+    TooManyOpen {
+        changes: Vec<PlannedChange>,
+        limit: u32,
+    },
+}
+
+impl Gateway {
+    /// Ends a plan-mode execution: files its changes as one approval
+    /// request when any needs approval, and writes the plan's audit line
+    /// (`plan`: its id, execution, how many changes, and the hash of
+    /// their list, which the `planned` call lines of the execution add
+    /// up to).
+    pub fn file_plan(&self, caller: &Caller, recorder: &Recorder) -> Result<PlanFiled, CallError> {
+        let changes = recorder.changes();
+        if changes.is_empty() {
+            return Ok(PlanFiled::Empty);
+        }
+        let filed = if changes.iter().any(|c| c.needs_approval) {
+            let check = self
+                .state
+                .approvals
+                .file_plan(&recorder.id, &caller.identity, &changes, self.now_ms())
+                .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?;
+            match check {
+                Check::Required(r) => PlanFiled::Filed(r),
+                Check::TooManyOpen { limit } => PlanFiled::TooManyOpen {
+                    changes: changes.clone(),
+                    limit,
+                },
+                other => unreachable!("filing a plan answers Required or TooManyOpen: {other:?}"),
+            }
+        } else {
+            PlanFiled::NothingToApprove(changes.clone())
+        };
+        let mut line = Map::new();
+        line.insert("plan".into(), Value::String(recorder.id.clone()));
+        line.insert("identity".into(), Value::String(caller.identity.clone()));
+        if let Some(e) = &caller.execution {
+            line.insert("execution".into(), Value::String(e.clone()));
+        }
+        line.insert("changes".into(), Value::from(changes.len()));
+        line.insert(
+            "changes_sha256".into(),
+            Value::String(crate::plan::list_hash(&changes)),
+        );
+        let status = match &filed {
+            PlanFiled::Filed(_) => "pending",
+            PlanFiled::TooManyOpen { .. } => "approval_limit",
+            _ => "nothing_to_approve",
+        };
+        line.insert("status".into(), Value::String(status.into()));
+        self.append_for(&caller.identity, "plan", line)
+            .map_err(|e| CallError::AuditUnavailable(told(&e)))?;
+        Ok(filed)
+    }
+
+    /// Takes `caller`'s approved plan `id` for one execution to apply:
+    /// used from now on, whatever that execution does. Writes
+    /// `plan_apply`, refused or not.
+    pub fn take_plan(&self, caller: &Caller, id: &str) -> Result<Arc<Applying>, PlanError> {
+        let taken = if crate::plan::is_plan_id(id) {
+            self.state
+                .approvals
+                .take_plan(id, &caller.identity, self.now_ms())
+        } else {
+            Err(PlanError::NotFound(quote_name(id)))
+        };
+        let mut line = Map::new();
+        line.insert("plan".into(), audit_fields::code(id));
+        line.insert("identity".into(), Value::String(caller.identity.clone()));
+        match &taken {
+            Ok(r) => {
+                line.insert("decision".into(), Value::String("applying".into()));
+                line.insert("changes_sha256".into(), Value::String(r.args_hash.clone()));
+                if let Some(by) = &r.decided_by {
+                    line.insert("approved_by".into(), audit_fields::decider(by));
+                }
+            }
+            Err(e) => {
+                line.insert("decision".into(), Value::String("refused".into()));
+                line.insert("reason".into(), audit_fields::code(e.code()));
+            }
+        }
+        if let Err(e) = self.append_for(&caller.identity, "plan_apply", line) {
+            // Taken but unrecorded: nothing of it runs (and it stays used).
+            return Err(PlanError::Storage(format!(
+                "the audit log cannot be written, so nothing runs: {}",
+                told(&e)
+            )));
+        }
+        let r = taken?;
+        Ok(Arc::new(Applying::new(
+            r.id,
+            r.decided_by,
+            r.changes.unwrap_or_default(),
+        )))
+    }
+
+    /// Records how applying a plan went: which changes were made, which
+    /// not (`plan_end`).
+    pub fn plan_finished(&self, caller: &Caller, plan: &Applying) {
+        let left: Vec<Value> = plan
+            .not_applied()
+            .iter()
+            .map(|c| Value::from(c.n))
+            .collect();
+        let mut line = Map::new();
+        line.insert("plan".into(), Value::String(plan.id.clone()));
+        if let Some(e) = &caller.execution {
+            line.insert("execution".into(), Value::String(e.clone()));
+        }
+        line.insert(
+            "applied".into(),
+            Value::from(plan.changes.len() - left.len()),
+        );
+        line.insert("not_applied".into(), Value::Array(left));
+        if let Err(e) = self.append_for(&caller.identity, "plan_end", line) {
+            tracing::warn!(plan = %plan.id, error = %e, "could not record the end of a plan's apply in the audit log");
+        }
+    }
+
+    /// Records a person's decision on a plan (`plan_decision`), made in
+    /// the client or by an operator command.
+    pub fn plan_decided(&self, request: &crate::approval::Request) -> Result<(), AuditError> {
+        crate::plan::record_decision(&*self.state.audit, request)
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod approval;
 pub mod audit;
 pub mod audit_fields;
+mod audit_plans;
 pub mod backend;
 pub mod catalog;
 pub mod config;
@@ -19,6 +20,7 @@ pub mod gateway;
 pub mod json_budget;
 pub mod keys;
 pub mod observe;
+pub mod plan;
 pub mod policy;
 pub mod private_files;
 pub mod rate;

@@ -704,6 +704,7 @@ async fn executions_are_audited() {
         execution: Some(id.clone()),
         from_groups: None,
         mode: None,
+        plan: None,
     };
     s.gateway
         .call(&c, "read_status", json!({"node": "pve1"}))
@@ -911,6 +912,7 @@ async fn rate_limited_refusals_leave_one_line_and_a_count() {
         execution: Some(execution.clone()),
         from_groups: None,
         mode: None,
+        plan: None,
     };
     for _ in 0..5 {
         gateway.call(&mallory, "read_status", args()).await.unwrap();

@@ -456,6 +456,71 @@ impl Backend for ProxmoxBackend {
         self.tools.clone()
     }
 
+    /// A task-starting call answers a task id that parses as one (node
+    /// from the arguments, start time now, the tool as its type) and
+    /// whose user is `airlock-plan@TOKEN`: printed, it says it is
+    /// planned; passed to `wait_task`, the plan answers.
+    fn planned(&self, tool: &ToolSpec, args: &Value, token: &str) -> Value {
+        let is_task = tool
+            .output_schema
+            .as_ref()
+            .and_then(|s| s.get("type"))
+            .and_then(Value::as_str)
+            == Some("string");
+        if !is_task {
+            return json!({"planned": token});
+        }
+        let node = args
+            .get("node")
+            .and_then(Value::as_str)
+            .filter(|n| {
+                format!("UPID:{n}:00000000:00000000:00000000:x::x:")
+                    .parse::<Upid>()
+                    .is_ok()
+            })
+            .unwrap_or("cluster");
+        let upid = Upid {
+            node: node.into(),
+            pid: 0,
+            pstart: 0,
+            starttime: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            kind: tool
+                .name
+                .chars()
+                .filter(char::is_ascii_alphanumeric)
+                .take(32)
+                .collect(),
+            id: match args.get("vmid") {
+                Some(Value::Number(n)) => n.to_string(),
+                _ => String::new(),
+            },
+            user: format!("airlock-plan@{token}"),
+        };
+        Value::String(upid.to_string())
+    }
+
+    /// `wait_task` for a planned task answers at once that it is planned
+    /// (`ok: true`, so a script that checks goes on as it would after a
+    /// success, and the plan lists what it would then do).
+    fn planned_read(&self, tool: &ToolSpec, args: &Value) -> Value {
+        match self.routes.get(&tool.name).map(|r| &r.kind) {
+            Some(RouteKind::WaitTask) => json!({
+                "upid": args.get("upid").cloned().unwrap_or(Value::Null),
+                "status": "stopped",
+                "exitstatus": "planned",
+                "ok": true,
+                "planned": true,
+                "log": [],
+            }),
+            _ => {
+                json!({"planned": true, "message": "answered by the plan: an argument is the result of a planned change, which has not been made"})
+            }
+        }
+    }
+
     async fn call(
         &self,
         caller: &Caller,

@@ -12,13 +12,16 @@ use std::sync::{
 use tokio_postgres::Row;
 
 use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS_APPROVALS};
-use crate::approval::{
-    new_id, undecidable, ApprovalError, ApprovalStore, Check, Request, Status, DEFAULT_MAX_OPEN,
-    PURGE_EVERY_MS,
+use crate::{
+    approval::{
+        changes_text, new_id, parse_changes, plan_request, undecidable, untakeable, ApprovalError,
+        ApprovalStore, Check, Request, Status, DEFAULT_MAX_OPEN, PURGE_EVERY_MS,
+    },
+    plan::{PlanError, PlannedChange},
 };
 
 const COLUMNS: &str =
-    "id, identity, tool, args_hash, summary, status, created_ms, expires_ms, decided_by";
+    "id, identity, tool, args_hash, summary, status, created_ms, expires_ms, decided_by, plan";
 
 fn request(r: &Row) -> Request {
     Request {
@@ -31,6 +34,7 @@ fn request(r: &Row) -> Request {
         created_ms: r.get(6),
         expires_ms: r.get(7),
         decided_by: r.get(8),
+        changes: parse_changes(r.get(9)),
     }
 }
 
@@ -154,6 +158,7 @@ impl ApprovalStore for PgApprovals {
                 created_ms: now_ms,
                 expires_ms: now_ms + ttl_ms,
                 decided_by: None,
+                changes: None,
             };
             tx.execute(
                     &tx.prepare_cached("INSERT INTO airlock_approvals \
@@ -174,6 +179,103 @@ impl ApprovalStore for PgApprovals {
             tx.commit().await.map_err(e)?;
             Ok(Check::Required(request))
         })?)
+    }
+
+    fn file_plan(
+        &self,
+        id: &str,
+        identity: &str,
+        changes: &[PlannedChange],
+        now_ms: i64,
+    ) -> Result<Check, ApprovalError> {
+        let request = plan_request(id, identity, changes, now_ms, self.ttl_ms);
+        let max_open = self.max_open;
+        Ok(self
+            .db
+            .run::<_, PgError, _, _>("filing a plan", move |pool, at| async move {
+                let e = |e: tokio_postgres::Error| unavailable(&at, e);
+                let mut conn = connection(&pool, &at).await?;
+                let tx = conn.transaction().await.map_err(e)?;
+                // The same lock as `check`: the cap counts both.
+                tx.execute(
+                    "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+                    &[&LOCK_CLASS_APPROVALS, &request.identity],
+                )
+                .await
+                .map_err(e)?;
+                let waiting: i64 = tx
+                    .query_one(
+                        "SELECT COUNT(*) FROM airlock_approvals WHERE identity = $1 \
+                     AND status = 'pending' AND expires_ms > $2",
+                        &[&request.identity, &now_ms],
+                    )
+                    .await
+                    .map_err(e)?
+                    .get(0);
+                if waiting >= max_open as i64 {
+                    return Ok(Check::TooManyOpen { limit: max_open });
+                }
+                tx.execute(
+                    "INSERT INTO airlock_approvals \
+                 (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, plan) \
+                 VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)",
+                    &[
+                        &request.id,
+                        &request.identity,
+                        &request.tool,
+                        &request.args_hash,
+                        &request.summary,
+                        &request.created_ms,
+                        &request.expires_ms,
+                        &changes_text(&request),
+                    ],
+                )
+                .await
+                .map_err(e)?;
+                tx.commit().await.map_err(e)?;
+                Ok(Check::Required(request))
+            })?)
+    }
+
+    fn take_plan(&self, id: &str, identity: &str, now_ms: i64) -> Result<Request, PlanError> {
+        let (id, identity) = (id.to_string(), identity.to_string());
+        let taken = self
+            .db
+            .run::<_, PgError, _, _>("taking a plan", move |pool, at| async move {
+                let e = |e: tokio_postgres::Error| unavailable(&at, e);
+                let mut conn = connection(&pool, &at).await?;
+                let tx = conn.transaction().await.map_err(e)?;
+                // FOR UPDATE: a replica taking it at the same time waits,
+                // then sees it used.
+                let row = tx
+                    .query_opt(
+                        &format!(
+                            "SELECT {COLUMNS} FROM airlock_approvals WHERE id = $1 FOR UPDATE"
+                        ),
+                        &[&id],
+                    )
+                    .await
+                    .map_err(e)?;
+                let Some(current) = row.as_ref().map(request) else {
+                    return Ok(Err(PlanError::NotFound(id)));
+                };
+                if let Some(refused) = untakeable(&current, &identity, now_ms) {
+                    return Ok(Err(refused));
+                }
+                tx.execute(
+                    "UPDATE airlock_approvals SET status = 'used', used_ms = $2 WHERE id = $1",
+                    &[&id, &now_ms],
+                )
+                .await
+                .map_err(e)?;
+                tx.commit().await.map_err(e)?;
+                Ok(Ok(Request {
+                    status: Status::Used,
+                    ..current
+                }))
+            })
+            .map_err(ApprovalError::from)?;
+        taken
     }
 
     fn list(&self, now_ms: i64, all: bool) -> Result<Vec<Request>, ApprovalError> {

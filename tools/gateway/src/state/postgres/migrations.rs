@@ -73,6 +73,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "who opened each session",
         "ALTER TABLE airlock_sessions ADD COLUMN identity TEXT;",
     ),
+    (
+        5,
+        "change plans: a plan's changes on its approval row",
+        "ALTER TABLE airlock_approvals ADD COLUMN plan TEXT;",
+    ),
 ];
 
 /// The newest version this build knows.
