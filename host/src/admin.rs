@@ -359,6 +359,13 @@ fn report(verdict: Result<audit::Verdict, audit::AuditError>, at: &str) -> ExitC
                 v.good_lines, v.head.seq, v.head.hash
             );
             unfinished(&v.unfinished);
+            if v.plans_unchecked > 0 {
+                println!(
+                    "note: {} change plan(s) were not checked against their lines: more than {} were open at once",
+                    v.plans_unchecked,
+                    audit::MAX_TRACKED_PLANS
+                );
+            }
             ExitCode::SUCCESS
         }
         Ok(v) => {

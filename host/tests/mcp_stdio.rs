@@ -361,6 +361,181 @@ async fn a_declined_approval_denies_and_a_client_that_cannot_ask_gets_the_instru
     client.cancel().await.unwrap();
 }
 
+const STOP_GUESTS: &str = include_str!("../../examples/stop-node-guests.js");
+
+/// What runs on pve1, as `vmid:status` sorted.
+const PVE1_STATUS: &str = "const node = 'pve1';\n\
+    const [v, c] = await Promise.all([tools.vm_list({ node }), tools.ct_list({ node })]);\n\
+    [...v, ...c].map((g) => g.vmid + ':' + g.status).sort()";
+
+async fn pve1(client: &RunningService<RoleClient, Person>) -> Value {
+    let r = call(client, "execute", json!({"script": PVE1_STATUS})).await;
+    structured(&r)["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_is_approved_once_in_the_client_then_applied_once() {
+    let alice = Person {
+        can_ask: true,
+        approve: true,
+        ..person()
+    };
+    let asked = alice.asked.clone();
+    let client = connect(alice, &["--demo", "--identity", "alice"]).await;
+    let before = pve1(&client).await;
+    let running = before
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s.as_str().unwrap().ends_with(":running"))
+        .count();
+    assert!(running >= 2, "{before}");
+
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": STOP_GUESTS, "mode": "plan"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let plan = &structured(&r)["plan"];
+    assert_eq!(plan["status"], "approved", "{}", text(&r));
+    assert_eq!(plan["changes"].as_array().unwrap().len(), running, "{plan}");
+    assert!(
+        plan["changes"][0]["target"]
+            .as_str()
+            .unwrap()
+            .contains("vmid="),
+        "{plan}"
+    );
+    let id = plan["id"].as_str().unwrap().to_string();
+    assert!(
+        text(&r).contains(&format!("plan {id} (approved)")),
+        "{}",
+        text(&r)
+    );
+    for g in structured(&r)["result"].as_array().unwrap() {
+        assert_eq!(g["result"], "planned", "wait_task answers a planned task");
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "one question for the plan");
+    assert_eq!(pve1(&client).await, before, "planning changed nothing");
+
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": STOP_GUESTS, "plan": id}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let plan = &structured(&r)["plan"];
+    assert_eq!(plan["status"], "applied");
+    assert_eq!(plan["applied"].as_array().unwrap().len(), running);
+    assert_eq!(plan["not_applied"], json!([]));
+    for g in structured(&r)["result"].as_array().unwrap() {
+        assert_eq!(g["result"], "OK");
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "applying asks nothing");
+    let after = pve1(&client).await;
+    assert!(
+        !after.to_string().contains(":running"),
+        "every guest stopped: {after}"
+    );
+
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": STOP_GUESTS, "plan": id}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("plan_used"), "{}", text(&r));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_approves_a_plan_and_a_changed_script_gets_nothing_unplanned() {
+    let client = connect(person(), &["--demo", "--identity", "alice"]).await;
+    for (args, says) in [
+        (json!({"script": "1", "mode": "dry"}), "`mode` must be"),
+        (
+            json!({"script": "1", "mode": "plan", "plan": "pl-0123456789abcdef"}),
+            "give one of them",
+        ),
+        (
+            json!({"script": "1", "plan": 7}),
+            "`plan` must be a plan id",
+        ),
+        (
+            json!({"script": "1", "plan": "pl-0123456789abcdef"}),
+            "plan_not_found",
+        ),
+        (
+            json!({"script": "1", "plan": "x".repeat(100_000)}),
+            "plan_not_found",
+        ),
+    ] {
+        let r = call(&client, "execute", args).await;
+        assert_eq!(r.is_error, Some(true));
+        assert!(text(&r).contains(says), "{says}: {}", text(&r));
+        assert!(text(&r).len() < 1_000, "a bad id is not echoed whole");
+    }
+    let before = pve1(&client).await;
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": STOP_GUESTS, "mode": "plan"}),
+    )
+    .await;
+    let plan = structured(&r)["plan"].clone();
+    assert_eq!(plan["status"], "pending", "{}", text(&r));
+    let id = plan["id"].as_str().unwrap().to_string();
+
+    // Applying before anyone approved: refused, nothing runs.
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": STOP_GUESTS, "plan": id}),
+    )
+    .await;
+    assert!(text(&r).contains("plan_not_approved"), "{}", text(&r));
+
+    // The operator runs the command the plan names, in a shell.
+    let command = plan["next"].as_str().unwrap().split('`').nth(1).unwrap();
+    assert!(
+        command.contains(&format!(" approvals approve {id}")),
+        "{command}"
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", command])
+        .env_remove("AIRLOCK_CONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{command}: {out:?}");
+
+    // The script changed between plan and apply (another timeout): no
+    // call of it is in the plan, so each needs an approval of its own
+    // and none is sent; the plan is used up, its changes not applied.
+    let changed = STOP_GUESTS.replace("timeout: 60", "timeout: 61");
+    let r = call(&client, "execute", json!({"script": changed, "plan": id})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(
+        structured(&r)["error"]["kind"],
+        "ApprovalRequired",
+        "{}",
+        text(&r)
+    );
+    assert!(
+        text(&r).contains(&format!("not in plan {id}")),
+        "{}",
+        text(&r)
+    );
+    let plan = &structured(&r)["plan"];
+    assert_eq!(plan["applied"], json!([]));
+    assert!(!plan["not_applied"].as_array().unwrap().is_empty());
+    assert_eq!(pve1(&client).await, before, "nothing outside the plan ran");
+    client.cancel().await.unwrap();
+}
+
 /// Ten shutdowns of one VM with different timeouts (ten distinct calls,
 /// each needing approval), fired at once and settled; each says `ok`, its
 /// error code, and whether it said the client is not asked again.

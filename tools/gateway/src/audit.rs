@@ -41,6 +41,9 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// an unbounded field must not let one call fill the disk.
 pub const MAX_LINE_BYTES: usize = 4096;
 
+/// Change plans `verify` follows at once.
+pub const MAX_TRACKED_PLANS: usize = crate::audit_plans::MAX_TRACKED;
+
 /// The longest an append waits for another process's lock on the file.
 pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 
@@ -321,6 +324,9 @@ pub struct Verdict {
     /// end, in the order they started: still running, or their process
     /// stopped without writing it (killed). Not a break in the chain.
     pub unfinished: Vec<Unfinished>,
+    /// Change plans whose lines were not checked against each other
+    /// because too many were open at once (`audit_plans`).
+    pub plans_unchecked: u64,
 }
 
 /// An execution whose start line has no end line (yet).
@@ -431,6 +437,7 @@ impl Verifier {
             head: self.head,
             problem: self.problem,
             unfinished: unfinished.into_iter().map(|(_, u)| u).collect(),
+            plans_unchecked: self.plans.unchecked(),
         }
     }
 

@@ -7,32 +7,57 @@
 //! - A plan is taken for applying (`plan_apply`, decision `applying`) at
 //!   most once.
 //! - Every call allowed under a plan (`plan` and `plan_change` on an
-//!   `allowed` call line) is one of that plan's changes, the same tool
-//!   with the same argument hash, used once.
+//!   `allowed` call line) is that plan's next change: the same tool with
+//!   the same argument hash, in the plan's order, once.
 //!
 //! A log that starts after a plan was recorded (exported in part, or
-//! rotated) cannot be checked for it; such plans are skipped, not
-//! reported. At most [`MAX_TRACKED`] plans are followed at once, so a
-//! log of any length verifies in bounded memory.
+//! rotated) cannot be checked for it; such plans are skipped. Memory is
+//! bounded: a plan is followed while it can still be applied — recording
+//! ends with its execution, a plan not filed for approval or denied is
+//! dropped at once, a filed one after two of the longest approval
+//! lifetimes — and at most [`MAX_TRACKED`] at once; plans past that are
+//! counted as not checked ([`PlanLedger::unchecked`]), never silently.
 
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
-use crate::digest::sha256_json;
+use crate::{config::MAX_TTL_SECS, digest::sha256_json};
 
-/// Plans followed at once; past this, new plans are not checked.
+/// Plans followed at once (filed ones hold 40 bytes per change).
 pub const MAX_TRACKED: usize = 10_000;
 
-#[derive(Default)]
-struct Seen {
-    /// (change number, tool, argument hash) from the `planned` lines.
-    recorded: Vec<(u64, String, String)>,
-    /// Set by the `plan` line: the changes are then fixed.
-    filed: bool,
-    /// Which changes an apply has used.
-    used: HashSet<u64>,
-    applying: bool,
+/// Plans remembered as applied, against a second apply.
+const MAX_APPLIED: usize = 100_000;
+
+/// A planned change once its plan is filed: its number and the digest of
+/// its tool and argument hash.
+type Change = (u64, [u8; 32]);
+
+fn change_digest(tool: &str, hash: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(tool.as_bytes());
+    h.update([0]);
+    h.update(hash.as_bytes());
+    h.finalize().into()
+}
+
+enum Seen {
+    /// Its execution is recording: (number, tool, argument hash).
+    Recording {
+        execution: String,
+        changes: Vec<(u64, String, String)>,
+    },
+    /// Filed, waiting or approved: its changes in order, how many are
+    /// made, whether an apply has taken it, and when it was filed (unix
+    /// seconds).
+    Filed {
+        changes: Vec<Change>,
+        made: usize,
+        applying: bool,
+        filed_s: u64,
+    },
 }
 
 #[derive(Default)]
@@ -40,98 +65,174 @@ pub(crate) struct PlanLedger {
     plans: HashMap<String, Seen>,
     /// Plans whose apply has ended: they must not be applied again.
     applied: HashSet<String>,
+    /// Plans not followed because too many were open at once.
+    unchecked: u64,
 }
 
 fn text<'a>(record: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     record.get(key).and_then(Value::as_str)
 }
 
+fn unix_seconds(record: &Map<String, Value>) -> u64 {
+    text(record, "ts")
+        .and_then(|ts| humantime::parse_rfc3339(ts).ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs())
+}
+
 impl PlanLedger {
+    /// Plans that could not be followed (more than [`MAX_TRACKED`] open
+    /// at once).
+    pub(crate) fn unchecked(&self) -> u64 {
+        self.unchecked
+    }
+
     /// Takes note of one verified line; `Err` says what disagrees.
     pub(crate) fn note(&mut self, record: &Map<String, Value>) -> Result<(), String> {
+        let event = text(record, "event");
+        if event == Some("execution_end") {
+            // A recording that filed nothing is over.
+            if let Some(x) = text(record, "execution") {
+                self.plans.retain(
+                    |_, s| !matches!(s, Seen::Recording { execution, .. } if execution == x),
+                );
+            }
+            return Ok(());
+        }
         let Some(plan) = text(record, "plan") else {
             return Ok(());
         };
-        match (text(record, "event"), text(record, "decision")) {
+        match (event, text(record, "decision")) {
             (Some("call"), Some("planned")) => {
                 let Some(n) = record.get("plan_change").and_then(Value::as_u64) else {
                     return Ok(()); // a read answered by the plan
                 };
-                if !self.plans.contains_key(plan) && self.plans.len() >= MAX_TRACKED {
+                if !self.plans.contains_key(plan) && !self.room(record) {
                     return Ok(());
                 }
-                let seen = self.plans.entry(plan.to_string()).or_default();
-                if seen.filed {
+                let seen = self
+                    .plans
+                    .entry(plan.to_string())
+                    .or_insert_with(|| Seen::Recording {
+                        execution: text(record, "execution").unwrap_or_default().to_string(),
+                        changes: Vec::new(),
+                    });
+                let Seen::Recording { changes, .. } = seen else {
                     return Err(format!(
                         "a change was recorded for plan {plan} after the plan was filed"
                     ));
-                }
-                seen.recorded.push((
+                };
+                changes.push((
                     n,
                     text(record, "tool").unwrap_or_default().to_string(),
                     text(record, "args_sha256").unwrap_or_default().to_string(),
                 ));
             }
             (Some("plan"), _) => {
-                let Some(seen) = self.plans.get_mut(plan) else {
+                let Some(Seen::Recording { mut changes, .. }) = self.plans.remove(plan) else {
                     return Ok(());
                 };
-                seen.recorded.sort_by_key(|c| c.0);
-                let list: Vec<Value> = seen
-                    .recorded
+                changes.sort_by_key(|c| c.0);
+                let list: Vec<Value> = changes
                     .iter()
                     .map(|(_, tool, hash)| {
                         Value::Array(vec![tool.as_str().into(), hash.as_str().into()])
                     })
                     .collect();
-                let hash = sha256_json(&Value::Array(list));
                 // A name its line may have cut cannot be checked.
-                let cut = seen
-                    .recorded
+                let cut = changes
                     .iter()
                     .any(|(_, tool, _)| tool.chars().count() >= crate::audit_fields::TOOL_CHARS);
+                let hash = sha256_json(&Value::Array(list));
                 if !cut && text(record, "changes_sha256") != Some(hash.as_str()) {
                     return Err(format!(
                         "plan {plan}'s line does not match the changes its execution recorded"
                     ));
                 }
-                seen.filed = true;
+                // Only a plan filed for approval can ever be applied.
+                if text(record, "status") == Some("pending") {
+                    let changes = changes
+                        .iter()
+                        .map(|(n, tool, hash)| (*n, change_digest(tool, hash)))
+                        .collect();
+                    self.plans.insert(
+                        plan.to_string(),
+                        Seen::Filed {
+                            changes,
+                            made: 0,
+                            applying: false,
+                            filed_s: unix_seconds(record),
+                        },
+                    );
+                }
+            }
+            (Some("plan_decision"), _) if text(record, "status") == Some("denied") => {
+                self.plans.remove(plan);
             }
             (Some("plan_apply"), Some("applying")) => {
-                if self.applied.contains(plan) || self.plans.get(plan).is_some_and(|s| s.applying) {
+                let again = self.applied.contains(plan)
+                    || matches!(
+                        self.plans.get(plan),
+                        Some(Seen::Filed { applying: true, .. })
+                    );
+                if again {
                     return Err(format!("plan {plan} is applied a second time"));
                 }
-                if let Some(seen) = self.plans.get_mut(plan) {
-                    seen.applying = true;
+                if let Some(Seen::Filed { applying, .. }) = self.plans.get_mut(plan) {
+                    *applying = true;
                 }
             }
             (Some("call"), Some("allowed")) => {
                 let Some(n) = record.get("plan_change").and_then(Value::as_u64) else {
                     return Ok(());
                 };
-                let Some(seen) = self.plans.get_mut(plan) else {
+                let Some(Seen::Filed {
+                    changes,
+                    made,
+                    applying,
+                    ..
+                }) = self.plans.get_mut(plan)
+                else {
                     return Ok(());
                 };
-                let tool = text(record, "tool").unwrap_or_default();
-                let hash = text(record, "args_sha256").unwrap_or_default();
-                let planned = seen
-                    .recorded
-                    .iter()
-                    .any(|(m, t, h)| *m == n && t == tool && h == hash);
-                if !seen.applying || !planned || !seen.used.insert(n) {
+                let digest = change_digest(
+                    text(record, "tool").unwrap_or_default(),
+                    text(record, "args_sha256").unwrap_or_default(),
+                );
+                let next = changes.get(*made);
+                if !*applying || next != Some(&(n, digest)) {
                     return Err(format!(
-                        "a call ran as change {n} of plan {plan}, which that plan does not hold (or not unused, or not while it was applied)"
+                        "a call ran as change {n} of plan {plan}, which is not that plan's next change (or not while it was applied)"
                     ));
                 }
+                *made += 1;
             }
             (Some("plan_end"), _) => {
                 self.plans.remove(plan);
-                if self.applied.len() < MAX_TRACKED * 10 {
+                if self.applied.len() < MAX_APPLIED {
                     self.applied.insert(plan.to_string());
                 }
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Whether another plan can be followed: at the cap, filed plans too
+    /// old to be approved or applied any more are let go first.
+    fn room(&mut self, record: &Map<String, Value>) -> bool {
+        if self.plans.len() >= MAX_TRACKED {
+            let now = unix_seconds(record);
+            let lifetime = 2 * MAX_TTL_SECS;
+            self.plans.retain(|_, s| match s {
+                Seen::Filed { filed_s, .. } => now.saturating_sub(*filed_s) <= lifetime,
+                Seen::Recording { .. } => true,
+            });
+        }
+        if self.plans.len() >= MAX_TRACKED {
+            self.unchecked += 1;
+            return false;
+        }
+        true
     }
 }

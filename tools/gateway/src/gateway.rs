@@ -843,6 +843,7 @@ impl Gateway {
         };
         line.insert("decision".into(), Value::String("planned".into()));
         if let Err(e) = self.append_for(&caller.identity, "call", line) {
+            recorder.lost_a_line();
             let error = CallError::AuditUnavailable(told(&e));
             return Err(Refused::before_backend(error, args));
         }
@@ -986,13 +987,15 @@ impl Gateway {
                 tool: spec.name.clone(),
                 reason: d.0,
             })?;
+        let needs_approval = self.approval_tiers.contains(&spec.tier);
         let applied = match &caller.plan {
             // Recording: nothing above a read is sent, so nothing is
-            // approved now; the plan is, as a whole.
-            Some(PlanRun::Record(_)) => return Ok(entry),
-            Some(PlanRun::Apply(plan)) if spec.tier != Tier::Read => {
-                plan.take(&spec.name, args_hash).map(|c| (plan, c.n))
-            }
+            // approved now; the plan is, as a whole. A read runs, so it
+            // is approved as always.
+            Some(PlanRun::Record(_)) if spec.tier != Tier::Read => return Ok(entry),
+            Some(PlanRun::Apply(plan)) if spec.tier != Tier::Read => plan
+                .take(&spec.name, args_hash, spec.tier, needs_approval)
+                .map(|c| (plan, c.n)),
             _ => None,
         };
         if let Some((plan, n)) = applied {
@@ -1003,7 +1006,7 @@ impl Gateway {
             }
             return Ok(entry);
         }
-        if self.approval_tiers.contains(&spec.tier) {
+        if needs_approval {
             let summary = summary::summarize(args).map_err(|e| CallError::ApprovalTooLarge {
                 tool: spec.name.clone(),
                 reason: e.to_string(),
@@ -1036,8 +1039,14 @@ impl Gateway {
                     let mut how = self.approve_instruction(&r.id);
                     if let Some(PlanRun::Apply(plan)) = &caller.plan {
                         line.insert("plan".into(), Value::String(plan.id.clone()));
+                        let next = match plan.next_change() {
+                            Some(c) => {
+                                format!("its next change is {}. {} ({})", c.n, c.tool, c.summary)
+                            }
+                            None => "every change of it is made".into(),
+                        };
                         how = format!(
-                            "this call is not in plan {} (or its change there is used already; a changed argument makes another call), so it needs an approval of its own: {how}",
+                            "this call is not the next change of plan {} ({next}; changes are made in the plan's order, once each, and a changed argument makes another call), so it needs an approval of its own: {how}",
                             plan.id
                         );
                     }
@@ -1242,6 +1251,12 @@ impl Gateway {
         if changes.is_empty() {
             return Ok(PlanFiled::Empty);
         }
+        if !recorder.complete() {
+            return Err(CallError::AuditUnavailable(
+                "a planned change could not be written to the audit log, so the plan is not filed"
+                    .into(),
+            ));
+        }
         let filed = if changes.iter().any(|c| c.needs_approval) {
             let check = self
                 .state
@@ -1276,8 +1291,17 @@ impl Gateway {
             _ => "nothing_to_approve",
         };
         line.insert("status".into(), Value::String(status.into()));
-        self.append_for(&caller.identity, "plan", line)
-            .map_err(|e| CallError::AuditUnavailable(told(&e)))?;
+        if let Err(e) = self.append_for(&caller.identity, "plan", line) {
+            // Filed but not in the chain: made undecidable, never applied.
+            if let PlanFiled::Filed(r) = &filed {
+                let _ = self.state.approvals.deny(
+                    &r.id,
+                    "airlock: the plan's audit line could not be written",
+                    self.now_ms(),
+                );
+            }
+            return Err(CallError::AuditUnavailable(told(&e)));
+        }
         Ok(filed)
     }
 
@@ -1289,6 +1313,11 @@ impl Gateway {
             self.state
                 .approvals
                 .take_plan(id, &caller.identity, self.now_ms())
+                .map_err(|e| match e {
+                    // Said as any store failure is: no host, no server text.
+                    PlanError::Storage(m) => PlanError::Storage(told(&ApprovalError::Storage(m))),
+                    other => other,
+                })
         } else {
             Err(PlanError::NotFound(quote_name(id)))
         };

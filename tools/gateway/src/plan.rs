@@ -1,7 +1,8 @@
 //! Change plans: a script run once to record the changes it would make,
 //! approved once as a whole, then run again to make exactly those.
 //!
-//! Recording (`PlanRun::Record`): reads run as usual; every call of a
+//! Recording (`PlanRun::Record`): reads run as usual (asked for approval
+//! if their tier needs it); every call of a
 //! tier above `read` passes rate limit, lookup, validation and policy as
 //! always, then is written down instead of sent and answered with a value
 //! the backend shapes ([`crate::Backend::planned`]). A read whose
@@ -15,10 +16,11 @@
 //! [`table`].
 //!
 //! Applying (`PlanRun::Apply`): the approved plan is taken, once
-//! (approved → used, atomically), and each call that matches an unused
-//! change of it — same tool, same argument hash — proceeds without an
-//! approval of its own; anything else is decided as without a plan. What
-//! the run did not make is reported as not applied. A used or expired
+//! (approved → used, atomically), and each call that is the plan's next
+//! change — same tool, same argument hash, same tier; in the plan's
+//! order — proceeds without an approval of its own; anything else is
+//! decided as without a plan. What the run did not make is reported as
+//! not applied. A used or expired
 //! plan can never be taken again.
 
 use std::sync::{Arc, Mutex};
@@ -170,6 +172,9 @@ pub struct Recorder {
     /// every planned value handed to the script.
     pub id: String,
     changes: Mutex<Recorded>,
+    /// A change was recorded whose audit line could not be written: the
+    /// plan is not filed.
+    unrecorded: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -186,6 +191,7 @@ impl Recorder {
         Ok(Self {
             id: format!("pl-{}", hex::encode(bytes)),
             changes: Mutex::default(),
+            unrecorded: Default::default(),
         })
     }
 
@@ -209,6 +215,17 @@ impl Recorder {
         let token = format!("{}.{}", self.id, change.n);
         r.changes.push(change);
         Ok(token)
+    }
+
+    /// Marks the plan as holding a change the audit log lacks.
+    pub fn lost_a_line(&self) {
+        self.unrecorded
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether every change has its audit line.
+    pub fn complete(&self) -> bool {
+        !self.unrecorded.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether `args` carries a value this plan handed out.
@@ -270,41 +287,58 @@ pub struct Applying {
     /// Who approved it, for each applied change's audit line.
     pub approved_by: Option<String>,
     pub changes: Vec<PlannedChange>,
-    used: Mutex<Vec<bool>>,
+    /// How many changes have been made: they are made in the plan's
+    /// order, so the used ones are always the first `next`.
+    next: Mutex<usize>,
 }
 
 impl Applying {
     pub fn new(id: String, approved_by: Option<String>, changes: Vec<PlannedChange>) -> Self {
-        let used = Mutex::new(vec![false; changes.len()]);
         Self {
             id,
             approved_by,
             changes,
-            used,
+            next: Mutex::new(0),
         }
     }
 
-    /// The first unused change that is exactly this call, now used.
-    pub fn take(&self, tool: &str, args_hash: &str) -> Option<&PlannedChange> {
-        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        let i = self
-            .changes
-            .iter()
-            .enumerate()
-            .position(|(i, c)| !used[i] && c.tool == tool && c.args_hash == args_hash)?;
-        used[i] = true;
-        Some(&self.changes[i])
+    /// Uses the plan's next change if it is exactly this call: the same
+    /// tool and argument hash, at the tier it was planned at, and, if the
+    /// tier needs an approval now, one planned as needing it. A change
+    /// is only ever made after every change before it: the person
+    /// approved a sequence (add a rule, then delete the first; back up,
+    /// then destroy), and a subset or another order can mean another
+    /// change. Anything else is `None`, and is decided without the plan.
+    pub fn take(
+        &self,
+        tool: &str,
+        args_hash: &str,
+        tier: Tier,
+        needs_approval_now: bool,
+    ) -> Option<&PlannedChange> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let c = self.changes.get(*next)?;
+        let same = c.tool == tool
+            && c.args_hash == args_hash
+            && c.tier == tier
+            && (c.needs_approval || !needs_approval_now);
+        if !same {
+            return None;
+        }
+        *next += 1;
+        Some(c)
+    }
+
+    /// The change the plan makes next, if any is left.
+    pub fn next_change(&self) -> Option<&PlannedChange> {
+        let next = *self.next.lock().unwrap_or_else(|p| p.into_inner());
+        self.changes.get(next)
     }
 
     /// Changes the run did not make.
     pub fn not_applied(&self) -> Vec<&PlannedChange> {
-        let used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        self.changes
-            .iter()
-            .zip(used.iter())
-            .filter(|(_, u)| !**u)
-            .map(|(c, _)| c)
-            .collect()
+        let next = *self.next.lock().unwrap_or_else(|p| p.into_inner());
+        self.changes.iter().skip(next).collect()
     }
 }
 
@@ -391,10 +425,25 @@ mod tests {
         changes[0].n = 1;
         changes[1].n = 2;
         let a = Applying::new("pl-1".into(), None, changes);
-        assert_eq!(a.take("vm_stop", "b").map(|c| c.n), Some(2));
-        assert!(a.take("vm_stop", "b").is_none(), "used once");
-        assert!(a.take("vm_start", "a").is_none(), "another tool");
+        let op = Tier::Operate;
+        assert!(a.take("vm_stop", "b", op, true).is_none(), "out of order");
+        assert!(a.take("vm_start", "a", op, true).is_none(), "another tool");
+        assert!(
+            a.take("vm_stop", "a", Tier::Admin, true).is_none(),
+            "another tier"
+        );
+        assert_eq!(a.take("vm_stop", "a", op, true).map(|c| c.n), Some(1));
+        assert!(a.take("vm_stop", "a", op, true).is_none(), "used once");
+        assert_eq!(a.next_change().map(|c| c.n), Some(2));
         let left: Vec<u32> = a.not_applied().iter().map(|c| c.n).collect();
-        assert_eq!(left, [1]);
+        assert_eq!(left, [2]);
+        let mut free = change("vm_stop", "c");
+        free.needs_approval = false;
+        let b = Applying::new("pl-2".into(), None, vec![free]);
+        assert!(
+            b.take("vm_stop", "c", op, true).is_none(),
+            "planned as needing no approval, it needs one now"
+        );
+        assert!(b.take("vm_stop", "c", op, false).is_some());
     }
 }
