@@ -525,7 +525,7 @@ async fn an_operator_approves_a_plan_and_a_changed_script_gets_nothing_unplanned
         text(&r)
     );
     assert!(
-        text(&r).contains(&format!("not in plan {id}")),
+        text(&r).contains(&format!("not the next change of plan {id}")),
         "{}",
         text(&r)
     );
