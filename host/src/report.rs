@@ -56,6 +56,9 @@ pub struct View<'a> {
     pub execution: &'a str,
     /// What the execution did with a change plan, if it had one.
     pub plan: Option<&'a crate::plans::Report>,
+    /// Print the value to stderr too (the demo's later runs: stdout holds
+    /// the first result alone).
+    pub value_on_stderr: bool,
 }
 
 impl View<'_> {
@@ -103,7 +106,11 @@ pub fn human(view: &View<'_>) -> bool {
     );
     match &outcome.result {
         Ok(value) => {
-            println!("{}", json_text(value));
+            if view.value_on_stderr {
+                let _ = writeln!(err, "{}", json_text(value));
+            } else {
+                println!("{}", json_text(value));
+            }
             if let Some(t) = &outcome.truncated {
                 let _ = writeln!(
                     err,

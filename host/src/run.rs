@@ -29,6 +29,17 @@ pub enum Script {
     Demo,
 }
 
+/// Where [`Runner::run`] prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The value on stdout, the rest on stderr.
+    Human,
+    /// The whole outcome as JSON on stdout.
+    Json,
+    /// Everything on stderr.
+    Stderr,
+}
+
 /// A gateway and a sandbox, ready for scripts.
 pub struct Runner {
     pub gateway: Arc<Gateway>,
@@ -60,7 +71,7 @@ impl Runner {
         source: &str,
         identity: &str,
         plan: &PlanArg,
-        json: bool,
+        output: Output,
     ) -> Result<(bool, Option<plans::Report>), String> {
         let caller = plans::prepare(&self.gateway, Caller::new(identity), plan)
             .map_err(|e| format!("{}: {e}", e.code()))?;
@@ -76,8 +87,9 @@ impl Runner {
             mode: self.gateway.mode_of(&Caller::new(identity)),
             execution: &finished.id,
             plan: report.as_ref(),
+            value_on_stderr: output == Output::Stderr,
         };
-        let ok = if json {
+        let ok = if output == Output::Json {
             report::json(&view)
         } else {
             report::human(&view)
@@ -109,7 +121,8 @@ pub async fn exec(
         eprintln!("Running examples/fleet-report.js against the simulated cluster:\n");
         eprintln!("{DEMO_SCRIPT}");
     }
-    let ok = match runner.run(&source, identity, plan, json).await {
+    let output = if json { Output::Json } else { Output::Human };
+    let ok = match runner.run(&source, identity, plan, output).await {
         Ok((ok, _)) => ok,
         Err(e) => return fail(&e),
     };
@@ -136,7 +149,7 @@ async fn demo_plan(runner: &Runner) -> Result<(), String> {
     );
     eprintln!("1. In plan mode (`execute` with mode \"plan\"; `airlock exec --plan`): reads run, changes are recorded, nothing is sent.\n");
     let (ok, report) = runner
-        .run(DEMO_PLAN_SCRIPT, who, &PlanArg::Record, false)
+        .run(DEMO_PLAN_SCRIPT, who, &PlanArg::Record, Output::Stderr)
         .await?;
     let id = match report {
         Some(r) if ok && r.waiting().is_some() => r.id().to_string(),
@@ -152,7 +165,12 @@ async fn demo_plan(runner: &Runner) -> Result<(), String> {
     eprintln!("approved: plan {id}\n");
     eprintln!("3. Applied (`execute` with plan \"{id}\"; `airlock exec --apply {id}`): each planned change runs once, without asking again.\n");
     let (ok, _) = runner
-        .run(DEMO_PLAN_SCRIPT, who, &PlanArg::Apply(id.clone()), false)
+        .run(
+            DEMO_PLAN_SCRIPT,
+            who,
+            &PlanArg::Apply(id.clone()),
+            Output::Stderr,
+        )
         .await?;
     if !ok {
         return Err("the demo's plan did not apply".into());

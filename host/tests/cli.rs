@@ -191,7 +191,20 @@ fn demo_runs_with_no_configuration() {
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(value["nodes_offline"], serde_json::json!([]));
     assert_eq!(value["running"], 10, "the simulated cluster runs 10 guests");
-    assert!(text(&out.stderr).contains("Simulated Proxmox VE cluster at https://127.0.0.1:"));
+    let said = text(&out.stderr);
+    assert!(said.contains("Simulated Proxmox VE cluster at https://127.0.0.1:"));
+    // Then plan → one approval → apply, for every running guest on pve1.
+    for step in [
+        "(pending): 4 changes",
+        "ct_shutdown [operate]",
+        "approved: plan pl-",
+        "4 of 4 changes applied",
+        "plan_used: plan pl-",
+    ] {
+        assert!(said.contains(step), "{step}: {said}");
+    }
+    assert_eq!(said.matches("\"result\": \"planned\"").count(), 4, "{said}");
+    assert_eq!(said.matches("\"result\": \"OK\"").count(), 4, "{said}");
 }
 
 #[test]
