@@ -236,8 +236,14 @@ pub(crate) fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Opti
     if current.identity != identity {
         return Some(PlanError::OtherIdentity(id()));
     }
+    if current.status == Status::Used {
+        return Some(PlanError::Used(id()));
+    }
+    if current.expired(now_ms) {
+        return Some(PlanError::Expired(id()));
+    }
     match current.status {
-        Status::Used => return Some(PlanError::Used(id())),
+        Status::Used | Status::Approved => {}
         Status::Pending => {
             return Some(PlanError::NotApproved {
                 id: id(),
@@ -252,10 +258,6 @@ pub(crate) fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Opti
                 what: "it was refused; change the script and plan again",
             })
         }
-        Status::Approved => {}
-    }
-    if current.expired(now_ms) {
-        return Some(PlanError::Expired(id()));
     }
     if plan::list_hash(changes) != current.args_hash || plan::table(changes) != current.summary {
         return Some(PlanError::Tampered(id()));

@@ -28,8 +28,8 @@ use crate::{config::MAX_TTL_SECS, digest::sha256_json};
 /// Plans followed at once (filed ones hold 40 bytes per change).
 pub const MAX_TRACKED: usize = 10_000;
 
-/// Plans remembered as applied, against a second apply.
-const MAX_APPLIED: usize = 100_000;
+/// Closed plans remembered, against an apply or a call under one.
+const MAX_CLOSED: usize = 100_000;
 
 /// A planned change once its plan is filed: its number and the digest of
 /// its tool and argument hash.
@@ -63,8 +63,9 @@ enum Seen {
 #[derive(Default)]
 pub(crate) struct PlanLedger {
     plans: HashMap<String, Seen>,
-    /// Plans whose apply has ended: they must not be applied again.
-    applied: HashSet<String>,
+    /// Plans that can never be applied (again): their apply ended, they
+    /// were denied, or they were never filed for approval.
+    closed: HashSet<String>,
     /// Plans not followed because too many were open at once.
     unchecked: u64,
 }
@@ -102,7 +103,18 @@ impl PlanLedger {
         let Some(plan) = text(record, "plan") else {
             return Ok(());
         };
-        match (event, text(record, "decision")) {
+        let decision = text(record, "decision");
+        let acts = matches!(
+            (event, decision),
+            (Some("plan_apply"), Some("applying")) | (Some("call"), Some("allowed"))
+        );
+        let under_plan = event == Some("plan_apply") || record.contains_key("plan_change");
+        if acts && under_plan && self.closed.contains(plan) {
+            return Err(format!(
+                "plan {plan} is acted on after it was closed (its apply ended, it was denied, or it was never filed for approval)"
+            ));
+        }
+        match (event, decision) {
             (Some("call"), Some("planned")) => {
                 let Some(n) = record.get("plan_change").and_then(Value::as_u64) else {
                     return Ok(()); // a read answered by the plan
@@ -150,7 +162,9 @@ impl PlanLedger {
                     ));
                 }
                 // Only a plan filed for approval can ever be applied.
-                if text(record, "status") == Some("pending") {
+                if text(record, "status") != Some("pending") {
+                    self.close(plan);
+                } else {
                     let changes = changes
                         .iter()
                         .map(|(n, tool, hash)| (*n, change_digest(tool, hash)))
@@ -168,14 +182,13 @@ impl PlanLedger {
             }
             (Some("plan_decision"), _) if text(record, "status") == Some("denied") => {
                 self.plans.remove(plan);
+                self.close(plan);
             }
             (Some("plan_apply"), Some("applying")) => {
-                let again = self.applied.contains(plan)
-                    || matches!(
-                        self.plans.get(plan),
-                        Some(Seen::Filed { applying: true, .. })
-                    );
-                if again {
+                if matches!(
+                    self.plans.get(plan),
+                    Some(Seen::Filed { applying: true, .. })
+                ) {
                     return Err(format!("plan {plan} is applied a second time"));
                 }
                 if let Some(Seen::Filed { applying, .. }) = self.plans.get_mut(plan) {
@@ -209,13 +222,19 @@ impl PlanLedger {
             }
             (Some("plan_end"), _) => {
                 self.plans.remove(plan);
-                if self.applied.len() < MAX_APPLIED {
-                    self.applied.insert(plan.to_string());
-                }
+                self.close(plan);
             }
             _ => {}
         }
         Ok(())
+    }
+
+    fn close(&mut self, plan: &str) {
+        if self.closed.len() < MAX_CLOSED {
+            self.closed.insert(plan.to_string());
+        } else {
+            self.unchecked += 1;
+        }
     }
 
     /// Whether another plan can be followed: at the cap, filed plans too

@@ -13,6 +13,8 @@ use airlock_gateway::{
     approval::{ApprovalError, Check, Request, Status},
     audit::{self, AuditError, MAX_LINE_BYTES},
     keys::{self, EnrollmentFile, KeyError, KeyStore},
+    plan::{list_hash, table, PlanError, PlannedChange, PLAN_TOOL},
+    spec::Tier,
     state::{PostgresConfig, State, StateError},
     GatewayConfig,
 };
@@ -600,6 +602,255 @@ both!(an_enrolled_key_is_kept_as_its_hash_only, |f: Fixture| {
     let left = store.all().unwrap();
     assert_eq!(left, [(keys::hash(&b), "bob@example.org".to_string())]);
     assert!(!left.iter().any(|(h, _)| *h == keys::hash(&a2)));
+});
+
+/// A plan of one `vm_stop` per argument hash, numbered from 1.
+fn plan_of(hashes: &[&str]) -> Vec<PlannedChange> {
+    hashes
+        .iter()
+        .enumerate()
+        .map(|(i, h)| PlannedChange {
+            n: i as u32 + 1,
+            tool: "vm_stop".into(),
+            tier: Tier::Operate,
+            args_hash: h.to_string(),
+            summary: format!("node=pve1, vmid={}", 100 + i),
+            target: format!("node=pve1 vmid={}", 100 + i),
+            needs_approval: true,
+        })
+        .collect()
+}
+
+const PLAN: &str = "pl-00000000000000a1";
+
+/// Sets `column` of row `id` to `value`, as someone with write access to
+/// the store could.
+fn edit_approval(f: &Fixture, id: &str, column: &str, value: &str) {
+    match f {
+        Fixture::Files(dir) => {
+            let conn = rusqlite::Connection::open(dir.path().join("approvals.db")).unwrap();
+            let n = conn
+                .execute(
+                    &format!("UPDATE approvals SET {column} = ?1 WHERE id = ?2"),
+                    rusqlite::params![value, id],
+                )
+                .unwrap();
+            assert_eq!(n, 1);
+        }
+        Fixture::Postgres { db } => {
+            let quoted = value.replace('\'', "''");
+            server()
+                .psql(
+                    db,
+                    &format!(
+                        "UPDATE airlock_approvals SET {column} = '{quoted}' WHERE id = '{id}'"
+                    ),
+                )
+                .unwrap();
+        }
+    }
+}
+
+both!(a_plan_is_filed_approved_and_taken_once, |f: Fixture| {
+    let s = f.open().approvals;
+    let plan = plan_of(&["h1", "h2"]);
+    let r = required(s.file_plan(PLAN, "alice", &plan, T0).unwrap());
+    assert_eq!(
+        (r.id.as_str(), r.identity.as_str(), r.tool.as_str()),
+        (PLAN, "alice", PLAN_TOOL)
+    );
+    assert_eq!((r.status, r.expires_ms), (Status::Pending, T0 + TTL_MS));
+    assert_eq!(r.args_hash, list_hash(&plan));
+    assert_eq!(r.summary, table(&plan));
+    assert_eq!(r.changes.as_deref(), Some(&plan[..]));
+    assert_eq!(s.get(PLAN).unwrap(), r);
+    assert!(matches!(
+        s.take_plan(PLAN, "alice", T0 + 1),
+        Err(PlanError::NotApproved {
+            status: "pending",
+            ..
+        })
+    ));
+    s.approve(PLAN, "op", T0 + 2).unwrap();
+    assert_eq!(
+        s.take_plan(PLAN, "bob", T0 + 3),
+        Err(PlanError::OtherIdentity(PLAN.into()))
+    );
+    let taken = s.take_plan(PLAN, "alice", T0 + 3).unwrap();
+    assert_eq!(taken.status, Status::Used);
+    assert_eq!(taken.decided_by.as_deref(), Some("op"));
+    assert_eq!(taken.changes.as_deref(), Some(&plan[..]));
+    assert_eq!(s.get(PLAN).unwrap().status, Status::Used);
+    assert_eq!(
+        s.take_plan("pl-00000000000000ff", "alice", T0 + 3),
+        Err(PlanError::NotFound("pl-00000000000000ff".into()))
+    );
+});
+
+both!(a_plan_is_taken_at_most_once, |f: Fixture| {
+    // Both open before the plan is filed: opening purges by the wall clock.
+    let (s, replica) = (f.open().approvals, f.open().approvals);
+    required(s.file_plan(PLAN, "alice", &plan_of(&["h1"]), T0).unwrap());
+    s.approve(PLAN, "op", T0 + 1).unwrap();
+    s.take_plan(PLAN, "alice", T0 + 2).unwrap();
+    assert_eq!(
+        s.take_plan(PLAN, "alice", T0 + 3),
+        Err(PlanError::Used(PLAN.into()))
+    );
+    // Another replica sees it used too.
+    assert_eq!(
+        replica.take_plan(PLAN, "alice", T0 + 4),
+        Err(PlanError::Used(PLAN.into()))
+    );
+    // A used plan cannot be decided again.
+    assert!(matches!(
+        s.approve(PLAN, "op", T0 + 5),
+        Err(ApprovalError::NotPending { .. })
+    ));
+});
+
+both!(an_expired_or_edited_plan_is_not_taken, |f: Fixture| {
+    let s = f.open().approvals;
+    let ids = [
+        "pl-00000000000000b1",
+        "pl-00000000000000b2",
+        "pl-00000000000000b3",
+    ];
+    for id in ids {
+        required(
+            s.file_plan(id, "alice", &plan_of(&["h1", "h2"]), T0)
+                .unwrap(),
+        );
+        s.approve(id, "op", T0 + 1).unwrap();
+    }
+    // Approved at T0 + 1, usable for one TTL from then.
+    assert_eq!(
+        s.take_plan(ids[0], "alice", T0 + 1 + TTL_MS),
+        Err(PlanError::Expired(ids[0].into()))
+    );
+    let mut swapped = plan_of(&["h1", "h2"]);
+    swapped[0].args_hash = "h9".into();
+    edit_approval(
+        &f,
+        ids[1],
+        "plan",
+        &serde_json::to_string(&swapped).unwrap(),
+    );
+    edit_approval(&f, ids[2], "summary", "  1. vm_start [operate] node=pve1\n");
+    for id in &ids[1..] {
+        assert_eq!(
+            s.take_plan(id, "alice", T0 + 2),
+            Err(PlanError::Tampered(id.to_string()))
+        );
+        assert_eq!(s.get(id).unwrap().status, Status::Approved, "not used up");
+    }
+});
+
+both!(
+    two_replicas_racing_to_take_one_plan_take_it_once,
+    |f: Fixture| {
+        let replicas: Vec<State> = (0..2).map(|_| f.open()).collect();
+        for round in 0..10 {
+            let id = format!("pl-00000000000000{round:02x}");
+            required(
+                replicas[0]
+                    .approvals
+                    .file_plan(&id, "alice", &plan_of(&["h1"]), T0)
+                    .unwrap(),
+            );
+            replicas[1].approvals.approve(&id, "op", T0 + 1).unwrap();
+            let start = Arc::new(Barrier::new(4));
+            let results: Vec<Result<Request, PlanError>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|i| {
+                        let s = replicas[i % 2].approvals.clone();
+                        let (start, id) = (start.clone(), id.clone());
+                        scope.spawn(move || {
+                            start.wait();
+                            s.take_plan(&id, "alice", T0 + 2)
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert_eq!(
+                results.iter().filter(|r| r.is_ok()).count(),
+                1,
+                "round {round}: {results:?}"
+            );
+            for lost in results.iter().filter_map(|r| r.as_ref().err()) {
+                assert_eq!(lost, &PlanError::Used(id.clone()), "round {round}");
+            }
+        }
+    }
+);
+
+both!(a_plan_counts_against_max_open, |f: Fixture| {
+    let mut config = f.config();
+    config.approval.max_open_per_identity = 3;
+    let s = State::open(&config).unwrap().approvals;
+    for i in 0..3 {
+        required(
+            s.check("alice", "vm_stop", &format!("h{i}"), "", T0)
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        s.file_plan(PLAN, "alice", &plan_of(&["h1"]), T0).unwrap(),
+        Check::TooManyOpen { limit: 3 }
+    );
+    assert_eq!(s.rows().unwrap(), 3, "the refused plan was not filed");
+    assert!(matches!(s.get(PLAN), Err(ApprovalError::NotFound(_))));
+    // Another identity's plan is filed; a decision frees a place, which
+    // the plan then takes from single calls.
+    required(
+        s.file_plan("pl-00000000000000c1", "bob", &plan_of(&["h1"]), T0)
+            .unwrap(),
+    );
+    let first = s
+        .list(T0, false)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.identity == "alice")
+        .unwrap();
+    s.deny(&first.id, "op", T0 + 1).unwrap();
+    required(
+        s.file_plan(PLAN, "alice", &plan_of(&["h1"]), T0 + 2)
+            .unwrap(),
+    );
+    assert_eq!(
+        s.check("alice", "vm_stop", "h9", "", T0 + 3).unwrap(),
+        Check::TooManyOpen { limit: 3 }
+    );
+});
+
+both!(the_list_shows_a_plan_with_its_changes, |f: Fixture| {
+    let s = f.open().approvals;
+    let plan = plan_of(&["h1", "h2", "h3"]);
+    required(s.file_plan(PLAN, "alice", &plan, T0).unwrap());
+    let single = required(
+        s.check("alice", "vm_stop", "h1", "node=pve1", T0 + 1)
+            .unwrap(),
+    );
+    let open = s.list(T0 + 2, false).unwrap();
+    assert_eq!(open.len(), 2, "{open:?}");
+    let row = open.iter().find(|r| r.id == PLAN).unwrap();
+    assert_eq!(row.tool, PLAN_TOOL);
+    assert_eq!(row.changes.as_deref(), Some(&plan[..]));
+    assert_eq!(row.summary, table(&plan));
+    let other = open.iter().find(|r| r.id == single.id).unwrap();
+    assert_eq!(other.changes, None);
+    // Once used it leaves the open list, and keeps its changes.
+    s.approve(PLAN, "op", T0 + 3).unwrap();
+    s.take_plan(PLAN, "alice", T0 + 4).unwrap();
+    let open = s.list(T0 + 5, false).unwrap();
+    assert!(open.iter().all(|r| r.id != PLAN), "{open:?}");
+    let all = s.list(T0 + 5, true).unwrap();
+    let row = all.iter().find(|r| r.id == PLAN).unwrap();
+    assert_eq!(
+        (row.status, row.changes.as_deref()),
+        (Status::Used, Some(&plan[..]))
+    );
 });
 
 // What only a shared database does.
