@@ -6,6 +6,9 @@
 //! one audit chain, which `airlock audit verify` checks in the database
 //! and `airlock audit export` writes as a file the offline check accepts.
 //!
+//! Two replicas, a plan: recorded on one, approved from the command line
+//! as a table, applied once on the other; its lines tied by the plan id.
+//!
 //! Two replicas trusting one real OpenID provider: its token works on
 //! both, as the same identity, with the mode its group maps to; the
 //! request it files on one is approved and used on the other.
@@ -324,6 +327,95 @@ async fn an_openid_providers_token_works_on_every_replica() {
     assert_eq!(again["code"], "approval_required", "used once: {again}");
     let verified = d.airlock(&["audit", "verify"]);
     assert!(verified.status.success(), "{verified:?}");
+}
+
+/// Stops VM 100 and waits for the task: an approval-tier change for
+/// alice, planned once and applied.
+const STOP_100: &str =
+    "const upid = await tools.vm_shutdown({node: 'pve1', vmid: 100, timeout: 30}); \
+                        (await tools.wait_task({node: 'pve1', upid})).exitstatus";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_recorded_on_one_replica_is_approved_from_a_shell_and_applied_on_another() {
+    let d = deployment().await;
+    let alice = d.enroll("alice");
+    let (a, b) = {
+        let d = &d;
+        tokio::task::block_in_place(|| (d.replica(), d.replica()))
+    };
+    let on_a = a.connect(&alice).await;
+    let on_b = b.connect(&alice).await;
+
+    let planned = call(
+        &on_a,
+        "execute",
+        json!({"script": STOP_100, "mode": "plan"}),
+    )
+    .await;
+    let plan = planned.structured_content.as_ref().unwrap()["plan"].clone();
+    assert_eq!(plan["status"], "pending", "{plan}");
+    assert_eq!(value(&planned), "planned");
+    let id = plan["id"].as_str().unwrap().to_string();
+
+    // The operator reads the plan as a table and approves it whole.
+    let listed = d.airlock(&["approvals", "list"]);
+    let table = stdout(&listed);
+    assert!(
+        table.contains(&id) && table.contains("1. vm_shutdown [operate]"),
+        "{table}"
+    );
+    let approved = d.airlock(&["approvals", "approve", &id, "--by", "carol"]);
+    assert!(approved.status.success(), "{approved:?}");
+
+    // Applied through the other replica; then used up on both.
+    let applied = call(&on_b, "execute", json!({"script": STOP_100, "plan": id})).await;
+    assert_eq!(value(&applied), "OK", "{applied:?}");
+    for client in [&on_a, &on_b] {
+        let again = call(client, "execute", json!({"script": STOP_100, "plan": id})).await;
+        assert_eq!(again.is_error, Some(true));
+        assert!(common::text(&again).contains("plan_used"), "{again:?}");
+    }
+
+    // One chain ties the plan together, and verifies.
+    let verified = d.airlock(&["audit", "verify"]);
+    assert!(verified.status.success(), "{verified:?}");
+    let file = d.dir.path().join("export.jsonl");
+    let exported = d.airlock(&["audit", "export", "--output", file.to_str().unwrap()]);
+    assert!(exported.status.success(), "{exported:?}");
+    assert!(audit::verify(&file).unwrap().ok());
+    let lines: Vec<Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["plan"] == id.as_str())
+        .collect();
+    let events: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            format!(
+                "{}/{}",
+                l["event"].as_str().unwrap(),
+                l["decision"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    for e in [
+        "call/planned",
+        "plan/",
+        "plan_decision/",
+        "plan_apply/applying",
+        "call/allowed",
+        "plan_end/",
+    ] {
+        assert!(events.iter().any(|x| x == e), "{e}: {events:?}");
+    }
+    let made: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "call" && l["decision"] == "allowed")
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(made[0]["tool"], "vm_shutdown");
+    assert_eq!(made[0]["approved_by"], "carol");
 }
 
 fn private(file: &Path) {
