@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::{config::MAX_TTL_SECS, digest::sha256_json};
+use crate::config::MAX_TTL_SECS;
 
 /// Plans followed at once (filed ones hold 40 bytes per change).
 pub const MAX_TRACKED: usize = 10_000;
@@ -44,10 +44,13 @@ fn change_digest(tool: &str, hash: &str) -> [u8; 32] {
 }
 
 enum Seen {
-    /// Its execution is recording: (number, tool, argument hash).
+    /// Its execution is recording: the changes so far (one line each, in
+    /// change order), and the hash of their list, fed as they come.
     Recording {
-        execution: String,
-        changes: Vec<(u64, String, String)>,
+        changes: Vec<Change>,
+        list: Sha256,
+        /// A tool name its line may have cut: the hash cannot be checked.
+        cut: bool,
     },
     /// Filed, waiting or approved: its changes in order, how many are
     /// made, whether an apply has taken it, and when it was filed (unix
@@ -63,6 +66,10 @@ enum Seen {
 #[derive(Default)]
 pub(crate) struct PlanLedger {
     plans: HashMap<String, Seen>,
+    /// Which execution records which plan, so its end lets go of it.
+    recording: HashMap<String, String>,
+    /// New plans turned away at the cap since the last sweep for old ones.
+    turned_away: u64,
     /// Plans that can never be applied (again): their apply ended, they
     /// were denied, or they were never filed for approval.
     closed: HashSet<String>,
@@ -93,14 +100,15 @@ impl PlanLedger {
         let event = text(record, "event");
         if event == Some("execution_end") {
             // A recording that filed nothing is over.
-            if let Some(x) = text(record, "execution") {
-                self.plans.retain(
-                    |_, s| !matches!(s, Seen::Recording { execution, .. } if execution == x),
-                );
+            if let Some(plan) = text(record, "execution").and_then(|x| self.recording.remove(x)) {
+                if matches!(self.plans.get(&plan), Some(Seen::Recording { .. })) {
+                    self.plans.remove(&plan);
+                }
             }
             return Ok(());
         }
-        let Some(plan) = text(record, "plan") else {
+        // Airlock writes no other plan ids: anything else is not followed.
+        let Some(plan) = text(record, "plan").filter(|p| crate::plan::is_plan_id(p)) else {
             return Ok(());
         };
         let decision = text(record, "decision");
@@ -119,43 +127,58 @@ impl PlanLedger {
                 let Some(n) = record.get("plan_change").and_then(Value::as_u64) else {
                     return Ok(()); // a read answered by the plan
                 };
-                if !self.plans.contains_key(plan) && !self.room(record) {
+                // A plan is followed from its first change or not at all.
+                if !self.plans.contains_key(plan) && (n != 1 || !self.room(record)) {
                     return Ok(());
                 }
-                let seen = self
-                    .plans
-                    .entry(plan.to_string())
-                    .or_insert_with(|| Seen::Recording {
-                        execution: text(record, "execution").unwrap_or_default().to_string(),
+                let tool = text(record, "tool").unwrap_or_default();
+                let hash = text(record, "args_sha256").unwrap_or_default();
+                let seen = self.plans.entry(plan.to_string()).or_insert_with(|| {
+                    let mut list = Sha256::new();
+                    list.update(b"[");
+                    Seen::Recording {
                         changes: Vec::new(),
-                    });
-                let Seen::Recording { changes, .. } = seen else {
+                        list,
+                        cut: false,
+                    }
+                });
+                let Seen::Recording { changes, list, cut } = seen else {
                     return Err(format!(
                         "a change was recorded for plan {plan} after the plan was filed"
                     ));
                 };
-                changes.push((
-                    n,
-                    text(record, "tool").unwrap_or_default().to_string(),
-                    text(record, "args_sha256").unwrap_or_default().to_string(),
-                ));
+                if n != changes.len() as u64 + 1 || n as usize > crate::plan::MAX_PLAN_CHANGES {
+                    return Err(format!(
+                        "plan {plan} records change {n} after {} (changes are recorded in order, at most {})",
+                        changes.len(),
+                        crate::plan::MAX_PLAN_CHANGES
+                    ));
+                }
+                if n > 1 {
+                    list.update(b",");
+                }
+                // The pair as canonical JSON writes it.
+                let pair = Value::Array(vec![tool.into(), hash.into()]);
+                list.update(serde_json::to_string(&pair).unwrap_or_default().as_bytes());
+                *cut |= tool.chars().count() >= crate::audit_fields::TOOL_CHARS;
+                changes.push((n, change_digest(tool, hash)));
+                if let Some(x) = text(record, "execution") {
+                    if n == 1 {
+                        self.recording.insert(x.to_string(), plan.to_string());
+                    }
+                }
             }
             (Some("plan"), _) => {
-                let Some(Seen::Recording { mut changes, .. }) = self.plans.remove(plan) else {
+                let Some(Seen::Recording {
+                    changes,
+                    mut list,
+                    cut,
+                }) = self.plans.remove(plan)
+                else {
                     return Ok(());
                 };
-                changes.sort_by_key(|c| c.0);
-                let list: Vec<Value> = changes
-                    .iter()
-                    .map(|(_, tool, hash)| {
-                        Value::Array(vec![tool.as_str().into(), hash.as_str().into()])
-                    })
-                    .collect();
-                // A name its line may have cut cannot be checked.
-                let cut = changes
-                    .iter()
-                    .any(|(_, tool, _)| tool.chars().count() >= crate::audit_fields::TOOL_CHARS);
-                let hash = sha256_json(&Value::Array(list));
+                list.update(b"]");
+                let hash = hex::encode(list.finalize());
                 if !cut && text(record, "changes_sha256") != Some(hash.as_str()) {
                     return Err(format!(
                         "plan {plan}'s line does not match the changes its execution recorded"
@@ -165,10 +188,6 @@ impl PlanLedger {
                 if text(record, "status") != Some("pending") {
                     self.close(plan);
                 } else {
-                    let changes = changes
-                        .iter()
-                        .map(|(n, tool, hash)| (*n, change_digest(tool, hash)))
-                        .collect();
                     self.plans.insert(
                         plan.to_string(),
                         Seen::Filed {
@@ -240,7 +259,8 @@ impl PlanLedger {
     /// Whether another plan can be followed: at the cap, filed plans too
     /// old to be approved or applied any more are let go first.
     fn room(&mut self, record: &Map<String, Value>) -> bool {
-        if self.plans.len() >= MAX_TRACKED {
+        // Sweeping walks every plan: at most once per 1,000 turned away.
+        if self.plans.len() >= MAX_TRACKED && self.turned_away.is_multiple_of(1_000) {
             let now = unix_seconds(record);
             let lifetime = 2 * MAX_TTL_SECS;
             self.plans.retain(|_, s| match s {
@@ -249,6 +269,7 @@ impl PlanLedger {
             });
         }
         if self.plans.len() >= MAX_TRACKED {
+            self.turned_away += 1;
             self.unchecked += 1;
             return false;
         }

@@ -711,7 +711,19 @@ impl Gateway {
             .unwrap_or_default()
             .to_string();
         line.insert("decision".into(), Value::String("allowed".into()));
+        // The plan's change this call makes, if it makes one.
+        let change = match (
+            &caller.plan,
+            line.get("plan_change").and_then(Value::as_u64),
+        ) {
+            (Some(PlanRun::Apply(plan)), Some(n)) => Some((plan, n as u32)),
+            _ => None,
+        };
         if let Err(e) = self.append_for(&caller.identity, "call", line) {
+            // Not made: the change is the plan's next one again.
+            if let Some((plan, n)) = change {
+                plan.untake(n);
+            }
             let error = CallError::AuditUnavailable(told(&e));
             return Err(Refused::before_backend(error, args));
         }
@@ -757,6 +769,11 @@ impl Gateway {
             }
             Err(e) => {
                 done.insert("status".into(), audit_fields::code(&e.code));
+                // A change that failed stops the plan: what the person
+                // approved after it assumed it was made.
+                if let Some((plan, n)) = change {
+                    plan.stop_at(n);
+                }
                 Err(CallError::Backend {
                     tool: spec.name.clone(),
                     code: e.code,
@@ -993,6 +1010,8 @@ impl Gateway {
             // approved now; the plan is, as a whole. A read runs, so it
             // is approved as always.
             Some(PlanRun::Record(_)) if spec.tier != Tier::Read => return Ok(entry),
+            // A read the plan answers is not sent: nothing to approve.
+            Some(PlanRun::Record(r)) if r.marks(args) => return Ok(entry),
             Some(PlanRun::Apply(plan)) if spec.tier != Tier::Read => plan
                 .take(&spec.name, args_hash, spec.tier, needs_approval)
                 .map(|c| (plan, c.n)),
@@ -1039,11 +1058,12 @@ impl Gateway {
                     let mut how = self.approve_instruction(&r.id);
                     if let Some(PlanRun::Apply(plan)) = &caller.plan {
                         line.insert("plan".into(), Value::String(plan.id.clone()));
-                        let next = match plan.next_change() {
-                            Some(c) => {
+                        let next = match (plan.stopped_at(), plan.next_change()) {
+                            (Some(n), _) => format!("it stopped when change {n} failed"),
+                            (None, Some(c)) => {
                                 format!("its next change is {}. {} ({})", c.n, c.tool, c.summary)
                             }
-                            None => "every change of it is made".into(),
+                            (None, None) => "every change of it is made".into(),
                         };
                         how = format!(
                             "this call is not the next change of plan {} ({next}; changes are made in the plan's order, once each, and a changed argument makes another call), so it needs an approval of its own: {how}",
@@ -1294,11 +1314,13 @@ impl Gateway {
         if let Err(e) = self.append_for(&caller.identity, "plan", line) {
             // Filed but not in the chain: made undecidable, never applied.
             if let PlanFiled::Filed(r) = &filed {
-                let _ = self.state.approvals.deny(
+                if let Err(denied) = self.state.approvals.deny(
                     &r.id,
                     "airlock: the plan's audit line could not be written",
                     self.now_ms(),
-                );
+                ) {
+                    tracing::error!(plan = %r.id, error = %denied, "a plan whose audit line failed could not be denied either; deny it with `airlock approvals deny`");
+                }
             }
             return Err(CallError::AuditUnavailable(told(&e)));
         }

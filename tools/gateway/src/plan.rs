@@ -144,6 +144,9 @@ impl From<crate::approval::ApprovalError> for PlanError {
         match e {
             A::NotFound(id) => PlanError::NotFound(id),
             A::Expired(id) => PlanError::Expired(id),
+            // The store's own words, for the gateway to say as it says
+            // every store failure (no host, no server text).
+            A::Storage(m) => PlanError::Storage(m),
             other => PlanError::Storage(other.to_string()),
         }
     }
@@ -290,6 +293,9 @@ pub struct Applying {
     /// How many changes have been made: they are made in the plan's
     /// order, so the used ones are always the first `next`.
     next: Mutex<usize>,
+    /// The change whose backend call failed, if one did: no change after
+    /// it is made.
+    stopped: Mutex<Option<u32>>,
 }
 
 impl Applying {
@@ -299,7 +305,28 @@ impl Applying {
             approved_by,
             changes,
             next: Mutex::new(0),
+            stopped: Mutex::new(None),
         }
+    }
+
+    /// Gives change `n` back when the call taking it was refused before it
+    /// was sent (its audit line could not be written): still the next one.
+    pub fn untake(&self, n: u32) {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        if *next == n as usize && n > 0 {
+            *next -= 1;
+        }
+    }
+
+    /// Change `n` failed at the backend: no later change is made.
+    pub fn stop_at(&self, n: u32) {
+        let mut stopped = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
+        stopped.get_or_insert(n);
+    }
+
+    /// The change that failed and stopped the plan, if one did.
+    pub fn stopped_at(&self) -> Option<u32> {
+        *self.stopped.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Uses the plan's next change if it is exactly this call: the same
@@ -316,6 +343,9 @@ impl Applying {
         tier: Tier,
         needs_approval_now: bool,
     ) -> Option<&PlannedChange> {
+        if self.stopped_at().is_some() {
+            return None;
+        }
         let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
         let c = self.changes.get(*next)?;
         let same = c.tool == tool
@@ -439,11 +469,26 @@ mod tests {
         assert_eq!(left, [2]);
         let mut free = change("vm_stop", "c");
         free.needs_approval = false;
+        free.n = 1;
         let b = Applying::new("pl-2".into(), None, vec![free]);
         assert!(
             b.take("vm_stop", "c", op, true).is_none(),
             "planned as needing no approval, it needs one now"
         );
         assert!(b.take("vm_stop", "c", op, false).is_some());
+        b.untake(1);
+        assert_eq!(b.next_change().map(|c| c.n), Some(1), "given back");
+        let c = Applying::new(
+            "pl-3".into(),
+            None,
+            vec![change("vm_stop", "d"), change("vm_stop", "e")],
+        );
+        assert!(c.take("vm_stop", "d", op, true).is_some());
+        c.stop_at(1);
+        assert!(
+            c.take("vm_stop", "e", op, true).is_none(),
+            "stopped by a failure"
+        );
+        assert_eq!(c.stopped_at(), Some(1));
     }
 }

@@ -110,6 +110,12 @@ impl Backend for Fleet {
             .lock()
             .unwrap()
             .push((tool.name.clone(), args.clone()));
+        if args["vmid"] == 999 {
+            return Err(BackendError::new(
+                "backend_error",
+                "guest 999 cannot be stopped",
+            ));
+        }
         let value = match tool.name.as_str() {
             "guest_stop" => json!(format!(
                 "UPID:{}:{}:stop",
@@ -1047,4 +1053,36 @@ async fn audit_verify_finds_an_apply_of_a_denied_plan() {
         .unwrap();
     let why = problem(&forged);
     assert!(why.contains(&id), "{why}");
+}
+
+/// A change that fails at the backend stops the plan: what was approved
+/// after it (destroy after a backup) assumed it was made.
+#[tokio::test]
+async fn a_failed_change_stops_the_plan() {
+    let s = setup();
+    let (id, _) = s.plan("alice", &[999, 102]).await;
+    s.approve(&id);
+    let applying = s.take("alice", &id).unwrap();
+    let alice = with_plan("alice", PlanRun::Apply(applying.clone()));
+    let e = s
+        .gateway
+        .call(&alice, "guest_stop", stop(999))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "backend_error", "{e}");
+    let e = s
+        .gateway
+        .call(&alice, "guest_stop", stop(102))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "approval_required", "{e}");
+    assert!(
+        e.to_string().contains("stopped when change 1 failed"),
+        "{e}"
+    );
+    assert_eq!(s.backend.count(), 1, "only the failed change was sent");
+    let left: Vec<u32> = applying.not_applied().iter().map(|c| c.n).collect();
+    assert_eq!(left, [2]);
+    s.gateway.plan_finished(&alice, &applying);
+    s.sound();
 }
