@@ -460,3 +460,78 @@ async fn json_parse_gives_what_the_language_does() {
         })
     );
 }
+
+/// `Array.prototype.sort` with a numeric comparator is sorted natively
+/// when it can be (`guest/src/array_sort.rs`): every case gives exactly
+/// what the same comparator, written so the guest does not recognise it
+/// (a parenthesised body), gives through the language's own sort — order,
+/// stability, -0 and +0, infinities, the array returned — and what is not
+/// plain data (holes, getters, proxies, frozen arrays, strings, NaN, a
+/// lying `toString`) still behaves as the language says.
+#[tokio::test]
+async fn numeric_sorts_give_what_the_language_does() {
+    let script = r#"
+        const show = (a) => a.map((v) => typeof v === 'object' && v ? v.i : Object.is(v, -0) ? '-0' : String(v));
+        let x = 7;
+        const rnd = () => { x = (x * 48271) % 2147483647; return x; };
+        const nums = Array.from({length: 500}, () => [rnd() % 50 - 25, -0, 0, Infinity, -Infinity, 0.5, 1e300][rnd() % 7]);
+        const objs = Array.from({length: 300}, (_, i) => ({i, m: rnd() % 20, o: {deep: 1}}));
+        const pairs = [
+            [(a, b) => a - b, (a, b) => (a - b), nums],
+            [(a, b) => b - a, (a, b) => (b - a), nums],
+            [function (p, q) { return p - q; }, (a, b) => (a - b), nums],
+            [function cmp(p, q) { return q - p }, (a, b) => (b - a), nums],
+            [(a, b) => { return a - b }, (a, b) => (a - b), nums],
+            [(a, b) => a.m - b.m, (a, b) => (a.m - b.m), objs],
+            [(a, b) => b.m - a.m, (a, b) => (b.m - a.m), objs],
+        ];
+        const same = pairs.map(([fast, slow, data]) => {
+            const f = data.slice(), s = data.slice();
+            const r = f.sort(fast);
+            s.sort(slow);
+            return r === f && JSON.stringify(show(f)) === JSON.stringify(show(s));
+        });
+        // Not plain data: the language's sort, side effects and all.
+        let reads = 0;
+        const getter = [3, 1, 2];
+        Object.defineProperty(getter, 1, {get() { reads++; return 1; }, enumerable: true, configurable: true});
+        let setless = null;
+        try { getter.sort((a, b) => a - b) } catch (e) { setless = e instanceof TypeError }
+        const inherited = [{i: 0}, {i: 1}].map((o, k) => Object.assign(Object.create({m: 1 - k}), o));
+        inherited.sort((a, b) => a.m - b.m);
+        let frozen = null;
+        try { Object.freeze([2, 1]).sort((a, b) => a - b) } catch (e) { frozen = e instanceof TypeError }
+        const realToString = Function.prototype.toString;
+        Function.prototype.toString = () => '(a, b) => a - b';
+        const lied = [1, 3, 2].sort((a, b) => (b - a));
+        Function.prototype.toString = realToString;
+        ({
+            same,
+            // Holes, undefined, strings, NaN: the same as the language's.
+            odd: [[3, , 1, undefined, 2], [3, 'a', 1, '2'], [3, NaN, 1, 2]].map((d) =>
+                JSON.stringify(show(d.slice().sort((a, b) => a - b))) ===
+                JSON.stringify(show(d.slice().sort((a, b) => (a - b))))),
+            getter: [setless, reads > 0],
+            inherited: show(inherited),
+            proxy: Array.from(new Proxy([3, 1, 2], {}).sort((a, b) => a - b)),
+            frozen,
+            lied,
+            short: [[].sort((a, b) => a - b), [5].sort((a, b) => a - b)],
+            shape: [Array.prototype.sort.name, Array.prototype.sort.length],
+        })
+    "#;
+    assert_eq!(
+        ok(&run(script).await),
+        &json!({
+            "same": [true, true, true, true, true, true, true],
+            "odd": [true, true, true],
+            "getter": [true, true],
+            "inherited": [1, 0],
+            "proxy": [1, 2, 3],
+            "frozen": true,
+            "lied": [3, 2, 1],
+            "short": [[], [5]],
+            "shape": ["sort", 1],
+        })
+    );
+}

@@ -2,6 +2,7 @@
 //! script at a time inside the wasm sandbox. Its only way out is the host
 //! imports in [`host`]; see `airlock_guest_sdk::abi` for the contract.
 
+mod array_sort;
 mod host;
 mod json;
 mod json_parse;

@@ -163,6 +163,7 @@ fn install(ctx: &mut Context) -> JsResult<()> {
         .ok_or_else(|| JsNativeError::typ().with_message("Object.keys missing"))?;
     STATE.with(|s| s.borrow_mut().object_keys = Some(keys));
     crate::json_parse::install(ctx)?;
+    crate::array_sort::install(ctx)?;
 
     let mut console = ObjectInitializer::new(ctx);
     for (name, level) in [
