@@ -183,7 +183,10 @@ fn numeric_sort(array: &JsObject, order: &Order, ctx: &mut Context) -> JsResult<
         return Ok(false);
     };
     let key: Option<PropertyKey> = order.key.as_deref().map(|k| JsString::from(k).into());
-    let mut items: Vec<(f64, JsValue)> = Vec::with_capacity(length as usize);
+    // Grown as elements are found, not sized by `length`: a sparse array
+    // claims any length and holds nothing (its first hole sends it to
+    // boa's sort).
+    let mut items: Vec<(f64, JsValue)> = Vec::new();
     for i in 0..length as u32 {
         let Some((value, true)) = own_data(array, &i.into()) else {
             return Ok(false); // a hole, an accessor or a read-only element
