@@ -157,24 +157,13 @@ fn changes_json(changes: &[PlannedChange]) -> Value {
     )
 }
 
-/// One line per change, for a person or a model.
+/// One line per change, for a person or a model: the table the plan was
+/// filed with, indented, and shown as it is (a summary is escaped when it
+/// is made; escaping again changes nothing).
 pub fn table(changes: &[PlannedChange]) -> String {
-    changes
-        .iter()
-        .map(|c| {
-            format!(
-                "  {:>3}. {} [{}{}] {}\n",
-                c.n,
-                c.tool,
-                c.tier,
-                if c.needs_approval {
-                    ""
-                } else {
-                    ", no approval needed"
-                },
-                visible(&c.summary)
-            )
-        })
+    airlock_gateway::plan::table(changes)
+        .lines()
+        .map(|l| format!("  {}\n", visible(l)))
         .collect()
 }
 

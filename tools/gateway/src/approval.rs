@@ -467,12 +467,7 @@ impl ApprovalStore for SqliteApprovals {
         if let Some(pending) = open("pending")? {
             return Ok(Check::Required(pending));
         }
-        let waiting: u32 = tx.query_row(
-            "SELECT COUNT(*) FROM approvals WHERE identity = ?1 AND status = 'pending' AND expires_ms > ?2",
-            params![identity, now_ms],
-            |r| r.get(0),
-        )?;
-        if waiting >= self.max_open {
+        if waiting(&tx, identity, now_ms)? >= self.max_open {
             return Ok(Check::TooManyOpen {
                 limit: self.max_open,
             });
@@ -508,12 +503,7 @@ impl ApprovalStore for SqliteApprovals {
         let request = plan_request(id, identity, changes, now_ms, self.ttl_ms);
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let waiting: u32 = tx.query_row(
-            "SELECT COUNT(*) FROM approvals WHERE identity = ?1 AND status = 'pending' AND expires_ms > ?2",
-            params![identity, now_ms],
-            |r| r.get(0),
-        )?;
-        if waiting >= self.max_open {
+        if waiting(&tx, identity, now_ms)? >= self.max_open {
             return Ok(Check::TooManyOpen {
                 limit: self.max_open,
             });
@@ -617,6 +607,16 @@ impl ApprovalStore for SqliteApprovals {
         }
         self.get(id)
     }
+}
+
+/// Requests `identity` has waiting for a decision: what `max_open` caps,
+/// single calls and plans alike.
+fn waiting(tx: &rusqlite::Transaction<'_>, identity: &str, now_ms: i64) -> rusqlite::Result<u32> {
+    tx.query_row(
+        "SELECT COUNT(*) FROM approvals WHERE identity = ?1 AND status = 'pending' AND expires_ms > ?2",
+        params![identity, now_ms],
+        |r| r.get(0),
+    )
 }
 
 fn wall_clock_ms() -> i64 {

@@ -38,6 +38,22 @@ fn request(r: &Row) -> Request {
     }
 }
 
+/// Requests `identity` has waiting for a decision, every replica's: what
+/// `max_open` caps, single calls and plans alike.
+async fn waiting(
+    tx: &deadpool_postgres::Transaction<'_>,
+    identity: &str,
+    now_ms: i64,
+) -> Result<i64, tokio_postgres::Error> {
+    let count = tx
+        .prepare_cached(
+            "SELECT COUNT(*) FROM airlock_approvals WHERE identity = $1 \
+             AND status = 'pending' AND expires_ms > $2",
+        )
+        .await?;
+    Ok(tx.query_one(&count, &[&identity, &now_ms]).await?.get(0))
+}
+
 impl From<PgError> for ApprovalError {
     fn from(e: PgError) -> Self {
         ApprovalError::Storage(e.to_string())
@@ -136,16 +152,7 @@ impl ApprovalStore for PgApprovals {
                     return Ok(answer(request(&row)));
                 }
             }
-            let waiting: i64 = tx
-                .query_one(
-                    &tx.prepare_cached("SELECT COUNT(*) FROM airlock_approvals WHERE identity = $1 \
-                     AND status = 'pending' AND expires_ms > $2").await.map_err(e)?,
-                    &[&identity, &now_ms],
-                )
-                .await
-                .map_err(e)?
-                .get(0);
-            if waiting >= max_open as i64 {
+            if waiting(&tx, &identity, now_ms).await.map_err(e)? >= max_open as i64 {
                 return Ok(Check::TooManyOpen { limit: max_open });
             }
             let request = Request {
@@ -203,16 +210,7 @@ impl ApprovalStore for PgApprovals {
                 )
                 .await
                 .map_err(e)?;
-                let waiting: i64 = tx
-                    .query_one(
-                        "SELECT COUNT(*) FROM airlock_approvals WHERE identity = $1 \
-                     AND status = 'pending' AND expires_ms > $2",
-                        &[&request.identity, &now_ms],
-                    )
-                    .await
-                    .map_err(e)?
-                    .get(0);
-                if waiting >= max_open as i64 {
+                if waiting(&tx, &request.identity, now_ms).await.map_err(e)? >= max_open as i64 {
                     return Ok(Check::TooManyOpen { limit: max_open });
                 }
                 tx.execute(
