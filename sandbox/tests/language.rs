@@ -501,6 +501,14 @@ async fn numeric_sorts_give_what_the_language_does() {
         inherited.sort((a, b) => a.m - b.m);
         let frozen = null;
         try { Object.freeze([2, 1]).sort((a, b) => a - b) } catch (e) { frozen = e instanceof TypeError }
+        // `return` at a line's end returns undefined: the comparator sorts
+        // nothing, as the language says.
+        const broken = [3, 1, 2].sort(function (x, y) { return
+            x - y; });
+        // A built-in comparator's name is not read for its source.
+        let named = 0;
+        Object.defineProperty(Math.max, 'name', {get() { named++; return 'max'; }, configurable: true});
+        [1, 2].sort(Math.max);
         const realToString = Function.prototype.toString;
         Function.prototype.toString = () => '(a, b) => a - b';
         const lied = [1, 3, 2].sort((a, b) => (b - a));
@@ -516,6 +524,8 @@ async fn numeric_sorts_give_what_the_language_does() {
             proxy: Array.from(new Proxy([3, 1, 2], {}).sort((a, b) => a - b)),
             frozen,
             lied,
+            broken,
+            named,
             short: [[].sort((a, b) => a - b), [5].sort((a, b) => a - b)],
             shape: [Array.prototype.sort.name, Array.prototype.sort.length],
         })
@@ -530,6 +540,8 @@ async fn numeric_sorts_give_what_the_language_does() {
             "proxy": [1, 2, 3],
             "frozen": true,
             "lied": [3, 2, 1],
+            "broken": [3, 1, 2],
+            "named": 0,
             "short": [[], [5]],
             "shape": ["sort", 1],
         })

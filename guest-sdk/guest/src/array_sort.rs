@@ -10,7 +10,8 @@
 //!   `(a, b) => a.k - b.k`, `(a, b) => b.k - a.k`,
 //!   or the same bodies as `{ return …; }`,
 //!
-//! read from its source text through the realm's own
+//! read, for a function the script wrote (not a built-in, bound or
+//! proxy), from its one-line source text through the realm's own
 //! `Function.prototype.toString` (captured before any script runs, so a
 //! script cannot fake it) — and the array is an ordinary dense array whose
 //! elements are all own, writable data properties holding numbers (or
@@ -24,8 +25,9 @@
 //! string among the numbers — goes to boa's own sort, unchanged.
 
 use boa_engine::{
-    js_string, object::FunctionObjectBuilder, property::PropertyDescriptor, property::PropertyKey,
-    Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
+    builtins::function::OrdinaryFunction, js_string, object::FunctionObjectBuilder,
+    property::PropertyDescriptor, property::PropertyKey, Context, JsArgs, JsNativeError, JsObject,
+    JsResult, JsString, JsValue, NativeFunction,
 };
 
 /// Replaces `Array.prototype.sort` in the realm being built.
@@ -70,12 +72,15 @@ fn sort(
     ctx: &mut Context,
 ) -> JsResult<JsValue> {
     if let (Some(array), Some(compare)) = (this.as_object(), args.get_or_undefined(0).as_object()) {
-        if array.is_array() && compare.is_callable() {
+        // Only a function the script wrote has source text: asking any
+        // other for it reads its `name`, which a script can make a getter.
+        if array.is_array() && compare.is::<OrdinaryFunction>() {
             let text = to_string.call(&compare.clone().into(), &[], ctx)?;
-            if let Some(order) = text
+            let recognized = text
                 .as_string()
-                .and_then(|t| recognize(&t.to_std_string_escaped()))
-            {
+                .filter(|t| t.len() <= MAX_COMPARATOR_TEXT)
+                .and_then(|t| recognize(&t.to_std_string_escaped()));
+            if let Some(order) = recognized {
                 if numeric_sort(&array, &order, ctx)? {
                     return Ok(this.clone());
                 }
@@ -85,6 +90,10 @@ fn sort(
     original.call(this, args, ctx)
 }
 
+/// The longest comparator source looked at: the recognised ones are
+/// short, and a long one is not copied to find out.
+const MAX_COMPARATOR_TEXT: usize = 256;
+
 /// A comparator that orders by a number: ascending or not, by the
 /// elements themselves or by one property of each.
 #[derive(Debug, PartialEq, Eq)]
@@ -93,10 +102,15 @@ struct Order {
     key: Option<String>,
 }
 
-/// Splits source text into identifiers and single punctuation characters,
-/// dropping whitespace. Anything else (digits first, quotes, slashes that
+/// Splits one line of source text into identifiers and single punctuation
+/// characters, dropping whitespace. Anything else (digits first, quotes, slashes that
 /// may open a comment) makes the text unrecognised.
 fn tokens(text: &str) -> Option<Vec<String>> {
+    // A line break can end a statement (`return` alone returns undefined):
+    // one-line comparators only.
+    if text.contains(['\n', '\r', '\u{2028}', '\u{2029}']) {
+        return None;
+    }
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
     while let Some(&c) = chars.peek() {
