@@ -484,11 +484,7 @@ impl ApprovalStore for SqliteApprovals {
             decided_by: None,
             changes: None,
         };
-        tx.execute(
-            "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7)",
-            params![request.id, identity, tool, args_hash, summary, now_ms, request.expires_ms],
-        )?;
+        file(&tx, &request)?;
         tx.commit()?;
         Ok(Check::Required(request))
     }
@@ -508,20 +504,7 @@ impl ApprovalStore for SqliteApprovals {
                 limit: self.max_open,
             });
         }
-        tx.execute(
-            "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, plan) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8)",
-            params![
-                request.id,
-                identity,
-                request.tool,
-                request.args_hash,
-                request.summary,
-                now_ms,
-                request.expires_ms,
-                changes_text(&request)
-            ],
-        )?;
+        file(&tx, &request)?;
         tx.commit()?;
         Ok(Check::Required(request))
     }
@@ -607,6 +590,25 @@ impl ApprovalStore for SqliteApprovals {
         }
         self.get(id)
     }
+}
+
+/// Files `request` (a single call's or a plan's) as pending.
+fn file(tx: &rusqlite::Transaction<'_>, request: &Request) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, plan) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8)",
+        params![
+            request.id,
+            request.identity,
+            request.tool,
+            request.args_hash,
+            request.summary,
+            request.created_ms,
+            request.expires_ms,
+            changes_text(request)
+        ],
+    )?;
+    Ok(())
 }
 
 /// Requests `identity` has waiting for a decision: what `max_open` caps,

@@ -38,6 +38,35 @@ fn request(r: &Row) -> Request {
     }
 }
 
+/// Files `request` (a single call's or a plan's) as pending.
+async fn file(
+    tx: &deadpool_postgres::Transaction<'_>,
+    request: &Request,
+) -> Result<(), tokio_postgres::Error> {
+    let insert = tx
+        .prepare_cached(
+            "INSERT INTO airlock_approvals \
+             (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, plan) \
+             VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)",
+        )
+        .await?;
+    tx.execute(
+        &insert,
+        &[
+            &request.id,
+            &request.identity,
+            &request.tool,
+            &request.args_hash,
+            &request.summary,
+            &request.created_ms,
+            &request.expires_ms,
+            &changes_text(request),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Requests `identity` has waiting for a decision, every replica's: what
 /// `max_open` caps, single calls and plans alike.
 async fn waiting(
@@ -167,22 +196,7 @@ impl ApprovalStore for PgApprovals {
                 decided_by: None,
                 changes: None,
             };
-            tx.execute(
-                    &tx.prepare_cached("INSERT INTO airlock_approvals \
-                 (id, identity, tool, args_hash, summary, status, created_ms, expires_ms) \
-                 VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)").await.map_err(e)?,
-                &[
-                    &request.id,
-                    &request.identity,
-                    &request.tool,
-                    &request.args_hash,
-                    &request.summary,
-                    &request.created_ms,
-                    &request.expires_ms,
-                ],
-            )
-            .await
-            .map_err(e)?;
+            file(&tx, &request).await.map_err(e)?;
             tx.commit().await.map_err(e)?;
             Ok(Check::Required(request))
         })?)
@@ -213,23 +227,7 @@ impl ApprovalStore for PgApprovals {
                 if waiting(&tx, &request.identity, now_ms).await.map_err(e)? >= max_open as i64 {
                     return Ok(Check::TooManyOpen { limit: max_open });
                 }
-                tx.execute(
-                    "INSERT INTO airlock_approvals \
-                 (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, plan) \
-                 VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)",
-                    &[
-                        &request.id,
-                        &request.identity,
-                        &request.tool,
-                        &request.args_hash,
-                        &request.summary,
-                        &request.created_ms,
-                        &request.expires_ms,
-                        &changes_text(&request),
-                    ],
-                )
-                .await
-                .map_err(e)?;
+                file(&tx, &request).await.map_err(e)?;
                 tx.commit().await.map_err(e)?;
                 Ok(Check::Required(request))
             })?)
