@@ -25,9 +25,8 @@
 //! string among the numbers — goes to boa's own sort, unchanged.
 
 use boa_engine::{
-    builtins::function::OrdinaryFunction, js_string, object::FunctionObjectBuilder,
-    property::PropertyDescriptor, property::PropertyKey, Context, JsArgs, JsNativeError, JsObject,
-    JsResult, JsString, JsValue, NativeFunction,
+    builtins::function::OrdinaryFunction, js_string, property::PropertyKey, Context, JsArgs,
+    JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
 };
 
 /// Replaces `Array.prototype.sort` in the realm being built.
@@ -46,23 +45,8 @@ pub fn install(ctx: &mut Context) -> JsResult<()> {
         .get(js_string!("toString"), ctx)?
         .as_object()
         .ok_or_else(|| missing("Function.prototype.toString"))?;
-    let sort = FunctionObjectBuilder::new(
-        ctx.realm(),
-        NativeFunction::from_copy_closure_with_captures(sort, (original, to_string)),
-    )
-    .name(js_string!("sort"))
-    .length(1)
-    .build();
-    proto.define_property_or_throw(
-        js_string!("sort"),
-        PropertyDescriptor::builder()
-            .value(sort)
-            .writable(true)
-            .enumerable(false)
-            .configurable(true),
-        ctx,
-    )?;
-    Ok(())
+    let sort = NativeFunction::from_copy_closure_with_captures(sort, (original, to_string));
+    crate::realm::replace_method(&proto, js_string!("sort"), 1, sort, ctx)
 }
 
 fn sort(

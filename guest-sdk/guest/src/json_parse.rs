@@ -10,8 +10,7 @@
 //! `JSON.parse` runs, since a reviver sees each value's source text.
 
 use boa_engine::{
-    js_string, object::FunctionObjectBuilder, property::PropertyDescriptor, Context, JsArgs,
-    JsNativeError, JsObject, JsResult, JsValue, NativeFunction,
+    js_string, Context, JsArgs, JsNativeError, JsObject, JsResult, JsValue, NativeFunction,
 };
 
 /// Replaces `JSON.parse` in the realm being built.
@@ -26,23 +25,8 @@ pub fn install(ctx: &mut Context) -> JsResult<()> {
         .get(js_string!("parse"), ctx)?
         .as_object()
         .ok_or_else(missing)?;
-    let parse = FunctionObjectBuilder::new(
-        ctx.realm(),
-        NativeFunction::from_copy_closure_with_captures(parse, original),
-    )
-    .name(js_string!("parse"))
-    .length(2)
-    .build();
-    json.define_property_or_throw(
-        js_string!("parse"),
-        PropertyDescriptor::builder()
-            .value(parse)
-            .writable(true)
-            .enumerable(false)
-            .configurable(true),
-        ctx,
-    )?;
-    Ok(())
+    let parse = NativeFunction::from_copy_closure_with_captures(parse, original);
+    crate::realm::replace_method(&json, js_string!("parse"), 2, parse, ctx)
 }
 
 fn parse(

@@ -17,9 +17,9 @@ use boa_engine::{
     builtins::promise::OperationType,
     context::HostHooks,
     js_string,
-    object::{builtins::JsPromise, ObjectInitializer},
-    property::Attribute,
-    Context, JsArgs, JsNativeError, JsObject, JsResult, JsValue, NativeFunction, Source,
+    object::{builtins::JsPromise, FunctionObjectBuilder, ObjectInitializer},
+    property::{Attribute, PropertyDescriptor},
+    Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction, Source,
 };
 
 use crate::{host, json};
@@ -153,6 +153,32 @@ pub fn new_context() -> Context {
     limits.set_stack_size_limit(JS_STACK_SIZE as usize);
     install(&mut ctx).expect("installing Airlock globals cannot fail");
     ctx
+}
+
+/// Puts `function` in place of `target`'s method `name`, with the
+/// attributes a built-in method has (writable, configurable, not
+/// enumerable): for the guest's own versions of boa's built-ins.
+pub(crate) fn replace_method(
+    target: &JsObject,
+    name: JsString,
+    length: usize,
+    function: NativeFunction,
+    ctx: &mut Context,
+) -> JsResult<()> {
+    let method = FunctionObjectBuilder::new(ctx.realm(), function)
+        .name(name.clone())
+        .length(length)
+        .build();
+    target.define_property_or_throw(
+        name,
+        PropertyDescriptor::builder()
+            .value(method)
+            .writable(true)
+            .enumerable(false)
+            .configurable(true),
+        ctx,
+    )?;
+    Ok(())
 }
 
 fn install(ctx: &mut Context) -> JsResult<()> {
