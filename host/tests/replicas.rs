@@ -70,6 +70,12 @@ impl Deployment {
         Server::spawn(state, &args)
     }
 
+    /// Two replicas, started side by side (each waits for its server to
+    /// say it listens).
+    fn two_replicas(&self) -> (Server, Server) {
+        tokio::task::block_in_place(|| (self.replica(), self.replica()))
+    }
+
     /// `airlock enroll IDENTITY`, into the database.
     fn enroll(&self, identity: &str) -> String {
         let out = self.airlock(&["enroll", identity]);
@@ -109,10 +115,7 @@ fn stdout(o: &std::process::Output) -> String {
 async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
     let d = deployment().await;
     let alice = d.enroll("alice");
-    let (a, b) = {
-        let d = &d;
-        tokio::task::block_in_place(|| (d.replica(), d.replica()))
-    };
+    let (a, b) = d.two_replicas();
     let on_a = a.connect(&alice).await;
     let on_b = b.connect(&alice).await;
 
@@ -301,10 +304,7 @@ async fn an_openid_providers_token_works_on_every_replica() {
         provider.issuer()
     ));
     std::fs::write(&d.config, toml).unwrap();
-    let (a, b) = {
-        let d = &d;
-        tokio::task::block_in_place(|| (d.replica(), d.replica()))
-    };
+    let (a, b) = d.two_replicas();
     let token = tokio::task::block_in_place(|| provider.token("deploy-bot", resource)).unwrap();
     let on_a = a.connect(&token).await;
     let on_b = b.connect(&token).await;
@@ -339,10 +339,7 @@ const STOP_100: &str =
 async fn a_plan_recorded_on_one_replica_is_approved_from_a_shell_and_applied_on_another() {
     let d = deployment().await;
     let alice = d.enroll("alice");
-    let (a, b) = {
-        let d = &d;
-        tokio::task::block_in_place(|| (d.replica(), d.replica()))
-    };
+    let (a, b) = d.two_replicas();
     let on_a = a.connect(&alice).await;
     let on_b = b.connect(&alice).await;
 
