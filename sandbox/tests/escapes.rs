@@ -150,6 +150,29 @@ async fn deep_json_nesting() {
     }
 }
 
+/// `JSON.stringify` of nesting deeper than the recursion limit ends the
+/// script with that limit (boa's own recursed until the guest's stack ran
+/// out, a trap at about 3,000 levels); nesting inside it is written.
+#[tokio::test]
+async fn deep_json_stringify_hits_the_recursion_limit() {
+    let o = survives(
+        "let a = []; for (let i = 0; i < 100000; i++) a = [a];\ntry { JSON.stringify(a) } catch (e) { 'caught' }",
+        &short(),
+    )
+    .await;
+    hit(&o, Limit::RecursionDepth);
+    let o = survives(
+        "let a = {}; for (let i = 0; i < 500; i++) a = {a}; JSON.stringify(a, null, 1).length",
+        &short(),
+    )
+    .await;
+    assert!(
+        ok(&o).as_u64().is_some_and(|n| n > 500 * 6),
+        "{:?}",
+        o.result
+    );
+}
+
 #[tokio::test]
 async fn a_gigabyte_string() {
     let o = survives("const s = 'x'.repeat(1 << 30); s.length", &short()).await;

@@ -461,6 +461,89 @@ async fn json_parse_gives_what_the_language_does() {
     );
 }
 
+/// `JSON.stringify` without a replacer is the guest's own (one buffer;
+/// boa's copied each character once per level of nesting). A replacer
+/// that returns every value unchanged takes boa's path, so each case is
+/// written both ways and must give the same text, the same errors and the
+/// same getter and `toJSON` calls, in the same order.
+#[tokio::test]
+async fn json_stringify_gives_what_the_language_does() {
+    let script = r#"
+        const id = (k, v) => v;
+        const sym = Symbol('s');
+        const cases = [
+            1, -0, 1.5, 1e21, 1e-7, NaN, -Infinity, 2 ** 53, 2 ** 53 + 2, 2 ** 31, -(2 ** 31) - 1,
+            'a\u0001\n"\\\u00e9\u2028\ud800x\udc00\ud83d\ude00', '', null, true, false,
+            [undefined, function () {}, sym, , 3], { a: undefined, b: 1, [sym]: 2, c: () => 1 },
+            new Number(3), new String('s'), new Boolean(false), Object(5n),
+            { toJSON(k) { return 'k=' + k } }, [{ toJSON(k) { return typeof k + k } }], { x: { toJSON(k) { return k } } },
+            new Date(0), JSON.rawJSON('123'), [JSON.rawJSON('"r"')],
+            { x: { y: [1, { z: [] }, {}, [[]]] } }, [[], {}, [{}], { '': [] }],
+            Object.create({ inherited: 1 }, { own: { value: 2, enumerable: true }, hidden: { value: 3 } }),
+            { 2: 'b', 1: 'a', z: 0, '-1': 'n' }, new Proxy([1, { p: 2 }], {}), new Proxy({ q: [1] }, {}),
+            Object.assign([1, 2], { extra: 3 }), new Map([[1, 2]]), new Error('e'), /re/g,
+        ];
+        let differ = [];
+        for (const c of cases) for (const space of [undefined, null, 2, 2.9, -1, 0, 20, Infinity, NaN, '--', 'abcdefghijklmnop', '', true]) {
+            let a, b;
+            try { a = JSON.stringify(c, null, space) } catch (e) { a = 'threw ' + e }
+            try { b = JSON.stringify(c, id, space) } catch (e) { b = 'threw ' + e }
+            if (a !== b) differ.push([a, b, String(space)]);
+        }
+        const log = [];
+        const watched = {
+            get a() { log.push('a'); return 1 },
+            get b() { log.push('b'); return { get toJSON() { log.push('get toJSON'); return (k) => { log.push('toJSON ' + k); return [2] } } } },
+            c: [{ get d() { log.push('d'); return undefined } }],
+        };
+        const once = JSON.stringify(watched); const first = log.splice(0);
+        JSON.stringify(watched, id); const second = log.splice(0);
+        const cyclic = {}; cyclic.self = [cyclic];
+        const errors = [cyclic, { n: 1n }, [2n]].map((v) => {
+            const out = [];
+            for (const r of [null, id]) try { JSON.stringify(v, r) } catch (e) { out.push(e.constructor.name + ': ' + e.message) }
+            return out;
+        });
+        let thrown = null;
+        try { JSON.stringify({ get boom() { throw new RangeError('from a getter') } }) } catch (e) { thrown = String(e) }
+        const deep = JSON.stringify(Array.from({ length: 300 }).reduce((a) => [a], []));
+        ({
+            differ,
+            once, first, same: first.join() === second.join(),
+            errors, thrown,
+            deep: deep.length,
+            nothing: [JSON.stringify(undefined), JSON.stringify(() => 1), JSON.stringify(sym)],
+            values: [JSON.stringify({ a: [1, 'x', null, -0, 1e21, 0.1] }), JSON.stringify({ a: [1, { b: 2 }] }, null, 2), JSON.stringify('\ud800')],
+            wide: JSON.stringify({ k: '\u4e2d' }).length,
+            shape: [JSON.stringify.name, JSON.stringify.length, Object.getOwnPropertyDescriptor(JSON, 'stringify').enumerable],
+        })
+    "#;
+    assert_eq!(
+        ok(&run(script).await),
+        &json!({
+            "differ": [],
+            "once": r#"{"a":1,"b":[2],"c":[{}]}"#,
+            "first": ["a", "b", "get toJSON", "toJSON b", "d"],
+            "same": true,
+            "errors": [
+                ["TypeError: cyclic object value", "TypeError: cyclic object value"],
+                ["TypeError: cannot serialize bigint to JSON", "TypeError: cannot serialize bigint to JSON"],
+                ["TypeError: cannot serialize bigint to JSON", "TypeError: cannot serialize bigint to JSON"],
+            ],
+            "thrown": "RangeError: from a getter",
+            "deep": 602,
+            "nothing": [null, null, null],
+            "values": [
+                r#"{"a":[1,"x",null,0,1e+21,0.1]}"#,
+                "{\n  \"a\": [\n    1,\n    {\n      \"b\": 2\n    }\n  ]\n}",
+                r#""\ud800""#,
+            ],
+            "wide": 9,
+            "shape": ["stringify", 3, false],
+        })
+    );
+}
+
 /// `Array.prototype.sort` with a numeric comparator is sorted natively
 /// when it can be (`guest/src/array_sort.rs`): every case gives exactly
 /// what the same comparator, written so the guest does not recognise it

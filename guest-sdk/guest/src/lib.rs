@@ -6,6 +6,7 @@ mod array_sort;
 mod host;
 mod json;
 mod json_parse;
+mod json_stringify;
 mod realm;
 mod run;
 mod script;

@@ -189,6 +189,7 @@ fn install(ctx: &mut Context) -> JsResult<()> {
         .ok_or_else(|| JsNativeError::typ().with_message("Object.keys missing"))?;
     STATE.with(|s| s.borrow_mut().object_keys = Some(keys));
     crate::json_parse::install(ctx)?;
+    crate::json_stringify::install(ctx)?;
     crate::array_sort::install(ctx)?;
 
     let mut console = ObjectInitializer::new(ctx);
