@@ -1,9 +1,10 @@
 //! Per-execution cost of the sandbox in both modes, against an in-process
 //! echo host (so the numbers are the sandbox's own overhead).
 //!
-//! `cargo bench -p airlock-benches --bench sandbox`
+//! `cargo bench -p airlock-benches --bench sandbox` (`-- compute` for the
+//! data-work scripts alone)
 
-use airlock_benches::{EchoHost, WORKLOADS};
+use airlock_benches::{EchoHost, COMPUTE, WORKLOADS};
 use airlock_sandbox::{Capacity, Limits, Mode, Sandbox, SandboxConfig};
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -14,6 +15,7 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let limits = Limits::default();
+    compute(c, &rt, &limits);
     for mode in [Mode::Fresh, Mode::Reuse] {
         let sandbox = rt
             .block_on(Sandbox::new(SandboxConfig {
@@ -69,6 +71,27 @@ fn bench(c: &mut Criterion) {
         b.to_async(&rt)
             .iter(|| async { sandbox.execute(big_result, &limits, &EchoHost).await })
     });
+    group.finish();
+}
+
+/// The six data-work scripts (issue 19): the guest's own speed, each
+/// checked against the value it must end with.
+fn compute(c: &mut Criterion, rt: &tokio::runtime::Runtime, limits: &Limits) {
+    let sandbox = rt.block_on(Sandbox::new(SandboxConfig::default())).unwrap();
+    let mut group = c.benchmark_group("compute");
+    group
+        .sample_size(10)
+        .measurement_time(std::time::Duration::from_secs(10));
+    for (name, script, expected) in COMPUTE {
+        let want: serde_json::Value = serde_json::from_str(expected).unwrap();
+        group.bench_function(*name, |b| {
+            b.to_async(rt).iter(|| async {
+                let o = sandbox.execute(script, limits, &EchoHost).await;
+                assert_eq!(o.result.as_ref().ok(), Some(&want), "{name}");
+                o
+            })
+        });
+    }
     group.finish();
 }
 

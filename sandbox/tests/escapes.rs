@@ -161,6 +161,25 @@ async fn deep_json_stringify_hits_the_recursion_limit() {
     )
     .await;
     hit(&o, Limit::RecursionDepth);
+    // A `toJSON` that stringifies again nests against the same limit.
+    let o = survives(
+        "let n = 0;\n\
+         const mk = () => { let a = [{ toJSON() { return n++ < 200 ? JSON.stringify(mk()) : 0 } }];\n\
+         for (let i = 0; i < 505; i++) a = [a]; return a };\n\
+         JSON.stringify(mk())",
+        &short(),
+    )
+    .await;
+    hit(&o, Limit::RecursionDepth);
+    // A cycle is the language's TypeError even where it closes at the
+    // limit (512 arrays deep).
+    let o = survives(
+        "let a = []; const top = a; for (let i = 0; i < 511; i++) a = a[0] = [];\n\
+         a[0] = top; let r; try { JSON.stringify(top) } catch (e) { r = String(e) } r",
+        &short(),
+    )
+    .await;
+    assert_eq!(ok(&o), &json!("TypeError: cyclic object value"));
     let o = survives(
         "let a = {}; for (let i = 0; i < 500; i++) a = {a}; JSON.stringify(a, null, 1).length",
         &short(),

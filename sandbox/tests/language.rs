@@ -507,11 +507,19 @@ async fn json_stringify_gives_what_the_language_does() {
         let thrown = null;
         try { JSON.stringify({ get boom() { throw new RangeError('from a getter') } }) } catch (e) { thrown = String(e) }
         const deep = JSON.stringify(Array.from({ length: 300 }).reduce((a) => [a], []));
+        const receivers = [];
+        Object.defineProperty(BigInt.prototype, 'toJSON', {
+            configurable: true,
+            get() { 'use strict'; receivers.push(typeof this); return function () { 'use strict'; receivers.push(typeof this); return 'big' } },
+        });
+        const bigs = [JSON.stringify([1n]), JSON.stringify([1n], id)];
+        delete BigInt.prototype.toJSON;
         ({
             differ,
             once, first, same: first.join() === second.join(),
             errors, thrown,
             deep: deep.length,
+            bigs, receivers,
             nothing: [JSON.stringify(undefined), JSON.stringify(() => 1), JSON.stringify(sym)],
             values: [JSON.stringify({ a: [1, 'x', null, -0, 1e21, 0.1] }), JSON.stringify({ a: [1, { b: 2 }] }, null, 2), JSON.stringify('\ud800')],
             wide: JSON.stringify({ k: '\u4e2d' }).length,
@@ -532,6 +540,8 @@ async fn json_stringify_gives_what_the_language_does() {
             ],
             "thrown": "RangeError: from a getter",
             "deep": 602,
+            "bigs": ["[\"big\"]", "[\"big\"]"],
+            "receivers": ["bigint", "bigint", "bigint", "bigint"],
             "nothing": [null, null, null],
             "values": [
                 r#"{"a":[1,"x",null,0,1e+21,0.1]}"#,

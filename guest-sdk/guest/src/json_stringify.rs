@@ -30,9 +30,16 @@ use boa_engine::{
     JsValue, NativeFunction,
 };
 
+thread_local! {
+    /// Objects and arrays being written, over all `JSON.stringify` calls
+    /// under way (one thread runs the realm).
+    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The intrinsics a stringify needs, captured before any script runs:
-/// boa's `JSON.stringify`, `JSON.isRawJSON` and `Array.isArray`.
-type Intrinsics = (JsObject, JsObject, JsObject);
+/// boa's `JSON.stringify`, `JSON.isRawJSON`, `Array.isArray` and
+/// `Reflect.get`.
+type Intrinsics = (JsObject, JsObject, JsObject, JsObject);
 
 /// Replaces `JSON.stringify` in the realm being built.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
@@ -52,6 +59,7 @@ pub fn install(ctx: &mut Context) -> JsResult<()> {
         method(&json, "stringify", ctx)?,
         method(&json, "isRawJSON", ctx)?,
         method(&array, "isArray", ctx)?,
+        method(&ctx.intrinsics().objects().reflect(), "get", ctx)?,
     );
     let stringify = NativeFunction::from_copy_closure_with_captures(stringify, intrinsics);
     crate::realm::replace_method(&json, js_string!("stringify"), 3, stringify, ctx)
@@ -138,8 +146,7 @@ impl Writer<'_> {
     /// is undefined.
     fn property(&mut self, mut value: JsValue, key: Key, ctx: &mut Context) -> JsResult<bool> {
         if value.is_object() || value.is_bigint() {
-            let holder = value.to_object(ctx)?;
-            let to_json = holder.get(self.to_json.clone(), ctx)?;
+            let to_json = self.get_v(&value, ctx)?;
             if let Some(f) = to_json.as_callable() {
                 value = f.call(&value, &[key.value()], ctx)?;
             }
@@ -186,6 +193,21 @@ impl Writer<'_> {
         Ok(true)
     }
 
+    /// `GetV(value, "toJSON")`. A BigInt is read through its prototype with
+    /// the primitive as the receiver (`Reflect.get`), so a getter sees the
+    /// same `this` as in the language.
+    fn get_v(&self, value: &JsValue, ctx: &mut Context) -> JsResult<JsValue> {
+        if let Some(obj) = value.as_object() {
+            return obj.get(self.to_json.clone(), ctx);
+        }
+        let wrapper = value.to_object(ctx)?;
+        self.intrinsics.3.call(
+            &JsValue::undefined(),
+            &[wrapper.into(), js_string!("toJSON").into(), value.clone()],
+            ctx,
+        )
+    }
+
     fn is_raw_json(&self, value: &JsValue, ctx: &mut Context) -> JsResult<bool> {
         let answer =
             self.intrinsics
@@ -225,22 +247,27 @@ impl Writer<'_> {
     }
 
     /// Enters `obj`: refuses a cycle, and nesting past the recursion limit.
+    /// The depth counts every `JSON.stringify` under way, so a `toJSON`
+    /// or getter that calls it again nests against the same limit.
     fn enter(&mut self, obj: &JsObject) -> JsResult<()> {
-        if self.stack.len() >= RECURSION_DEPTH as usize {
-            return Err(JsError::from(EngineError::RuntimeLimit(
-                RuntimeLimitError::Recursion,
-            )));
-        }
-        if !self.stack.insert(obj.clone()) {
+        if self.stack.contains(obj) {
             return Err(JsNativeError::typ()
                 .with_message("cyclic object value")
                 .into());
         }
+        if DEPTH.get() >= RECURSION_DEPTH as usize {
+            return Err(JsError::from(EngineError::RuntimeLimit(
+                RuntimeLimitError::Recursion,
+            )));
+        }
+        DEPTH.set(DEPTH.get() + 1);
+        self.stack.insert(obj.clone());
         self.indent.extend_from_slice(&self.gap.clone());
         Ok(())
     }
 
     fn leave(&mut self, obj: &JsObject) {
+        DEPTH.set(DEPTH.get() - 1);
         self.stack.remove(obj);
         let depth = self.indent.len() - self.gap.len();
         self.indent.truncate(depth);
