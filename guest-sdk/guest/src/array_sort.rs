@@ -26,25 +26,15 @@
 
 use boa_engine::{
     builtins::function::OrdinaryFunction, js_string, property::PropertyKey, Context, JsArgs,
-    JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
+    JsObject, JsResult, JsString, JsValue, NativeFunction,
 };
 
 /// Replaces `Array.prototype.sort` in the realm being built.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
-    let missing = |what: &str| JsNativeError::typ().with_message(format!("{what} missing"));
     let proto = ctx.intrinsics().constructors().array().prototype();
-    let original = proto
-        .get(js_string!("sort"), ctx)?
-        .as_object()
-        .ok_or_else(|| missing("Array.prototype.sort"))?;
-    let to_string = ctx
-        .intrinsics()
-        .constructors()
-        .function()
-        .prototype()
-        .get(js_string!("toString"), ctx)?
-        .as_object()
-        .ok_or_else(|| missing("Function.prototype.toString"))?;
+    let original = crate::realm::intrinsic(&proto, "sort", ctx)?;
+    let function_proto = ctx.intrinsics().constructors().function().prototype();
+    let to_string = crate::realm::intrinsic(&function_proto, "toString", ctx)?;
     let sort = NativeFunction::from_copy_closure_with_captures(sort, (original, to_string));
     crate::realm::replace_method(&proto, js_string!("sort"), 1, sort, ctx)
 }

@@ -15,16 +15,8 @@ use boa_engine::{
 
 /// Replaces `JSON.parse` in the realm being built.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
-    let missing = || JsNativeError::typ().with_message("JSON.parse missing");
-    let json = ctx
-        .global_object()
-        .get(js_string!("JSON"), ctx)?
-        .as_object()
-        .ok_or_else(missing)?;
-    let original = json
-        .get(js_string!("parse"), ctx)?
-        .as_object()
-        .ok_or_else(missing)?;
+    let json = crate::realm::intrinsic(&ctx.global_object(), "JSON", ctx)?;
+    let original = crate::realm::intrinsic(&json, "parse", ctx)?;
     let parse = NativeFunction::from_copy_closure_with_captures(parse, original);
     crate::realm::replace_method(&json, js_string!("parse"), 2, parse, ctx)
 }

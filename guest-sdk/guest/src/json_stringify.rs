@@ -43,17 +43,8 @@ type Intrinsics = (JsObject, JsObject, JsObject, JsObject);
 
 /// Replaces `JSON.stringify` in the realm being built.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
-    let missing = |what: &str| JsNativeError::typ().with_message(format!("{what} missing"));
-    let json = ctx
-        .global_object()
-        .get(js_string!("JSON"), ctx)?
-        .as_object()
-        .ok_or_else(|| missing("JSON"))?;
-    let method = |on: &JsObject, name: &str, ctx: &mut Context| -> JsResult<JsObject> {
-        on.get(JsString::from(name), ctx)?
-            .as_object()
-            .ok_or_else(|| missing(name).into())
-    };
+    let method = crate::realm::intrinsic;
+    let json = method(&ctx.global_object(), "JSON", ctx)?;
     let array = ctx.intrinsics().constructors().array().constructor();
     let intrinsics = (
         method(&json, "stringify", ctx)?,

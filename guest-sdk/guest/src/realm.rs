@@ -181,12 +181,21 @@ pub(crate) fn replace_method(
     Ok(())
 }
 
+/// The object (usually a function) under `name` on `on`, read while the
+/// realm is built, before any script could replace it.
+pub(crate) fn intrinsic(on: &JsObject, name: &str, ctx: &mut Context) -> JsResult<JsObject> {
+    on.get(JsString::from(name), ctx)?
+        .as_object()
+        .ok_or_else(|| {
+            JsNativeError::typ()
+                .with_message(format!("{name} missing"))
+                .into()
+        })
+}
+
 fn install(ctx: &mut Context) -> JsResult<()> {
     let object_ctor = ctx.intrinsics().constructors().object().constructor();
-    let keys = object_ctor
-        .get(js_string!("keys"), ctx)?
-        .as_object()
-        .ok_or_else(|| JsNativeError::typ().with_message("Object.keys missing"))?;
+    let keys = intrinsic(&object_ctor, "keys", ctx)?;
     STATE.with(|s| s.borrow_mut().object_keys = Some(keys));
     crate::json_parse::install(ctx)?;
     crate::json_stringify::install(ctx)?;
