@@ -173,11 +173,12 @@ impl Writer<'_> {
                     .into())
             }
             JsVariant::Object(obj) if !obj.is_callable() => {
-                if self.is_array(&obj, ctx)? {
-                    self.array(&obj, ctx)?;
+                let members = if self.is_array(&obj, ctx)? {
+                    Self::array_members
                 } else {
-                    self.object(&obj, ctx)?;
-                }
+                    Self::object_members
+                };
+                self.nested(&obj, members, ctx)?;
             }
             _ => return Ok(false),
         }
@@ -253,7 +254,7 @@ impl Writer<'_> {
         }
         DEPTH.set(DEPTH.get() + 1);
         self.stack.insert(obj.clone());
-        self.indent.extend_from_slice(&self.gap.clone());
+        self.indent.extend_from_slice(&self.gap);
         Ok(())
     }
 
@@ -286,14 +287,21 @@ impl Writer<'_> {
         self.out.push(u16::from(bracket));
     }
 
-    /// `SerializeJSONArray`.
-    fn array(&mut self, obj: &JsObject, ctx: &mut Context) -> JsResult<()> {
+    /// Writes `obj`'s members between `enter` and `leave`, which run
+    /// whether the members fail or not.
+    fn nested(
+        &mut self,
+        obj: &JsObject,
+        members: fn(&mut Self, &JsObject, &mut Context) -> JsResult<()>,
+        ctx: &mut Context,
+    ) -> JsResult<()> {
         self.enter(obj)?;
-        let result = self.array_members(obj, ctx);
+        let result = members(self, obj, ctx);
         self.leave(obj);
         result
     }
 
+    /// `SerializeJSONArray`, inside `nested`.
     fn array_members(&mut self, obj: &JsObject, ctx: &mut Context) -> JsResult<()> {
         let length = obj.get(self.length.clone(), ctx)?.to_length(ctx)?;
         self.out.push(u16::from(b'['));
@@ -314,14 +322,7 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// `SerializeJSONObject`.
-    fn object(&mut self, obj: &JsObject, ctx: &mut Context) -> JsResult<()> {
-        self.enter(obj)?;
-        let result = self.object_members(obj, ctx);
-        self.leave(obj);
-        result
-    }
-
+    /// `SerializeJSONObject`, inside `nested`.
     fn object_members(&mut self, obj: &JsObject, ctx: &mut Context) -> JsResult<()> {
         let keys = crate::realm::object_keys(ctx).call(
             &JsValue::undefined(),
