@@ -126,6 +126,18 @@ pub fn parse(tree: &Value) -> Result<Vec<Operation>, ApiDataError> {
         .ok_or_else(|| ApiDataError::Json("the top level is not an array".into()))?;
     let mut out = Vec::new();
     walk(nodes, &mut out)?;
+    // One operation per method and path: the tree a server sends may
+    // list a path twice, and two tools for one operation would share a
+    // name (and a stable key). The first is kept.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|op| {
+        let first = seen.insert((op.method, op.path.clone()));
+        if !first {
+            let shown: String = op.path.chars().take(120).collect();
+            tracing::warn!(path = ?shown, method = %op.method, "API schema: dropped a second listing of the same operation");
+        }
+        first
+    });
     Ok(out)
 }
 
@@ -204,6 +216,19 @@ mod tests {
                 "info": {"POST": {"name": "vm_start", "description": "Start.", "parameters": {"properties": {"node": {"type": "string"}, "vmid": {"type": "integer"}}}}}
             }]
         }])
+    }
+
+    #[test]
+    fn an_operation_listed_twice_is_kept_once() {
+        let op = json!({"GET": {"name": "vmlist", "description": "VMs."}});
+        let twice = json!([
+            {"path": "/nodes/{node}/qemu", "info": op, "children": [
+                {"path": "/nodes/{node}/qemu", "info": op}
+            ]},
+        ]);
+        let ops = parse(&twice).unwrap();
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0].path, "/nodes/{node}/qemu");
     }
 
     #[test]
