@@ -1,7 +1,8 @@
 #!/bin/sh
 # Makes target/test-venv (or DIR) with the pinned Python packages some
 # tests use as independent parsers and clients (requirements-test.txt):
-# the Prometheus project's own text-format parser, for the metrics test.
+# the Prometheus project's own text-format parser, for the metrics test,
+# and the official MCP Python SDK, for the approvals test.
 # Does nothing when the venv already holds exactly this package set.
 # Needs python3 (3.8 or newer) with its venv module, and PyPI.
 set -eu

@@ -16,6 +16,7 @@ use std::{
 mod common;
 
 use airlock_gateway::{
+    approval::Asked,
     state::{PostgresConfig, State},
     GatewayConfig, ToolSpec,
 };
@@ -102,9 +103,16 @@ fn bench(c: &mut Criterion) {
             |b| {
                 b.iter(|| {
                     n += 1;
-                    approvals
-                        .check("alice", "vm_stop", &format!("{n:064}"), "node=pve1", 1)
-                        .unwrap()
+                    let hash = format!("{n:064}");
+                    let asked = Asked {
+                        identity: "alice",
+                        tool: "vm_stop",
+                        tool_key: "pve:POST /nodes/{node}/qemu/{vmid}/status/stop",
+                        args_hash: &hash,
+                        summary: "node=pve1",
+                        detail: None,
+                    };
+                    approvals.check(&asked, 1).unwrap()
                 })
             },
         );

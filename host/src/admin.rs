@@ -8,8 +8,8 @@ use std::{os::unix::fs::OpenOptionsExt, path::PathBuf, process::ExitCode, sync::
 use airlock_gateway::{
     approval::{ApprovalError, Request, Status},
     audit,
+    decision::{self, Decider},
     keys::{self, EnrollmentFile, KeyStore},
-    plan,
     state::State,
     visible::visible,
 };
@@ -33,6 +33,12 @@ pub enum ApprovalAction {
         /// among them).
         #[arg(long)]
         ids: bool,
+    },
+    /// One request whole: every argument in full (a long value that lists
+    /// summarise, such as cloud-init user data), who asked and decided.
+    Show {
+        /// The request's id (`ap-…`, or a plan's `pl-…`).
+        id: String,
     },
     /// Allow the one call, or the one plan's changes, each request describes.
     Approve {
@@ -192,24 +198,72 @@ fn describe(r: &Request, now: i64) -> String {
     )
 }
 
+/// A request whole, for `approvals show`: its line, then every argument
+/// in full (escaped as summaries are), and who decided through what.
+fn show(r: &Request, now: i64) -> String {
+    let mut out = describe(r, now);
+    out.push('\n');
+    match &r.changes {
+        Some(changes) => {
+            for c in changes {
+                out.push_str(&format!(
+                    "\nchange {} ({}, key {}):\n  {}\n",
+                    c.n,
+                    visible(&c.tool),
+                    visible(if c.key.is_empty() { &c.tool } else { &c.key }),
+                    visible(c.detail.as_deref().unwrap_or(&c.summary))
+                ));
+            }
+        }
+        None => out.push_str(&format!(
+            "\ntool {} (key {}):\n  {}\n",
+            visible(&r.tool),
+            visible(r.tool_key.as_deref().unwrap_or("none")),
+            visible(r.detail.as_deref().unwrap_or(&r.summary))
+        )),
+    }
+    out.push_str(&format!("\nasked by {}", visible(&r.identity)));
+    if let Some(by) = &r.decided_by {
+        out.push_str(&format!(
+            "; {} by {} ({}{})",
+            r.status.as_str(),
+            visible(by),
+            visible(r.decided_via.as_deref().unwrap_or("unknown channel")),
+            if r.decided_by_requester() {
+                ", the requester"
+            } else {
+                ""
+            }
+        ));
+    }
+    out
+}
+
 pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
-    let (store, audit) = match state(file) {
-        Ok(s) => (s.approvals, s.audit),
+    let (config, store, audit) = match file
+        .gateway()
+        .map_err(|e| e.to_string())
+        .and_then(|c| State::open(&c).map(|s| (c, s)).map_err(|e| e.to_string()))
+    {
+        Ok((c, s)) => (c, s.approvals, s.audit),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    // A plan's decision goes into the audit chain, next to its lines.
-    let recorded = |r: &Request| -> Result<(), ApprovalError> {
-        if r.changes.is_some() {
-            plan::record_decision(&*audit, r).map_err(|e| {
-                ApprovalError::Storage(format!(
-                    "decided, but the decision could not be written to the audit log: {e}"
-                ))
-            })?;
-        }
-        Ok(())
+    // Four eyes: `--by` may approve a request it asked itself only when
+    // `[identities]` allows that identity (`approve_own`). An issuer's or
+    // group's `approve_own` is not seen here (no token): it applies in
+    // the client.
+    let decider = |by: &str, id: &str| -> Result<Decider, ApprovalError> {
+        let asked_by = store.get(id)?.identity;
+        let own = config
+            .policy
+            .identities
+            .get(&asked_by)
+            .and_then(|g| g.approve_own)
+            .unwrap_or(false);
+        Ok(Decider::cli(by).allowing_own(own))
     };
     let now = now_ms();
     // Each id is decided on its own: one unknown or expired id does not
@@ -231,23 +285,26 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
     let result = match action {
         ApprovalAction::Approve { ids, by } => {
             return each(ids, &|id| {
-                let r = store.approve(id, &by, now)?;
+                let d = decider(&by, id)?;
+                let r = decision::decide(&*store, &*audit, id, &d, now, Status::Approved)?;
                 println!("approved: {}", describe(&r, now));
                 if r.changes.is_some() {
                     println!("the same script, run by the same identity with this plan, now makes these changes once");
                 } else {
                     println!("the same call, by the same identity, now runs once");
                 }
-                recorded(&r)
+                Ok(())
             })
         }
         ApprovalAction::Deny { ids, by } => {
             return each(ids, &|id| {
-                let r = store.deny(id, &by, now)?;
+                let d = decider(&by, id)?;
+                let r = decision::decide(&*store, &*audit, id, &d, now, Status::Denied)?;
                 println!("denied: {}", describe(&r, now));
-                recorded(&r)
+                Ok(())
             })
         }
+        ApprovalAction::Show { id } => store.get(&id).map(|r| println!("{}", show(&r, now))),
         ApprovalAction::List { all, ids: true, .. } => store.list(now, all).map(|list| {
             for r in list.iter().filter(|r| r.status == Status::Pending) {
                 println!("{}", visible(&r.id));

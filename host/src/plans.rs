@@ -13,7 +13,7 @@ use std::sync::Arc;
 use airlock_gateway::{
     approval::Status,
     gateway::PlanFiled,
-    plan::{Applying, PlanError, PlanRun, PlannedChange, Recorder},
+    plan::{Applying, PlanError, PlanRun, PlannedChange, Recorder, Stop},
     visible::visible,
     Caller, Gateway,
 };
@@ -58,12 +58,12 @@ impl PlanArg {
 }
 
 /// Sets `caller` up for `arg`: a fresh recorder, or the approved plan
-/// taken for this execution (from now on used, whatever the run does).
+/// opened for this execution (used once its first change is sent).
 pub fn prepare(gateway: &Gateway, caller: Caller, arg: &PlanArg) -> Result<Caller, PlanError> {
     let plan = match arg {
         PlanArg::Run => None,
         PlanArg::Record => Some(PlanRun::Record(Arc::new(Recorder::new()?))),
-        PlanArg::Apply(id) => Some(PlanRun::Apply(gateway.take_plan(&caller, id)?)),
+        PlanArg::Apply(id) => Some(PlanRun::Apply(gateway.open_plan(&caller, id)?)),
     };
     Ok(Caller { plan, ..caller })
 }
@@ -87,6 +87,14 @@ pub enum Report {
         id: String,
         applied: Vec<PlannedChange>,
         not_applied: Vec<PlannedChange>,
+        /// Where the plan stopped, and why, if it did.
+        stopped: Option<Stop>,
+    },
+    /// The execution sent none of the plan's changes: it is still
+    /// approved.
+    NotStarted {
+        id: String,
+        changes: Vec<PlannedChange>,
     },
 }
 
@@ -116,6 +124,10 @@ pub fn conclude(gateway: &Gateway, caller: &Caller, succeeded: bool) -> Option<R
                 decided: None,
             })
         }
+        PlanRun::Apply(plan) if !plan.taken() => Some(Report::NotStarted {
+            id: plan.id.clone(),
+            changes: plan.changes.clone(),
+        }),
         PlanRun::Apply(plan) => {
             gateway.plan_finished(caller, plan);
             Some(applied(plan))
@@ -124,17 +136,11 @@ pub fn conclude(gateway: &Gateway, caller: &Caller, succeeded: bool) -> Option<R
 }
 
 fn applied(plan: &Applying) -> Report {
-    let left: Vec<PlannedChange> = plan.not_applied().into_iter().cloned().collect();
-    let applied = plan
-        .changes
-        .iter()
-        .filter(|c| !left.iter().any(|l| l.n == c.n))
-        .cloned()
-        .collect();
     Report::Applied {
         id: plan.id.clone(),
-        applied,
-        not_applied: left,
+        applied: plan.applied().into_iter().cloned().collect(),
+        not_applied: plan.not_applied().into_iter().cloned().collect(),
+        stopped: plan.stopped(),
     }
 }
 
@@ -144,14 +150,18 @@ fn changes_json(changes: &[PlannedChange]) -> Value {
         changes
             .iter()
             .map(|c| {
-                json!({
+                let mut change = json!({
                     "n": c.n,
                     "tool": c.tool,
                     "tier": c.tier,
                     "target": c.target,
                     "args": c.summary,
                     "needs_approval": c.needs_approval,
-                })
+                });
+                if let Some(k) = c.waits_on {
+                    change["waits_on"] = json!(k);
+                }
+                change
             })
             .collect(),
     )
@@ -172,7 +182,8 @@ impl Report {
         match self {
             Report::Recorded { id, .. }
             | Report::NotFiled { id, .. }
-            | Report::Applied { id, .. } => id,
+            | Report::Applied { id, .. }
+            | Report::NotStarted { id, .. } => id,
         }
     }
 
@@ -215,13 +226,27 @@ impl Report {
                 "not_filed",
                 "the script failed, so its plan was not filed (a partial plan is never put to a person); fix the script and plan again".into(),
             ),
-            Report::Applied { not_applied, .. } => (
-                "applied",
-                if not_applied.is_empty() {
-                    "every change of the plan was made; the plan is used up".into()
-                } else {
-                    "the plan is used up; the changes not applied need a new plan".into()
-                },
+            Report::Applied {
+                not_applied,
+                stopped,
+                ..
+            } => match stopped {
+                Some(stop) => (
+                    "stopped",
+                    format!("the plan stopped at step {} ({}); nothing after it was sent. The plan is used up: the changes not applied need a new plan", stop.at, stop.why),
+                ),
+                None if not_applied.is_empty() => (
+                    "applied",
+                    "every change of the plan was made; the plan is used up".into(),
+                ),
+                None => (
+                    "applied",
+                    "the script did not make every change; the plan is used up, and the changes not applied need a new plan".into(),
+                ),
+            },
+            Report::NotStarted { .. } => (
+                "not_started",
+                "the script sent none of the plan's changes, so the plan is still approved (until it expires): run the same script with it again".into(),
             ),
         }
     }
@@ -233,7 +258,7 @@ impl Report {
                 PlanFiled::NothingToApprove(c) | PlanFiled::TooManyOpen { changes: c, .. } => c,
                 PlanFiled::Filed(r) => r.changes.as_deref().unwrap_or_default(),
             },
-            Report::NotFiled { changes, .. } => changes,
+            Report::NotFiled { changes, .. } | Report::NotStarted { changes, .. } => changes,
             Report::Applied { applied, .. } => applied,
         }
     }
@@ -246,10 +271,14 @@ impl Report {
             Report::Applied {
                 applied,
                 not_applied,
+                stopped,
                 ..
             } => {
                 out["applied"] = changes_json(applied);
                 out["not_applied"] = changes_json(not_applied);
+                if let Some(stop) = stopped {
+                    out["stopped"] = json!({"at": stop.at, "why": stop.why});
+                }
             }
             _ => out["changes"] = changes_json(self.changes()),
         }
@@ -278,12 +307,19 @@ impl Report {
                 s
             }
             _ => {
-                let n = self.changes().len();
+                let steps = self.changes();
+                let n = steps.iter().filter(|c| c.is_change()).count();
+                let reads = steps.len() - n;
                 format!(
-                    "plan {} ({status}): {n} change{}\n{}",
+                    "plan {} ({status}): {n} change{}{}\n{}",
                     self.id(),
                     if n == 1 { "" } else { "s" },
-                    table(self.changes())
+                    match reads {
+                        0 => String::new(),
+                        1 => ", and 1 read of a change's result".into(),
+                        r => format!(", and {r} reads of changes' results"),
+                    },
+                    table(steps)
                 )
             }
         };

@@ -5,7 +5,11 @@
 
 use std::{io::Read, path::PathBuf, process::ExitCode, sync::Arc};
 
-use airlock_gateway::{Caller, Gateway};
+use airlock_gateway::{
+    approval::Status,
+    decision::{Channel, Decider},
+    Caller, Gateway,
+};
 use airlock_sandbox::{Limits, Sandbox};
 
 use crate::{
@@ -157,11 +161,14 @@ async fn demo_plan(runner: &Runner) -> Result<(), String> {
     };
     eprintln!("\n2. One approval for the whole plan (what `airlock approvals approve {id}` does, or the person in the MCP client):\n");
     let gateway = &runner.gateway;
-    let approved = gateway
-        .approvals()
-        .approve(&id, "the demo, as operator", gateway.now_ms())
+    let demo = Decider {
+        who: "the demo, as operator".into(),
+        channel: Channel::Demo,
+        may_approve_own: false,
+    };
+    gateway
+        .decide(&id, &demo, Status::Approved)
         .map_err(|e| e.to_string())?;
-    gateway.plan_decided(&approved).map_err(|e| e.to_string())?;
     eprintln!("approved: plan {id}\n");
     eprintln!("3. Applied (`execute` with plan \"{id}\"; `airlock exec --apply {id}`): each planned change runs once, without asking again.\n");
     let (ok, _) = runner

@@ -10,6 +10,13 @@
 //! // result: "refused"                    (with `ok`: the exact JSON result)
 //! ```
 //!
+//! A script with `// plan: apply` attacks an approved plan: it runs once
+//! in plan mode (nothing sent), the plan it files is approved by another
+//! person, and then the script applies it; the headers judge that apply.
+//! `// apply-source: broken` applies it with a script that does not
+//! compile; `// applied: N` is how many of its changes may be made;
+//! `// plan-after: approved` (or `used`) what the plan must be after.
+//!
 //! Every script runs; the test fails listing every one that broke its
 //! header, and the audit log must verify afterwards.
 //!
@@ -30,7 +37,12 @@ use std::{
 
 use airlock::demo;
 use airlock_gateway::{
+    approval::Status,
     audit,
+    backend::TaskEnd,
+    decision::Decider,
+    gateway::PlanFiled,
+    plan::{Applying, PlanRun, Recorder},
     policy::{Grant, PolicyConfig},
     Backend, BackendError, Caller, Gateway, GatewayConfig, Mode, Reply, ToolSpec,
 };
@@ -53,6 +65,15 @@ impl Backend for Counting {
     }
     fn tools(&self) -> Vec<ToolSpec> {
         self.inner.tools()
+    }
+    fn planned(&self, tool: &ToolSpec, args: &Value, token: &str) -> Value {
+        self.inner.planned(tool, args, token)
+    }
+    fn planned_read(&self, tool: &ToolSpec, args: &Value) -> Value {
+        self.inner.planned_read(tool, args)
+    }
+    fn task_end(&self, tool: &ToolSpec, value: &Value) -> Option<TaskEnd> {
+        self.inner.task_end(tool, value)
     }
     async fn call(&self, c: &Caller, t: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -85,6 +106,12 @@ struct Expect {
     limit: Option<String>,
     backend: usize,
     result: Option<Value>,
+    /// Plan it, have it approved, then apply it.
+    plan: bool,
+    /// Apply with a script that does not compile.
+    broken_apply: bool,
+    applied: Option<usize>,
+    plan_after: Option<String>,
 }
 
 fn header(path: &std::path::Path, text: &str) -> Expect {
@@ -103,7 +130,64 @@ fn header(path: &std::path::Path, text: &str) -> Expect {
         limit: words.next().map(str::to_string),
         backend: field("backend").map(|b| b.parse().unwrap()).unwrap_or(0),
         result: field("result").map(|r| serde_json::from_str(&r).unwrap()),
+        plan: field("plan").as_deref() == Some("apply"),
+        broken_apply: field("apply-source").as_deref() == Some("broken"),
+        applied: field("applied").map(|n| n.parse().unwrap()),
+        plan_after: field("plan-after"),
     }
+}
+
+/// Runs `text` in plan mode as `identity`, has another person approve
+/// the plan it files, and opens it for applying: the caller to apply it
+/// as.
+async fn approved_plan(
+    gateway: &Arc<Gateway>,
+    sandbox: &Sandbox,
+    limits: &Limits,
+    identity: &str,
+    text: &str,
+) -> Result<(Caller, Arc<Applying>), String> {
+    // The operator clears what earlier attacks left waiting (an identity
+    // has at most `max_open_per_identity` requests open).
+    let now = gateway.now_ms();
+    for r in gateway
+        .approvals()
+        .list(now, false)
+        .map_err(|e| e.to_string())?
+    {
+        if r.status == Status::Pending {
+            let _ = gateway.decide(&r.id, &Decider::cli("corpus-operator"), Status::Denied);
+        }
+    }
+    let recorder = Arc::new(Recorder::new().unwrap());
+    let recording = Caller {
+        plan: Some(PlanRun::Record(recorder.clone())),
+        ..Caller::new(identity)
+    };
+    let host = airlock::wiring::ScriptTools {
+        gateway: gateway.clone(),
+        caller: recording.clone(),
+    };
+    let outcome = sandbox.execute(text, limits, &host).await;
+    if let Some(e) = outcome.error() {
+        return Err(format!("planning it failed: {e:?}"));
+    }
+    let id = match gateway.file_plan(&recording, &recorder) {
+        Ok(PlanFiled::Filed(r)) => r.id,
+        other => return Err(format!("no plan was filed: {other:?}")),
+    };
+    gateway
+        .decide(&id, &Decider::cli("corpus-operator"), Status::Approved)
+        .map_err(|e| e.to_string())?;
+    let caller = Caller::new(identity);
+    let applying = gateway.open_plan(&caller, &id).map_err(|e| e.to_string())?;
+    Ok((
+        Caller {
+            plan: Some(PlanRun::Apply(applying.clone())),
+            ..caller
+        },
+        applying,
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,12 +245,27 @@ async fn the_attack_corpus() {
 
     let mut broken = Vec::new();
     for path in &scripts {
-        let text = std::fs::read_to_string(path).unwrap();
+        let mut text = std::fs::read_to_string(path).unwrap();
         let want = header(path, &text);
+        let name = path.file_name().unwrap().to_string_lossy();
+        let (caller, applying) = if want.plan {
+            match approved_plan(&gateway, &sandbox, &limits, identity, &text).await {
+                Ok((c, a)) => (c, Some(a)),
+                Err(e) => {
+                    broken.push(format!("{name}: {e}"));
+                    continue;
+                }
+            }
+        } else {
+            (Caller::new(*identity), None)
+        };
+        if want.broken_apply {
+            text.push_str("\n)(");
+        }
         let before = backend.calls.load(Ordering::SeqCst);
         let host = airlock::wiring::ScriptTools {
             gateway: gateway.clone(),
-            caller: Caller::new(*identity),
+            caller: caller.clone(),
         };
         let audit_before = std::fs::metadata(gateway.audit_path().unwrap())
             .unwrap()
@@ -181,7 +280,6 @@ async fn the_attack_corpus() {
         let audit_text = std::fs::read(gateway.audit_path().unwrap()).unwrap();
         let added = &audit_text[audit_before as usize..];
         let seen = backend.calls.load(Ordering::SeqCst) - before;
-        let name = path.file_name().unwrap().to_string_lossy();
         let error = outcome.error().map(|e| serde_json::to_value(e).unwrap());
         let kind = outcome.error().map(|e| e.kind()).unwrap_or("ok");
         let limit = error
@@ -248,6 +346,25 @@ async fn the_attack_corpus() {
         if let (Some(r), "ok") = (&want.result, kind) {
             if outcome.value() != r {
                 problems.push(format!("result {}, expected {r}", outcome.value()));
+            }
+        }
+        if let Some(plan) = &applying {
+            gateway.plan_finished(&caller, plan);
+            let made = plan.applied().len();
+            if want.applied.is_some_and(|n| made > n) {
+                problems.push(format!(
+                    "{made} of the plan's changes were made, at most {:?} allowed",
+                    want.applied
+                ));
+            }
+            let status = gateway.approvals().get(&plan.id).unwrap().status;
+            if let Some(after) = &want.plan_after {
+                if status.as_str() != after {
+                    problems.push(format!(
+                        "the plan is {} afterwards, expected {after}",
+                        status.as_str()
+                    ));
+                }
             }
         }
         if !problems.is_empty() {

@@ -802,3 +802,55 @@ fn a_script_finds_and_describes_tools_it_may_call() {
         "{olga}"
     );
 }
+
+/// The rename case through `airlock exec`: a collector that lists both
+/// `docker.status` and `docker_status` gives the plain name
+/// `quox_docker_status` to the second and spells the first out
+/// (`quox_docker_dot_status`). A deny list written when only the first
+/// existed (`quox_docker_status`) still denies it under its new name,
+/// and the newcomer answering to that name too: nothing reaches the
+/// collector.
+#[test]
+fn a_denied_collector_tool_stays_denied_when_another_takes_its_name() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let sim = runtime
+        .block_on(airlock_sim::collector::CollectorSim::start(0, "k-2"))
+        .unwrap();
+    sim.install_tool(serde_json::json!({"name": "docker_status", "description": "Added later.",
+        "input_schema": {"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"]}}));
+    let state = State::new();
+    let key = state.path().join("quox.key");
+    std::fs::write(&key, "k-2\n").unwrap();
+    let config = state.config(&format!(
+        "[identities.ops]\nmode = \"rw\"\n[policy]\ndeny = [\"quox_docker_status\"]\n\
+         [collector]\nurl = {:?}\nservice_key_file = {:?}\n",
+        sim.url(),
+        key.display().to_string()
+    ));
+    let script = "const r = await Promise.allSettled([tools.quox_docker_dot_status({host: 'edge-1'}), tools.quox_docker_status({host: 'edge-1'})]);\n\
+                  r.map((x) => x.status === 'fulfilled' ? 'ok' : x.reason.code)";
+    let out = state.run(
+        &[
+            "--config",
+            &config,
+            "exec",
+            "--identity",
+            "ops",
+            "--json",
+            "-",
+        ],
+        script,
+    );
+    let outcome = json_of(&out);
+    assert_eq!(
+        outcome["result"]["ok"],
+        serde_json::json!(["policy_denied", "policy_denied"]),
+        "{outcome}"
+    );
+    assert_eq!(sim.executes(), 0, "nothing reached the collector");
+    drop(sim);
+}

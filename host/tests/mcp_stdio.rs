@@ -400,7 +400,10 @@ async fn a_plan_is_approved_once_in_the_client_then_applied_once() {
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
     let plan = &structured(&r)["plan"];
     assert_eq!(plan["status"], "approved", "{}", text(&r));
-    assert_eq!(plan["changes"].as_array().unwrap().len(), running, "{plan}");
+    // Each shutdown, and the wait for its task: a step of the plan too.
+    let steps = plan["changes"].as_array().unwrap();
+    let waits = steps.iter().filter(|c| c.get("waits_on").is_some()).count();
+    assert_eq!((steps.len() - waits, waits), (running, running), "{plan}");
     assert!(
         plan["changes"][0]["target"]
             .as_str()
@@ -514,7 +517,8 @@ async fn an_operator_approves_a_plan_and_a_changed_script_gets_nothing_unplanned
 
     // The script changed between plan and apply (another timeout): no
     // call of it is in the plan, so each needs an approval of its own
-    // and none is sent; the plan is used up, its changes not applied.
+    // and none is sent. Nothing of the plan was sent, so it is still
+    // approved.
     let changed = STOP_GUESTS.replace("timeout: 60", "timeout: 61");
     let r = call(&client, "execute", json!({"script": changed, "plan": id})).await;
     assert_eq!(r.is_error, Some(true));
@@ -530,9 +534,31 @@ async fn an_operator_approves_a_plan_and_a_changed_script_gets_nothing_unplanned
         text(&r)
     );
     let plan = &structured(&r)["plan"];
-    assert_eq!(plan["applied"], json!([]));
-    assert!(!plan["not_applied"].as_array().unwrap().is_empty());
+    assert_eq!(plan["status"], "not_started", "{plan}");
     assert_eq!(pve1(&client).await, before, "nothing outside the plan ran");
+    // A script that does not even compile: nothing sent, still approved.
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": "const = ;", "plan": id}),
+    )
+    .await;
+    assert_eq!(
+        structured(&r)["error"]["kind"],
+        "SyntaxError",
+        "{}",
+        text(&r)
+    );
+    assert_eq!(structured(&r)["plan"]["status"], "not_started");
+    // The script as planned applies it.
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": STOP_GUESTS, "plan": id}),
+    )
+    .await;
+    assert_eq!(structured(&r)["plan"]["status"], "applied", "{}", text(&r));
+    assert_ne!(pve1(&client).await, before);
     client.cancel().await.unwrap();
 }
 

@@ -8,29 +8,12 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    path::{Path, PathBuf},
     process::Command,
     time::Duration,
 };
 
 use common::{call, serve_configured, Server};
 use serde_json::json;
-
-/// The Python with the pinned parser.
-fn python() -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let venv = repo.join("target/test-venv");
-    let out = Command::new(repo.join("scripts/test-venv.sh"))
-        .arg(&venv)
-        .output()
-        .expect("scripts/test-venv.sh runs");
-    assert!(
-        out.status.success(),
-        "scripts/test-venv.sh failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    venv.join("bin/python")
-}
 
 /// Parses an exposition with prometheus-client's OpenMetrics parser into
 /// `{"name{label=value,...}": value}` (samples of every family).
@@ -45,7 +28,7 @@ for family in text_string_to_metric_families(sys.stdin.read()):
         out[f"{s.name}{{{labels}}}"] = s.value
 print(json.dumps(out))
 "#;
-    let mut child = Command::new(python())
+    let mut child = Command::new(common::test_python())
         .args(["-c", program])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -5,7 +5,7 @@
 use std::{sync::Arc, time::Duration};
 
 use airlock::{demo, wiring, wiring::ScriptTools};
-use airlock_gateway::{audit, Caller};
+use airlock_gateway::{audit, decision::Decider, Caller};
 use airlock_sandbox::{ExecError, Limits, Sandbox, SandboxConfig};
 use airlock_sim::pve::cluster::Power;
 use serde_json::json;
@@ -91,7 +91,7 @@ async fn stopping_every_vm_on_a_node_after_approval() {
         assert_eq!(r.tool, "vm_shutdown");
         d.gateway
             .approvals()
-            .approve(&r.id, "operator", now)
+            .approve(&r.id, &Decider::cli("operator"), now)
             .unwrap();
     }
 

@@ -406,13 +406,25 @@ async fn a_plan_recorded_on_one_replica_is_approved_from_a_shell_and_applied_on_
     ] {
         assert!(events.iter().any(|x| x == e), "{e}: {events:?}");
     }
+    // The shutdown, then the wait for its task: the plan's two steps.
     let made: Vec<&Value> = lines
         .iter()
         .filter(|l| l["event"] == "call" && l["decision"] == "allowed")
         .collect();
-    assert_eq!(made.len(), 1, "{made:?}");
-    assert_eq!(made[0]["tool"], "vm_shutdown");
-    assert_eq!(made[0]["approved_by"], "carol");
+    assert_eq!(made.len(), 2, "{made:?}");
+    assert_eq!(
+        (&made[0]["tool"], &made[1]["tool"], &made[1]["waits_on"]),
+        (&json!("vm_shutdown"), &json!("wait_task"), &json!(1))
+    );
+    assert!(made.iter().all(|m| m["approved_by"] == "carol"));
+    let decision = lines
+        .iter()
+        .find(|l| l["event"] == "plan_decision")
+        .unwrap();
+    assert_eq!(
+        (&decision["channel"], &decision["own"]),
+        (&json!("cli"), &json!(false))
+    );
 }
 
 fn private(file: &Path) {

@@ -253,10 +253,16 @@ impl World {
             .unwrap()
             .tokens
             .insert("mallory".into(), mallory_file);
-        // The state directory line is written per configuration.
+        // The state directory line is written per configuration; alice
+        // approves her own calls in the client (the approval's path is
+        // what this test follows, not who may take it).
         let proxmox_toml = airlock::demo::config_toml(&proxmox, Path::new("STATE"))
             .lines()
             .filter(|l| !l.starts_with("state_dir") && !l.starts_with('#'))
+            .map(|l| match l {
+                "[identities.alice]" => "[identities.alice]\napprove_own = true",
+                other => other,
+            })
             .collect::<Vec<_>>()
             .join("\n");
 

@@ -1,18 +1,27 @@
 //! The tool host of one `execute` from an MCP client: every call goes
-//! through the gateway as the session's identity; a call that needs
-//! approval is put to the person in the client (when the client can ask,
-//! and the configuration lets this identity and tier be approved there:
-//! `Gateway::may_approve_in_client`) and, on accept, approved and run in
-//! the same execution; otherwise the agent gets the operator's command.
+//! through the gateway as the session's identity. A call that needs
+//! approval is put to the person in the client when the client can ask
+//! and the configuration lets this identity and tier be asked there
+//! (`Gateway::may_approve_in_client`):
+//!
+//! - If the identity may approve its own requests (`approve_own`, off by
+//!   default), the person is asked yes or no and, on yes, the call is
+//!   approved and runs in the same execution.
+//! - Otherwise (four eyes) the person is never offered a yes that
+//!   decides: they are shown the request id and that someone else must
+//!   approve it, and may leave it for an operator or withdraw it. An
+//!   agent's client that accepts every form can therefore not approve
+//!   its own calls.
+//!
 //! Each finished call is reported as progress and to the session log,
 //! naming the tool as the gateway quotes names (cut, visible).
 //!
 //! Against approval fatigue, the person is asked one call at a time per
-//! execution, and not again in that execution after they declined one or
-//! were asked [`MAX_PROMPTS`] times: later calls get the operator's
-//! command, saying so. The arguments of a call that may be asked about
-//! are handed back by the gateway with its `ApprovalRequired`, not copied
-//! for every call.
+//! execution, and not again in that execution after they declined one,
+//! were told once that an operator must decide, or were asked
+//! [`MAX_PROMPTS`] times: later calls get the operator's command, saying
+//! so. The arguments of a call that may be asked about are handed back by
+//! the gateway with its `ApprovalRequired`, not copied for every call.
 
 use std::sync::{
     atomic::{AtomicU32, Ordering},
@@ -20,7 +29,8 @@ use std::sync::{
 };
 
 use airlock_gateway::{
-    catalog::quote_name, visible::visible, CallError, Called, Caller, Gateway, Refused,
+    approval::Status, catalog::quote_name, decision::Decider, visible::visible, CallError, Called,
+    Caller, Gateway, Refused,
 };
 use airlock_sandbox::{CallNote, ToolCall, ToolFailure, ToolHost};
 use async_trait::async_trait;
@@ -33,9 +43,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::logging::{Level, SessionLog};
+use super::{
+    logging::{Level, SessionLog},
+    question::Answer,
+};
 
-/// What the person answers.
+/// What the person answers when they may approve their own request.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Approval {
     /// Approve this one call.
@@ -44,10 +57,25 @@ pub struct Approval {
 
 rmcp::elicit_safe!(Approval);
 
+/// What the person answers when someone else must approve: no answer
+/// here makes anything run.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Referral {
+    /// Leave the request for an operator to decide (false withdraws it).
+    pub ask_an_operator: bool,
+}
+
+rmcp::elicit_safe!(Referral);
+
 /// The most approval prompts one execution puts to the person in the
 /// client; after them (or after one decline) its calls wait for an
 /// operator.
 pub const MAX_PROMPTS: u32 = 5;
+
+/// The longest arguments (in full) the person in the client is asked to
+/// approve; longer ones wait for an operator, who reads them with
+/// `airlock approvals show`.
+pub const MAX_PROMPT_DETAIL_BYTES: usize = 16 * 1024;
 
 /// The prompts of one execution, taken one at a time.
 #[derive(Default)]
@@ -57,6 +85,8 @@ pub struct Asking(tokio::sync::Mutex<Prompts>);
 struct Prompts {
     asked: u32,
     declined: bool,
+    /// The person was told once that an operator must decide.
+    referred: bool,
 }
 
 impl Prompts {
@@ -64,6 +94,11 @@ impl Prompts {
     fn done_asking(&self) -> Option<String> {
         if self.declined {
             Some("the person declined a call of this execution".into())
+        } else if self.referred {
+            Some(
+                "the person was told once that someone else must approve this execution's calls"
+                    .into(),
+            )
         } else if self.asked >= MAX_PROMPTS {
             Some(format!(
                 "the person was asked {MAX_PROMPTS} times in this execution"
@@ -93,7 +128,8 @@ fn failure(e: &CallError) -> ToolFailure {
 }
 
 impl ClientTools {
-    /// Asks the person in the client; `Ok(true)` when they approve.
+    /// Asks the person in the client whether to approve their own call;
+    /// `Ok(true)` when they do.
     async fn ask(
         &self,
         peer: &Peer<RoleServer>,
@@ -107,11 +143,10 @@ impl ClientTools {
             visible(&self.caller.identity),
             visible(summary)
         );
-        super::question::ask(peer, message)
+        super::question::ask::<Approval>(peer, message)
             .await
-            .map(|a| a == super::question::Answer::Approved)
+            .map(|a| matches!(a, Answer::Accepted(Approval { approve: true })))
     }
-
     async fn report(&self, name: &str, outcome: Result<(), &CallError>) {
         let tool = &quote_name(name);
         let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
@@ -179,9 +214,17 @@ impl ToolHost for ClientTools {
                 // for the person (behind another prompt, say), the trace
                 // still says its request is open.
                 note.status(airlock_sandbox::codes::APPROVAL_REQUIRED);
-                let (result, held) = self
-                    .approve_in_client(&name, args, &note, tool, request_id, summary, how)
-                    .await;
+                let asked = Asked {
+                    tool,
+                    request_id,
+                    summary,
+                    how,
+                };
+                let (result, held) = if self.gateway.may_approve_own(&self.caller) {
+                    self.approve_in_client(&name, args, &note, asked).await
+                } else {
+                    (self.refer_to_operator(&note, asked).await, None)
+                };
                 // A decline keeps the prompt lock until its own result is
                 // out, so the calls waiting behind it (which will not be
                 // asked) cannot settle first: the decline is what a
@@ -201,91 +244,155 @@ impl ToolHost for ClientTools {
     }
 }
 
+/// An `ApprovalRequired`, taken apart.
+struct Asked {
+    tool: String,
+    request_id: String,
+    summary: String,
+    how: String,
+}
+
+impl Asked {
+    fn required(self, how: String) -> CallError {
+        CallError::ApprovalRequired {
+            how,
+            tool: self.tool,
+            request_id: self.request_id,
+            summary: self.summary,
+        }
+    }
+}
+
 impl ClientTools {
-    /// Puts a call that needs approval to the person in the client (one
-    /// prompt at a time in this execution, none after a decline or
-    /// `MAX_PROMPTS`) and runs it again with `args` if they approve. After
-    /// a decline it hands back the prompt lock, for the caller to release
-    /// once the decline is reported.
-    #[allow(clippy::too_many_arguments)] // the refusal's parts, taken apart once
+    /// Puts a call that needs approval to the person in the client, who
+    /// may approve their own requests (one prompt at a time in this
+    /// execution, none after a decline or `MAX_PROMPTS`), and runs it
+    /// again with `args` if they approve. After a decline it hands back
+    /// the prompt lock, for the caller to release once the decline is
+    /// reported.
     async fn approve_in_client(
         &self,
         name: &str,
         args: Value,
         note: &CallNote,
-        tool: String,
-        request_id: String,
-        summary: String,
-        how: String,
+        asked: Asked,
     ) -> (
         Result<Called, CallError>,
         Option<tokio::sync::MutexGuard<'_, Prompts>>,
     ) {
         let mut prompts = self.asking.0.lock().await;
         if let Some(why) = prompts.done_asking() {
-            return (Err(CallError::ApprovalRequired {
-                how: format!("{how}. The person in the MCP client is not asked again in this execution ({why})"),
-                tool,
-                request_id,
-                summary,
-            }), None);
+            let how = format!(
+                "{}. The person in the MCP client is not asked again in this execution ({why})",
+                asked.how
+            );
+            return (Err(asked.required(how)), None);
         }
+        let id = &asked.request_id;
+        // The person approves what they read: the arguments in full when
+        // the list form summarised a long value (and they fit a prompt).
+        let shown = match self.gateway.approvals().get(id).map(|r| r.detail) {
+            Ok(Some(full)) if full.len() <= MAX_PROMPT_DETAIL_BYTES => full,
+            Ok(Some(_)) => {
+                let how = format!("{}. Its arguments are too long to read in the client: `airlock approvals show {id}` shows them to an operator", asked.how);
+                return (Err(asked.required(how)), None);
+            }
+            _ => asked.summary.clone(),
+        };
         prompts.asked += 1;
-        let asked = json!({"message": format!("asking the person in the client to approve {tool} ({request_id})"), "request_id": request_id, "tool": tool});
-        self.log.send(&self.peer, Level::Notice, asked).await;
-        match self.ask(&self.peer, &tool, &summary).await {
+        let told = json!({"message": format!("asking the person in the client to approve {} ({id})", asked.tool), "request_id": id, "tool": asked.tool});
+        self.log.send(&self.peer, Level::Notice, told).await;
+        let decider = Decider::client(&self.caller.identity, true);
+        match self.ask(&self.peer, &asked.tool, &shown).await {
             Ok(true) => {
                 drop(prompts);
                 // Approved: no longer waiting for anyone. Should the
                 // execution end while it runs, it was cut short.
                 note.status(airlock_sandbox::codes::CANCELLED);
-                let by = format!("{} (in the MCP client)", self.caller.identity);
-                let result =
-                    match self
-                        .gateway
-                        .approvals()
-                        .approve(&request_id, &by, self.gateway.now_ms())
-                    {
-                        Ok(_) => self.gateway.call(&self.caller, name, args).await,
-                        Err(e) => Err(CallError::ApprovalUnavailable(e.to_string())),
-                    };
+                let result = match self.gateway.decide(id, &decider, Status::Approved) {
+                    Ok(_) => self.gateway.call(&self.caller, name, args).await,
+                    Err(e) => Err(CallError::ApprovalUnavailable(e.to_string())),
+                };
                 (result, None)
             }
             Ok(false) => {
                 prompts.declined = true;
                 note.status(airlock_sandbox::codes::POLICY_DENIED);
-                let _ = self.gateway.approvals().deny(
-                    &request_id,
-                    "the person in the MCP client",
-                    self.gateway.now_ms(),
-                );
+                if let Err(e) = self.gateway.decide(id, &decider, Status::Denied) {
+                    tracing::warn!(request = %id, error = %e, "could not record the client's decline");
+                }
                 (Err(CallError::PolicyDenied {
-                    tool,
-                    reason: format!("the person in the client declined (request {request_id}); the client is not asked again in this execution"),
+                    reason: format!("the person in the client declined (request {id}); the client is not asked again in this execution"),
+                    tool: asked.tool,
                 }), Some(prompts))
             }
             // The client could not ask after all: leave the request for an
             // operator.
-            Err(_) => (
-                Err(CallError::ApprovalRequired {
-                    how,
-                    tool,
-                    request_id,
-                    summary,
-                }),
-                None,
-            ),
+            Err(_) => {
+                let how = asked.how.clone();
+                (Err(asked.required(how)), None)
+            }
         }
+    }
+
+    /// Four eyes: tells the person in the client that someone else must
+    /// approve this call, with its request id, once per execution. They
+    /// may leave it for an operator (the call fails with
+    /// `ApprovalRequired`, the request stays open) or withdraw it (denied,
+    /// as the requester). Nothing they answer makes the call run.
+    async fn refer_to_operator(&self, note: &CallNote, asked: Asked) -> Result<Called, CallError> {
+        let who = visible(&self.caller.identity);
+        let mut prompts = self.asking.0.lock().await;
+        if let Some(why) = prompts.done_asking() {
+            let how = format!(
+                "{}. The person in the MCP client is not asked again in this execution ({why})",
+                asked.how
+            );
+            return Err(asked.required(how));
+        }
+        prompts.asked += 1;
+        prompts.referred = true;
+        let id = &asked.request_id;
+        let told = json!({"message": format!("telling the person in the client that {} ({id}) needs another person's approval", asked.tool), "request_id": id, "tool": asked.tool});
+        self.log.send(&self.peer, Level::Notice, told).await;
+        let message = format!(
+            "Airlock: identity {who} wants to run {}({}). It needs the approval of someone other than {who}: request {id}. {}. Leave it for an operator? (No withdraws the request.)",
+            asked.tool,
+            visible(&asked.summary),
+            asked.how
+        );
+        let answer = super::question::ask::<Referral>(&self.peer, message).await;
+        if let Ok(Answer::Accepted(Referral {
+            ask_an_operator: false,
+        })) = answer
+        {
+            note.status(airlock_sandbox::codes::POLICY_DENIED);
+            let decider = Decider::client(&self.caller.identity, false);
+            if let Err(e) = self.gateway.decide(id, &decider, Status::Denied) {
+                tracing::warn!(request = %id, error = %e, "could not record a withdrawn request");
+            }
+            return Err(CallError::PolicyDenied {
+                reason: format!("the person in the client withdrew the request ({id})"),
+                tool: asked.tool,
+            });
+        }
+        let how = format!(
+            "{}. Someone other than {who} must approve it (approve_own is off for {who}); the person in the MCP client was told",
+            asked.how
+        );
+        Err(asked.required(how))
     }
 }
 
 /// Puts a filed plan to the person in the client, when the client can ask
-/// and every change needing approval may be approved there
-/// (`Gateway::may_approve_in_client`); records their answer on the plan
-/// and in the audit. Otherwise the plan waits for an operator.
+/// and every change needing approval may be asked about there
+/// (`Gateway::may_approve_in_client`): to approve or decline when the
+/// identity may approve its own requests, else to learn that someone
+/// else must approve it (leave it for an operator, or withdraw it).
+/// Records their decision, if any, on the plan and in the audit.
 pub async fn decide_plan(
     gateway: &Gateway,
-    identity: &str,
+    caller: &Caller,
     peer: &Peer<RoleServer>,
     can_ask: bool,
     report: &mut crate::plans::Report,
@@ -293,6 +400,7 @@ pub async fn decide_plan(
     let Some(changes) = report.waiting() else {
         return;
     };
+    let identity = caller.identity.as_str();
     let askable = changes
         .iter()
         .filter(|c| c.needs_approval)
@@ -301,30 +409,34 @@ pub async fn decide_plan(
         return;
     }
     let id = report.id().to_string();
-    let message = format!(
-        "Airlock: identity {} plans these changes (plan {id}):\n{}Approve the whole plan? Each change then runs once, when the same script is run with this plan.",
-        visible(identity),
-        crate::plans::table(changes)
-    );
-    let answer = match super::question::ask(peer, message).await {
-        Ok(a) => a,
-        // The client could not ask after all: an operator decides.
-        Err(_) => return,
-    };
-    let now = gateway.now_ms();
-    let decided = if answer == super::question::Answer::Approved {
-        let by = format!("{identity} (in the MCP client)");
-        gateway.approvals().approve(&id, &by, now)
+    let who = visible(identity);
+    let own = gateway.may_approve_own(caller);
+    let table = crate::plans::table(changes);
+    let decision = if own {
+        let message = format!(
+            "Airlock: identity {who} plans these changes (plan {id}):\n{table}Approve the whole plan? Each change then runs once, when the same script is run with this plan."
+        );
+        match super::question::ask::<Approval>(peer, message).await {
+            Ok(Answer::Accepted(Approval { approve: true })) => Status::Approved,
+            Ok(_) => Status::Denied,
+            // The client could not ask after all: an operator decides.
+            Err(_) => return,
+        }
     } else {
-        gateway
-            .approvals()
-            .deny(&id, "the person in the MCP client", now)
+        let message = format!(
+            "Airlock: identity {who} plans these changes (plan {id}):\n{table}The plan needs the approval of someone other than {who}: an operator runs `{}`. Leave it for an operator? (No withdraws the plan.)",
+            gateway.approve_command_for(&id)
+        );
+        match super::question::ask::<Referral>(peer, message).await {
+            Ok(Answer::Accepted(Referral {
+                ask_an_operator: false,
+            })) => Status::Denied,
+            _ => return,
+        }
     };
-    match decided {
+    let decider = Decider::client(identity, own);
+    match gateway.decide(&id, &decider, decision) {
         Ok(request) => {
-            if let Err(e) = gateway.plan_decided(&request) {
-                tracing::warn!(plan = %id, error = %e, "could not record a plan's decision in the audit log");
-            }
             if let crate::plans::Report::Recorded { decided, .. } = report {
                 *decided = Some(request.status);
             }

@@ -212,6 +212,7 @@ impl AirlockServer {
         };
         let succeeded = outcome.as_ref().is_some_and(|o| o.result.is_ok());
         let mut plan = crate::plans::conclude(&self.shared.gateway, execution.caller(), succeeded);
+        let asker = execution.caller().clone();
         let Finished {
             id: execution,
             kind,
@@ -238,8 +239,7 @@ impl AirlockServer {
         });
         self.log.send(&peer, level, data).await;
         if let Some(report) = plan.as_mut() {
-            client_tools::decide_plan(&self.shared.gateway, &identity, &peer, can_ask, report)
-                .await;
+            client_tools::decide_plan(&self.shared.gateway, &asker, &peer, can_ask, report).await;
         }
         match outcome {
             Some(o) => {

@@ -21,30 +21,33 @@ use rmcp::{
     RoleServer,
 };
 
-use super::client_tools::Approval;
-
 /// How long the late answer to a withdrawn question is waited for, so that
 /// the MCP library has somewhere to deliver it.
 const LATE_ANSWER_WAIT: Duration = Duration::from_secs(60);
 
 /// What the person said.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Answer {
-    Approved,
-    /// Declined, dismissed, or answered "do not approve".
-    NotApproved,
+pub enum Answer<T> {
+    /// They filled in the form.
+    Accepted(T),
+    /// Declined or dismissed it.
+    Dismissed,
 }
 
-/// Asks `message` with the approve-or-not form; `Err` when the client could
-/// not ask after all (the request then waits for an operator).
-pub async fn ask(peer: &Peer<RoleServer>, message: String) -> Result<Answer, String> {
+/// Asks `message` with the form of `T` (one yes-or-no field); `Err` when
+/// the client could not ask after all, or answered something that is not
+/// the form (the request then waits for an operator).
+pub async fn ask<T>(peer: &Peer<RoleServer>, message: String) -> Result<Answer<T>, String>
+where
+    T: schemars::JsonSchema + serde::de::DeserializeOwned,
+{
     if !peer
         .supported_elicitation_modes()
         .contains(&ElicitationMode::Form)
     {
         return Err("the client cannot ask its user with a form".into());
     }
-    let requested_schema = ElicitationSchema::from_type::<Approval>().map_err(|e| e.to_string())?;
+    let requested_schema = ElicitationSchema::from_type::<T>().map_err(|e| e.to_string())?;
     let request = ServerRequest::ElicitRequest(ElicitRequest::new(
         ElicitRequestParams::FormElicitationParams {
             meta: None,
@@ -60,15 +63,12 @@ pub async fn ask(peer: &Peer<RoleServer>, message: String) -> Result<Answer, Str
     let response = open.answer().await;
     match response {
         Ok(ClientResult::ElicitResult(r)) => match r.action {
-            ElicitationAction::Accept => {
-                match r.content.map(serde_json::from_value::<Approval>) {
-                    Some(Ok(Approval { approve: true })) => Ok(Answer::Approved),
-                    Some(Ok(Approval { approve: false })) => Ok(Answer::NotApproved),
-                    // Neither yes nor no: an operator decides.
-                    _ => Err("the client's answer did not say whether to approve".into()),
-                }
-            }
-            ElicitationAction::Decline | ElicitationAction::Cancel => Ok(Answer::NotApproved),
+            ElicitationAction::Accept => match r.content.map(serde_json::from_value::<T>) {
+                Some(Ok(answer)) => Ok(Answer::Accepted(answer)),
+                // Not the form: an operator decides.
+                _ => Err("the client's answer did not fill in the form".into()),
+            },
+            ElicitationAction::Decline | ElicitationAction::Cancel => Ok(Answer::Dismissed),
             _ => Err(
                 "the client answered the approval question in a way Airlock does not know".into(),
             ),

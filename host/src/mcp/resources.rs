@@ -303,6 +303,8 @@ mod tests {
             path_params: vec![],
             endpoint: None,
             keywords: String::new(),
+            key: String::new(),
+            aliases: Vec::new(),
         };
         Catalog::build(vec![("pve".into(), vec![spec])]).unwrap().0
     }

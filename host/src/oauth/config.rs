@@ -74,6 +74,15 @@ pub struct IssuerConfig {
     /// refused (everyone the provider will issue a token to is not
     /// everyone who should read the infrastructure).
     pub default_mode: Option<Mode>,
+    /// Whether every identity from this issuer may approve its own
+    /// requests (default false: four eyes). An identity listed under
+    /// `[identities]` with `approve_own` set keeps its own setting.
+    #[serde(default)]
+    pub approve_own: bool,
+    /// Groups whose members may approve their own requests (as
+    /// `approve_own`, for these groups only).
+    #[serde(default)]
+    pub approve_own_groups: Vec<String>,
     /// Require the header `typ` of an access token, `at+jwt` (RFC 9068).
     /// Providers that type their access tokens plain `JWT` (Keycloak,
     /// Entra ID) need `false`.
@@ -114,6 +123,8 @@ pub struct Issuer {
     pub default_mode: Option<Mode>,
     pub groups_claim: String,
     pub groups: BTreeMap<String, Mode>,
+    pub approve_own: bool,
+    pub approve_own_groups: Vec<String>,
     pub require_typ: bool,
     pub ca_file: Option<PathBuf>,
 }
@@ -248,6 +259,8 @@ impl IssuerConfig {
             default_mode: self.default_mode,
             groups_claim: self.groups_claim.clone(),
             groups: self.groups.clone(),
+            approve_own: self.approve_own,
+            approve_own_groups: self.approve_own_groups.clone(),
             require_typ: self.require_typ,
             ca_file: self.ca_file.clone(),
         })
@@ -289,6 +302,10 @@ mod tests {
         assert_eq!(
             i.default_mode, None,
             "tokens without a mapped group are refused"
+        );
+        assert!(
+            !i.approve_own && i.approve_own_groups.is_empty(),
+            "nobody approves their own requests"
         );
     }
 

@@ -190,7 +190,11 @@ impl Tokens {
         }
         let name = identity(&claims, &issuer.identity_claim)?;
         let mode = groups_mode(&claims, issuer).or(issuer.default_mode);
-        Ok(Caller::new(format!("{}{name}", issuer.identity_prefix)).with_groups_mode(mode))
+        let own = issuer.approve_own
+            || groups_of(&claims, issuer).any(|g| issuer.approve_own_groups.iter().any(|o| o == g));
+        Ok(Caller::new(format!("{}{name}", issuer.identity_prefix))
+            .with_groups_mode(mode)
+            .with_approve_own(own))
     }
 }
 
@@ -245,15 +249,22 @@ fn groups_mode(claims: &Map<String, Value>, issuer: &Issuer) -> Option<Mode> {
     if issuer.groups.is_empty() {
         return None;
     }
-    let groups: Vec<&str> = match claims.get(&issuer.groups_claim) {
-        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
-        Some(Value::String(s)) => s.split_whitespace().collect(),
-        _ => return None,
-    };
-    groups
-        .into_iter()
+    groups_of(claims, issuer)
         .filter_map(|g| issuer.groups.get(g).copied())
         .max()
+}
+
+/// The caller's groups, from the issuer's groups claim (a list, or a
+/// space-separated string).
+fn groups_of<'a>(
+    claims: &'a Map<String, Value>,
+    issuer: &Issuer,
+) -> Box<dyn Iterator<Item = &'a str> + 'a> {
+    match claims.get(&issuer.groups_claim) {
+        Some(Value::Array(items)) => Box::new(items.iter().filter_map(Value::as_str)),
+        Some(Value::String(s)) => Box::new(s.split_whitespace()),
+        _ => Box::new(std::iter::empty()),
+    }
 }
 
 /// `scope` (RFC 9068: space-separated) or `scp` (Entra ID: a string or a
@@ -293,10 +304,18 @@ mod tests {
                 ("admins".to_string(), Mode::Rw),
             ]
             .into(),
+            approve_own: false,
+            approve_own_groups: vec!["solo".into()],
             require_typ: true,
             ca_file: None,
         };
         let c = claims(json!({"groups": ["staff", "ops", "admins"]}));
+        assert!(!groups_of(&c, &issuer).any(|g| g == "solo"));
+        let solo = claims(json!({"groups": "staff solo"}));
+        assert_eq!(
+            groups_of(&solo, &issuer).collect::<Vec<_>>(),
+            ["staff", "solo"]
+        );
         assert_eq!(groups_mode(&c, &issuer), Some(Mode::Rw));
         let c = claims(json!({"groups": ["staff"]}));
         assert_eq!(groups_mode(&c, &issuer), None);

@@ -239,3 +239,41 @@ pub fn oidc_packages() -> Option<PathBuf> {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// The Python of `target/test-venv`, with the pinned packages of
+/// `scripts/requirements-test.txt` (made by `scripts/test-venv.sh`).
+pub fn test_python() -> PathBuf {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let venv = repo.join("target/test-venv");
+    let out = Command::new(repo.join("scripts/test-venv.sh"))
+        .arg(&venv)
+        .output()
+        .expect("scripts/test-venv.sh runs");
+    assert!(
+        out.status.success(),
+        "scripts/test-venv.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    venv.join("bin/python")
+}
+
+/// The Node 22 the npm packages of `mcp-clients/` bring, and the folder
+/// they are installed in (`target/mcp-clients`); `None` (SKIPPED) without
+/// npm.
+pub fn node_packages() -> Option<(PathBuf, PathBuf)> {
+    let dir = oidc_packages()?;
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let node = dir.join(format!("node_modules/node-linux-{arch}/bin/node"));
+    Some((
+        if node.exists() {
+            node
+        } else {
+            PathBuf::from("node")
+        },
+        dir,
+    ))
+}

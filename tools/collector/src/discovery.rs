@@ -57,6 +57,13 @@ pub fn catalog_name(original: &str) -> String {
     format!("{NAMESPACE}{}", original.replace(['.', '-'], "_"))
 }
 
+/// The stable key of the collector tool `original` (`quox:docker.restart`):
+/// policy lists and approvals bind to it, whatever catalog name the tool
+/// has after another tool joins the list.
+pub fn key_of(original: &str) -> String {
+    format!("{BACKEND_ID}:{original}")
+}
+
 /// The name for a tool whose [`catalog_name`] another tool has too
 /// (`fleet.status` and `fleet_status`): `.` as `_dot_` and `-` as `_dash_`,
 /// so both stay callable and neither takes the other's place. A name
@@ -186,6 +193,15 @@ pub fn tools(list: &Value, rules: &[TierRule], default: Tier) -> Vec<Tool> {
                 path_params: Vec::new(),
                 endpoint: None,
                 keywords: String::new(),
+                // The collector's own name is what the tool is; the two
+                // spellings of it are names a policy may use, whichever
+                // one the catalog gives it today.
+                key: key_of(&t.name),
+                aliases: {
+                    let mut a = vec![catalog_name(&t.name), spelled_out_name(&t.name)];
+                    a.dedup();
+                    a
+                },
             },
             original: t.name,
         });

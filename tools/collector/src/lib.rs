@@ -699,11 +699,13 @@ impl Collector {
             .collect())
     }
 
-    fn original_name(&self, tool: &str) -> Option<String> {
+    /// The collector's own name of the tool whose key is `key`, while the
+    /// collector still offers it.
+    fn original_of(&self, key: &str) -> Option<String> {
         self.found.read().ok().and_then(|f| {
             f.tools
                 .iter()
-                .find(|t| t.spec.name == tool)
+                .find(|t| t.spec.key == key)
                 .map(|t| t.original.clone())
         })
     }
@@ -757,7 +759,9 @@ impl Backend for Collector {
         tool: &ToolSpec,
         args: Value,
     ) -> Result<Reply, BackendError> {
-        let original = self.original_name(&tool.name).ok_or_else(|| {
+        // By key, not by name: a refresh may have given the name to
+        // another tool since this call was admitted.
+        let original = self.original_of(&tool.key).ok_or_else(|| {
             BackendError::new(
                 "unavailable",
                 format!("{} is no longer offered by the collector", tool.name),

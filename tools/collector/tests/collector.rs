@@ -9,6 +9,7 @@ use std::{sync::Arc, time::Duration};
 use airlock_collector::{Collector, CollectorConfig, CollectorError, PromptError, TierRule};
 use airlock_gateway::{
     audit,
+    decision::Decider,
     policy::{Grant, PolicyConfig},
     Backend, CallError, Caller, Gateway, GatewayConfig, Mode, Tier,
 };
@@ -244,7 +245,7 @@ async fn airlock_approval_then_the_collectors_own_pending_result() {
     assert_eq!(s.sim.executes(), 0, "nothing sent before approval");
     s.gateway
         .approvals()
-        .approve(request_id, "carol", s.gateway.now_ms())
+        .approve(request_id, &Decider::cli("carol"), s.gateway.now_ms())
         .unwrap();
     let r = s.call("ops", "quox_ssh_exec", args).await.unwrap();
     assert_eq!(r["pending"], true, "{r}");
@@ -678,4 +679,160 @@ async fn the_simulated_collector_checks_methods_and_bodies() {
         listed["count"].as_u64(),
         listed["prompts"].as_array().map(|p| p.len() as u64)
     );
+}
+
+/// A collector tool's name can move: `docker.status` is
+/// `quox_docker_status` until the collector adds `docker_status`, which
+/// takes that name and moves `docker.status` to `quox_docker_dot_status`.
+/// Policy and approvals follow the tool (its key, `quox:docker.status`),
+/// so the move widens nothing: a deny by the old name still denies it
+/// (and the newcomer answering to that name too), an allow by a name two
+/// tools now answer to allows neither, an approval granted before the
+/// move runs only the tool it was granted for. The move is written to
+/// the audit chain.
+#[tokio::test]
+async fn a_tool_whose_name_moves_keeps_its_policy_and_approvals() {
+    let sim = CollectorSim::start(0, KEY).await.unwrap();
+    let (config, dir) = config(&sim.url());
+    let collector = Arc::new(Collector::new(config).unwrap());
+    let install = |name: &str| {
+        sim.install_tool(json!({"name": name, "description": format!("{name}, installed later."),
+            "input_schema": {"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"]}}))
+    };
+    install("svc.restart");
+    collector.discover().await.unwrap();
+    let mut gateway_config = GatewayConfig::in_dir(dir.path());
+    let grant = |deny: &[&str], allow: Option<&[&str]>| Grant {
+        mode: Mode::Rw,
+        deny: deny.iter().map(|s| s.to_string()).collect(),
+        allow: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
+        ..Grant::default()
+    };
+    gateway_config.policy = PolicyConfig {
+        identities: [
+            ("denied".to_string(), grant(&["quox_docker_status"], None)),
+            (
+                "by_name".to_string(),
+                grant(&[], Some(&["quox_docker_status"])),
+            ),
+            (
+                "by_key".to_string(),
+                grant(&[], Some(&["quox:docker.status"])),
+            ),
+            ("ops".to_string(), grant(&[], None)),
+        ]
+        .into(),
+        ..PolicyConfig::default()
+    };
+    let gateway = Gateway::new(gateway_config, vec![collector.clone() as Arc<dyn Backend>])
+        .unwrap()
+        .0;
+    let call = |who: &'static str, tool: &'static str| {
+        let gateway = &gateway;
+        async move {
+            gateway
+                .call(&Caller::new(who), tool, json!({"host": "edge-1"}))
+                .await
+                .map(|c| c.value)
+        }
+    };
+    let code = |r: Result<Value, CallError>| match r {
+        Ok(_) => "ok".to_string(),
+        Err(e) => e.code().to_string(),
+    };
+
+    assert_eq!(
+        code(call("denied", "quox_docker_status").await),
+        "policy_denied"
+    );
+    assert_eq!(code(call("by_name", "quox_docker_status").await), "ok");
+    assert_eq!(code(call("by_key", "quox_docker_status").await), "ok");
+    // An approval for svc.restart, granted under its first name.
+    let request = match call("ops", "quox_svc_restart").await {
+        Err(CallError::ApprovalRequired { request_id, .. }) => request_id,
+        other => panic!("{other:?}"),
+    };
+    gateway
+        .approvals()
+        .approve(&request, &Decider::cli("operator"), gateway.now_ms())
+        .unwrap();
+    let before = sim.executes();
+
+    // The collector adds the tools that move the names.
+    install("docker_status");
+    install("svc_restart");
+    collector.discover().await.unwrap();
+    let catalog = gateway.catalog();
+    assert_eq!(
+        catalog.get("quox_docker_dot_status").unwrap().spec.key,
+        "quox:docker.status"
+    );
+    assert_eq!(
+        catalog.get("quox_docker_status").unwrap().spec.key,
+        "quox:docker_status"
+    );
+    assert_eq!(
+        catalog.get("quox_svc_dot_restart").unwrap().spec.key,
+        "quox:svc.restart"
+    );
+
+    // The deny follows docker.status, and covers the newcomer too.
+    assert_eq!(
+        code(call("denied", "quox_docker_dot_status").await),
+        "policy_denied"
+    );
+    assert_eq!(
+        code(call("denied", "quox_docker_status").await),
+        "policy_denied"
+    );
+    // A name two tools answer to allows neither; a key allows its tool.
+    assert_eq!(
+        code(call("by_name", "quox_docker_status").await),
+        "policy_denied"
+    );
+    assert_eq!(
+        code(call("by_name", "quox_docker_dot_status").await),
+        "policy_denied"
+    );
+    assert_eq!(code(call("by_key", "quox_docker_dot_status").await), "ok");
+    assert_eq!(
+        code(call("by_key", "quox_docker_status").await),
+        "policy_denied"
+    );
+    // The approval is svc.restart's: the tool now called quox_svc_restart
+    // needs its own, and the renamed one runs on the one granted.
+    assert_eq!(
+        code(call("ops", "quox_svc_restart").await),
+        "approval_required"
+    );
+    assert_eq!(code(call("ops", "quox_svc_dot_restart").await), "ok");
+    let sent: Vec<Value> = sim.executed()[before as usize..]
+        .iter()
+        .map(|e| e["tool_name"].clone())
+        .collect();
+    assert_eq!(sent, [json!("docker.status"), json!("svc.restart")]);
+
+    let log = std::fs::read_to_string(gateway.audit_path().unwrap()).unwrap();
+    let moved: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["event"] == "tool_renamed")
+        .map(|l| json!([l["tool_key"], l["from"], l["to"]]))
+        .collect();
+    assert_eq!(
+        moved,
+        [
+            json!([
+                "quox:docker.status",
+                ["quox_docker_status"],
+                ["quox_docker_dot_status"]
+            ]),
+            json!([
+                "quox:svc.restart",
+                ["quox_svc_restart"],
+                ["quox_svc_dot_restart"]
+            ]),
+        ]
+    );
+    assert!(audit::verify(gateway.audit_path().unwrap()).unwrap().ok());
 }

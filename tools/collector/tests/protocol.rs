@@ -29,6 +29,7 @@ use std::{
 
 use airlock_collector::{Collector, CollectorConfig, TierRule};
 use airlock_gateway::{
+    decision::Decider,
     policy::{Grant, PolicyConfig},
     Backend, CallError, Caller, Gateway, GatewayConfig, Mode, Tier,
 };
@@ -340,7 +341,7 @@ async fn collector_errors_reach_the_caller_without_addresses_or_paths() {
         Err(CallError::ApprovalRequired { request_id, .. }) => {
             s.gateway
                 .approvals()
-                .approve(&request_id, "tester", s.gateway.now_ms())
+                .approve(&request_id, &Decider::cli("tester"), s.gateway.now_ms())
                 .unwrap();
             match s
                 .gateway

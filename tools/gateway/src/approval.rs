@@ -4,9 +4,12 @@
 //! database every replica shares (`state::postgres`). Both pass the same
 //! tests (`tests/state.rs`).
 //!
-//! An approval is bound to identity + tool + the SHA-256 of the exact
-//! arguments, expires, and is used up by the one call it allowed: a
-//! tampered argument, another identity or a second call needs a new one.
+//! An approval is bound to identity + the tool's stable key (which no
+//! backend can move to another tool: `ToolSpec::key`) + the SHA-256 of
+//! the exact arguments, expires, and is used up by the one call it
+//! allowed: a tampered argument, another identity or a second call needs
+//! a new one. Who may decide is [`crate::decision`]'s rule: never the
+//! requester, unless the operator allowed it.
 //!
 //! The store stays small whatever a script does: an identity has at most
 //! `max_open` requests waiting at once (more are refused, not filed), and
@@ -25,6 +28,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
 use crate::{
+    decision::{self, Decider},
     plan::{self, PlanError, PlannedChange, PLAN_TOOL},
     private_files::{parent_of, private_dir, private_file, StateDirError},
 };
@@ -71,14 +75,28 @@ impl Status {
 pub struct Request {
     pub id: String,
     pub identity: String,
+    /// The tool's name in the catalog when the request was filed, for
+    /// the person deciding.
     pub tool: String,
+    /// The tool's stable key, which the approval is bound to (`None` on
+    /// rows filed before keys, which then match no call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_key: Option<String>,
     pub args_hash: String,
-    /// What the arguments were, for the person deciding (secrets masked).
+    /// What the arguments were, for the person deciding: every value that
+    /// decides, long ones summarised (`summary::Rendered::short`).
     pub summary: String,
+    /// The arguments in full, when `summary` had to summarise a long
+    /// value (`airlock approvals show ID`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     pub status: Status,
     pub created_ms: i64,
     pub expires_ms: i64,
     pub decided_by: Option<String>,
+    /// The channel the decision came through (`cli`, `client`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_via: Option<String>,
     /// A plan's changes, in order (`tool` is then [`PLAN_TOOL`] and
     /// `args_hash` their [`plan::list_hash`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -89,16 +107,36 @@ impl Request {
     pub fn expired(&self, now_ms: i64) -> bool {
         now_ms >= self.expires_ms
     }
+
+    /// Whether the person who decided is the identity that asked.
+    pub fn decided_by_requester(&self) -> bool {
+        self.decided_by.as_deref() == Some(self.identity.as_str())
+    }
+}
+
+/// A call that needs approval, as the store binds and files it.
+#[derive(Clone, Copy, Debug)]
+pub struct Asked<'a> {
+    pub identity: &'a str,
+    /// The catalog name, shown.
+    pub tool: &'a str,
+    /// The stable key, bound.
+    pub tool_key: &'a str,
+    pub args_hash: &'a str,
+    pub summary: &'a str,
+    pub detail: Option<&'a str>,
 }
 
 /// What the gateway should do with a call that needs approval.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Check {
-    /// An approval matched and is now used up; `decided_by` is who
-    /// granted it (and how, e.g. "… (in the MCP client)"), for the audit.
+    /// An approval matched and is now used up; who granted it, through
+    /// which channel, and whether it was the requester, for the audit.
     Proceed {
         request_id: String,
         decided_by: Option<String>,
+        decided_via: Option<String>,
+        own: bool,
     },
     /// Not approved (yet): the pending request to point the operator at.
     Required(Request),
@@ -116,6 +154,8 @@ pub enum ApprovalError {
     NotPending { id: String, status: &'static str },
     #[error("approval request {0} has expired; run the script again to make a new one")]
     Expired(String),
+    #[error("approval request {id} was asked by {identity}, and nobody approves their own request: another person must decide it (`airlock approvals approve {id}` as someone else), or the operator allows {identity} to approve its own with `approve_own = true`")]
+    OwnRequest { id: String, identity: String },
     #[error("the approval store is unavailable: {0}")]
     Storage(String),
     #[error(transparent)]
@@ -141,16 +181,10 @@ pub struct SqliteApprovals {
 /// is one atomic step: two gateways checking the same approved call at
 /// once (two threads, or two replicas on one database) use it once.
 pub trait ApprovalStore: Send + Sync {
-    /// Looks for an approval of exactly this call and uses it up, or finds
-    /// (or opens) the request an operator must decide.
-    fn check(
-        &self,
-        identity: &str,
-        tool: &str,
-        args_hash: &str,
-        summary: &str,
-        now_ms: i64,
-    ) -> Result<Check, ApprovalError>;
+    /// Looks for an approval of exactly this call (identity, tool key,
+    /// argument hash) and uses it up, or finds (or opens) the request an
+    /// operator must decide.
+    fn check(&self, asked: &Asked<'_>, now_ms: i64) -> Result<Check, ApprovalError>;
 
     /// Requests, newest first; only those still open unless `all`.
     fn list(&self, now_ms: i64, all: bool) -> Result<Vec<Request>, ApprovalError>;
@@ -158,9 +192,17 @@ pub trait ApprovalStore: Send + Sync {
     fn get(&self, id: &str) -> Result<Request, ApprovalError>;
 
     /// Decides a pending, unexpired request (`to` is `Approved` or
-    /// `Denied`); the decision then lives for the TTL.
-    fn decide(&self, id: &str, by: &str, now_ms: i64, to: Status)
-        -> Result<Request, ApprovalError>;
+    /// `Denied`); the decision then lives for the TTL. Refuses a decider
+    /// approving their own request without `approve_own`
+    /// ([`decision::refusal`]). Callers that write the decision to the
+    /// audit use [`decision::decide`].
+    fn decide(
+        &self,
+        id: &str,
+        decider: &Decider,
+        now_ms: i64,
+        to: Status,
+    ) -> Result<Request, ApprovalError>;
 
     /// Deletes every row whose expiry passed more than one TTL before
     /// `now_ms`, whatever its status: nothing can use or decide it any
@@ -190,11 +232,11 @@ pub trait ApprovalStore: Send + Sync {
     fn take_plan(&self, id: &str, identity: &str, now_ms: i64) -> Result<Request, PlanError>;
 
     /// Grants a pending request; the approval then lives for the TTL.
-    fn approve(&self, id: &str, by: &str, now_ms: i64) -> Result<Request, ApprovalError> {
+    fn approve(&self, id: &str, by: &Decider, now_ms: i64) -> Result<Request, ApprovalError> {
         self.decide(id, by, now_ms, Status::Approved)
     }
 
-    fn deny(&self, id: &str, by: &str, now_ms: i64) -> Result<Request, ApprovalError> {
+    fn deny(&self, id: &str, by: &Decider, now_ms: i64) -> Result<Request, ApprovalError> {
         self.decide(id, by, now_ms, Status::Denied)
     }
 }
@@ -212,12 +254,15 @@ pub(crate) fn plan_request(
         id: id.into(),
         identity: identity.into(),
         tool: PLAN_TOOL.into(),
+        tool_key: None,
         args_hash: plan::list_hash(changes),
         summary: plan::table(changes),
+        detail: None,
         status: Status::Pending,
         created_ms: now_ms,
         expires_ms: now_ms + ttl_ms,
         decided_by: None,
+        decided_via: None,
         changes: Some(changes.to_vec()),
     }
 }
@@ -278,8 +323,17 @@ pub(crate) fn changes_text(r: &Request) -> Option<String> {
         .map(|c| serde_json::to_string(c).expect("changes serialize"))
 }
 
-/// Why `current` cannot be decided at `now_ms`, if it cannot.
-pub(crate) fn undecidable(current: &Request, now_ms: i64) -> Option<ApprovalError> {
+/// Why `decider` cannot move `current` to `to` at `now_ms`, if they
+/// cannot.
+pub(crate) fn undecidable(
+    current: &Request,
+    decider: &Decider,
+    now_ms: i64,
+    to: Status,
+) -> Option<ApprovalError> {
+    if let Some(refused) = decision::refusal(current, decider, to) {
+        return Some(refused);
+    }
     if current.status != Status::Pending {
         return Some(ApprovalError::NotPending {
             id: current.id.clone(),
@@ -312,10 +366,20 @@ CREATE INDEX IF NOT EXISTS approvals_binding ON approvals (identity, tool, args_
 /// Version 2: a plan's changes (JSON), on the plan's one row.
 const SCHEMA_2: &str = "ALTER TABLE approvals ADD COLUMN plan TEXT;";
 
+/// Version 3: the tool's stable key a request is bound to, the full
+/// arguments when the summary had to summarise, and the channel a
+/// decision came through.
+const SCHEMA_3: &str = "
+ALTER TABLE approvals ADD COLUMN tool_key TEXT;
+ALTER TABLE approvals ADD COLUMN detail TEXT;
+ALTER TABLE approvals ADD COLUMN decided_via TEXT;
+CREATE INDEX IF NOT EXISTS approvals_key_binding ON approvals (identity, tool_key, args_hash, status);
+";
+
 /// The schema version this build writes (`PRAGMA user_version`): 0 is a
 /// new file, or one from before versions were kept (its table is the
 /// same as version 1's).
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// Brings the file to [`SCHEMA_VERSION`], refusing one a newer Airlock
 /// wrote rather than guessing at its rows.
@@ -332,14 +396,18 @@ fn migrate(conn: &Connection) -> Result<(), ApprovalError> {
     if version < 2 {
         conn.execute_batch(SCHEMA_2)?;
     }
+    if version < 3 {
+        conn.execute_batch(SCHEMA_3)?;
+    }
     if version < SCHEMA_VERSION {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     Ok(())
 }
 
-const COLUMNS: &str =
-    "id, identity, tool, args_hash, summary, status, created_ms, expires_ms, decided_by, plan";
+/// The columns every store reads a request from, in [`Request`]'s order.
+pub(crate) const COLUMNS: &str = "id, identity, tool, args_hash, summary, status, created_ms, \
+     expires_ms, decided_by, plan, tool_key, detail, decided_via";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Request> {
     Ok(Request {
@@ -353,7 +421,29 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Request> {
         expires_ms: r.get(7)?,
         decided_by: r.get(8)?,
         changes: parse_changes(r.get(9)?),
+        tool_key: r.get(10)?,
+        detail: r.get(11)?,
+        decided_via: r.get(12)?,
     })
+}
+
+/// A new pending request for `asked`.
+pub(crate) fn single_request(id: String, asked: &Asked<'_>, now_ms: i64, ttl_ms: i64) -> Request {
+    Request {
+        id,
+        identity: asked.identity.into(),
+        tool: asked.tool.into(),
+        tool_key: Some(asked.tool_key.into()),
+        args_hash: asked.args_hash.into(),
+        summary: asked.summary.into(),
+        detail: asked.detail.map(str::to_string),
+        status: Status::Pending,
+        created_ms: now_ms,
+        expires_ms: now_ms + ttl_ms,
+        decided_by: None,
+        decided_via: None,
+        changes: None,
+    }
 }
 
 impl SqliteApprovals {
@@ -415,31 +505,24 @@ impl ApprovalStore for SqliteApprovals {
         self.ttl_ms
     }
 
-    fn check(
-        &self,
-        identity: &str,
-        tool: &str,
-        args_hash: &str,
-        summary: &str,
-        now_ms: i64,
-    ) -> Result<Check, ApprovalError> {
+    fn check(&self, asked: &Asked<'_>, now_ms: i64) -> Result<Check, ApprovalError> {
         // A clock that moved either way by a minute: time to look again.
         if self.purged_ms.load(Ordering::Relaxed).abs_diff(now_ms) >= PURGE_EVERY_MS as u64 {
             self.purge(now_ms)?;
         }
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let binding = params![identity, tool, args_hash, now_ms];
-        let approved: Option<(String, Option<String>)> = tx
+        let binding = params![asked.identity, asked.tool_key, asked.args_hash, now_ms];
+        let approved: Option<(String, Option<String>, Option<String>)> = tx
             .query_row(
-                "SELECT id, decided_by FROM approvals WHERE identity = ?1 AND tool = ?2 \
+                "SELECT id, decided_by, decided_via FROM approvals WHERE identity = ?1 AND tool_key = ?2 \
                  AND args_hash = ?3 AND status = 'approved' AND expires_ms > ?4 \
                  ORDER BY created_ms LIMIT 1",
                 binding,
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        if let Some((id, decided_by)) = approved {
+        if let Some((id, decided_by, decided_via)) = approved {
             tx.execute(
                 "UPDATE approvals SET status = 'used', used_ms = ?2 WHERE id = ?1",
                 params![id, now_ms],
@@ -447,13 +530,15 @@ impl ApprovalStore for SqliteApprovals {
             tx.commit()?;
             return Ok(Check::Proceed {
                 request_id: id,
+                own: decided_by.as_deref() == Some(asked.identity),
                 decided_by,
+                decided_via,
             });
         }
         let open = |status: &str| -> rusqlite::Result<Option<Request>> {
             tx.query_row(
                 &format!(
-                    "SELECT {COLUMNS} FROM approvals WHERE identity = ?1 AND tool = ?2 AND args_hash = ?3 \
+                    "SELECT {COLUMNS} FROM approvals WHERE identity = ?1 AND tool_key = ?2 AND args_hash = ?3 \
                      AND status = '{status}' AND expires_ms > ?4 ORDER BY created_ms DESC LIMIT 1"
                 ),
                 binding,
@@ -467,23 +552,12 @@ impl ApprovalStore for SqliteApprovals {
         if let Some(pending) = open("pending")? {
             return Ok(Check::Required(pending));
         }
-        if waiting(&tx, identity, now_ms)? >= self.max_open {
+        if waiting(&tx, asked.identity, now_ms)? >= self.max_open {
             return Ok(Check::TooManyOpen {
                 limit: self.max_open,
             });
         }
-        let request = Request {
-            id: new_id()?,
-            identity: identity.into(),
-            tool: tool.into(),
-            args_hash: args_hash.into(),
-            summary: summary.into(),
-            status: Status::Pending,
-            created_ms: now_ms,
-            expires_ms: now_ms + self.ttl_ms,
-            decided_by: None,
-            changes: None,
-        };
+        let request = single_request(new_id()?, asked, now_ms, self.ttl_ms);
         file(&tx, &request)?;
         tx.commit()?;
         Ok(Check::Required(request))
@@ -568,18 +642,25 @@ impl ApprovalStore for SqliteApprovals {
     fn decide(
         &self,
         id: &str,
-        by: &str,
+        decider: &Decider,
         now_ms: i64,
         to: Status,
     ) -> Result<Request, ApprovalError> {
-        if let Some(e) = undecidable(&self.get(id)?, now_ms) {
+        if let Some(e) = undecidable(&self.get(id)?, decider, now_ms, to) {
             return Err(e);
         }
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let changed = conn.execute(
-            "UPDATE approvals SET status = ?2, decided_by = ?3, decided_ms = ?4, expires_ms = ?5 \
-             WHERE id = ?1 AND status = 'pending'",
-            params![id, to.as_str(), by, now_ms, now_ms + self.ttl_ms],
+            "UPDATE approvals SET status = ?2, decided_by = ?3, decided_ms = ?4, expires_ms = ?5, \
+             decided_via = ?6 WHERE id = ?1 AND status = 'pending'",
+            params![
+                id,
+                to.as_str(),
+                decider.who,
+                now_ms,
+                now_ms + self.ttl_ms,
+                decider.channel.as_str()
+            ],
         )?;
         drop(conn);
         if changed == 0 {
@@ -595,8 +676,8 @@ impl ApprovalStore for SqliteApprovals {
 /// Files `request` (a single call's or a plan's) as pending.
 fn file(tx: &rusqlite::Transaction<'_>, request: &Request) -> rusqlite::Result<()> {
     tx.execute(
-        "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, plan) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8)",
+        "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, \
+         plan, tool_key, detail) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9, ?10)",
         params![
             request.id,
             request.identity,
@@ -605,7 +686,9 @@ fn file(tx: &rusqlite::Transaction<'_>, request: &Request) -> rusqlite::Result<(
             request.summary,
             request.created_ms,
             request.expires_ms,
-            changes_text(request)
+            changes_text(request),
+            request.tool_key,
+            request.detail
         ],
     )?;
     Ok(())
@@ -647,7 +730,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state/approvals.db");
         let s = SqliteApprovals::open(&path, DEFAULT_TTL_MS).unwrap();
-        let check = s.check("alice", "t", "h", "", wall_clock_ms()).unwrap();
+        let asked = Asked {
+            identity: "alice",
+            tool: "t",
+            tool_key: "b:t",
+            args_hash: "h",
+            summary: "",
+            detail: None,
+        };
+        let check = s.check(&asked, wall_clock_ms()).unwrap();
         assert!(matches!(check, Check::Required(_)), "{check:?}");
         let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
         assert_eq!(mode(path.parent().unwrap()), 0o700);

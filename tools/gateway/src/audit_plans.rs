@@ -7,8 +7,12 @@
 //! - A plan is taken for applying (`plan_apply`, decision `applying`) at
 //!   most once.
 //! - Every call allowed under a plan (`plan` and `plan_change` on an
-//!   `allowed` call line) is that plan's next change: the same tool with
-//!   the same argument hash, in the plan's order, once.
+//!   `allowed` call line) is that plan's next step: the same tool with
+//!   the same argument hash (for a read of a change's result, the same
+//!   tool reading the same change), in the plan's order, once.
+//! - A step is admitted only after the step before it has its result
+//!   line, and no step after one that failed (a result other than `ok`,
+//!   or a task found ended other than OK).
 //!
 //! A log that starts after a plan was recorded (exported in part, or
 //! rotated) cannot be checked for it; such plans are skipped. Memory is
@@ -43,6 +47,20 @@ fn change_digest(tool: &str, hash: &str) -> [u8; 32] {
     h.finalize().into()
 }
 
+/// A step's digest as applying matches it: a change by its tool (its
+/// key, where the line has one) and argument hash, a read of change *k*'s
+/// result by its tool and *k* (its arguments carry a value only the apply
+/// knows).
+fn step_digest(record: &Map<String, Value>) -> [u8; 32] {
+    let tool = text(record, "tool_key")
+        .or_else(|| text(record, "tool"))
+        .unwrap_or_default();
+    match record.get("waits_on").and_then(Value::as_u64) {
+        Some(k) => change_digest(tool, &format!("waits_on:{k}")),
+        None => change_digest(tool, text(record, "args_sha256").unwrap_or_default()),
+    }
+}
+
 enum Seen {
     /// Its execution is recording: the changes so far (one line each, in
     /// change order), and the hash of their list, fed as they come.
@@ -53,12 +71,15 @@ enum Seen {
         cut: bool,
     },
     /// Filed, waiting or approved: its changes in order, how many are
-    /// made, whether an apply has taken it, and when it was filed (unix
+    /// made, whether an apply has taken it, the call of the step in
+    /// flight, whether a step failed, and when it was filed (unix
     /// seconds).
     Filed {
         changes: Vec<Change>,
         made: usize,
         applying: bool,
+        in_flight: Option<String>,
+        failed: bool,
         filed_s: u64,
     },
 }
@@ -75,6 +96,9 @@ pub(crate) struct PlanLedger {
     closed: HashSet<String>,
     /// Plans not followed because too many were open at once.
     unchecked: u64,
+    /// The call of each plan's step in flight → its plan, so its result
+    /// line can be found.
+    steps_in_flight: HashMap<String, String>,
 }
 
 fn text<'a>(record: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
@@ -98,6 +122,9 @@ impl PlanLedger {
     /// Takes note of one verified line; `Err` says what disagrees.
     pub(crate) fn note(&mut self, record: &Map<String, Value>) -> Result<(), String> {
         let event = text(record, "event");
+        if event == Some("call_result") {
+            return self.step_result(record);
+        }
         if event == Some("execution_end") {
             // A recording that filed nothing is over.
             if let Some(plan) = text(record, "execution").and_then(|x| self.recording.remove(x)) {
@@ -157,11 +184,22 @@ impl PlanLedger {
                 if n > 1 {
                     list.update(b",");
                 }
-                // The pair as canonical JSON writes it.
-                let pair = Value::Array(vec![tool.into(), hash.into()]);
-                list.update(serde_json::to_string(&pair).unwrap_or_default().as_bytes());
+                // The item as canonical JSON writes it (`plan::list_item`).
+                let mut item = vec![Value::from(tool), Value::from(hash)];
+                if let Some(k) = record.get("waits_on").and_then(Value::as_u64) {
+                    item.push(Value::from(k));
+                }
+                if let Some(key) = text(record, "tool_key") {
+                    item.push(serde_json::json!({ "key": key }));
+                    *cut |= key.chars().count() >= crate::audit_fields::TOOL_CHARS;
+                }
+                list.update(
+                    serde_json::to_string(&Value::Array(item))
+                        .unwrap_or_default()
+                        .as_bytes(),
+                );
                 *cut |= tool.chars().count() >= crate::audit_fields::TOOL_CHARS;
-                changes.push((n, change_digest(tool, hash)));
+                changes.push((n, step_digest(record)));
                 if let Some(x) = text(record, "execution") {
                     if n == 1 {
                         self.recording.insert(x.to_string(), plan.to_string());
@@ -194,13 +232,15 @@ impl PlanLedger {
                             changes,
                             made: 0,
                             applying: false,
+                            in_flight: None,
+                            failed: false,
                             filed_s: unix_seconds(record),
                         },
                     );
                 }
             }
             (Some("plan_decision"), _) if text(record, "status") == Some("denied") => {
-                self.plans.remove(plan);
+                self.forget(plan);
                 self.close(plan);
             }
             (Some("plan_apply"), Some("applying")) => {
@@ -222,30 +262,79 @@ impl PlanLedger {
                     changes,
                     made,
                     applying,
+                    in_flight,
+                    failed,
                     ..
                 }) = self.plans.get_mut(plan)
                 else {
                     return Ok(());
                 };
-                let digest = change_digest(
-                    text(record, "tool").unwrap_or_default(),
-                    text(record, "args_sha256").unwrap_or_default(),
-                );
+                if *failed {
+                    return Err(format!(
+                        "step {n} of plan {plan} was admitted after a step of it failed"
+                    ));
+                }
+                if in_flight.is_some() {
+                    return Err(format!(
+                        "step {n} of plan {plan} was admitted before the step before it had its result"
+                    ));
+                }
                 let next = changes.get(*made);
-                if !*applying || next != Some(&(n, digest)) {
+                if !*applying || next != Some(&(n, step_digest(record))) {
                     return Err(format!(
                         "a call ran as change {n} of plan {plan}, which is not that plan's next change (or not while it was applied)"
                     ));
                 }
-                *made += 1;
+                if let Some(call) = text(record, "call") {
+                    *in_flight = Some(call.to_string());
+                    self.steps_in_flight
+                        .insert(call.to_string(), plan.to_string());
+                }
             }
             (Some("plan_end"), _) => {
-                self.plans.remove(plan);
+                self.forget(plan);
                 self.close(plan);
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// A step's result line: the step is made (a task read that found
+    /// the task still running leaves it the next step), or it failed and
+    /// the plan admits nothing more.
+    fn step_result(&mut self, record: &Map<String, Value>) -> Result<(), String> {
+        let Some(plan) = text(record, "call").and_then(|c| self.steps_in_flight.remove(c)) else {
+            return Ok(());
+        };
+        let Some(Seen::Filed {
+            made,
+            in_flight,
+            failed,
+            ..
+        }) = self.plans.get_mut(&plan)
+        else {
+            return Ok(());
+        };
+        *in_flight = None;
+        let ok = text(record, "status") == Some("ok");
+        match (ok, text(record, "task")) {
+            (true, None | Some("ok")) => *made += 1,
+            (true, Some("running")) => {}
+            _ => *failed = true,
+        }
+        Ok(())
+    }
+
+    /// Stops following `plan`, and its step in flight.
+    fn forget(&mut self, plan: &str) {
+        if let Some(Seen::Filed {
+            in_flight: Some(call),
+            ..
+        }) = self.plans.remove(plan)
+        {
+            self.steps_in_flight.remove(&call);
+        }
     }
 
     fn close(&mut self, plan: &str) {
@@ -267,6 +356,8 @@ impl PlanLedger {
                 Seen::Filed { filed_s, .. } => now.saturating_sub(*filed_s) <= lifetime,
                 Seen::Recording { .. } => true,
             });
+            let plans = &self.plans;
+            self.steps_in_flight.retain(|_, p| plans.contains_key(p));
         }
         if self.plans.len() >= MAX_TRACKED {
             self.turned_away += 1;

@@ -43,6 +43,17 @@ impl BackendError {
     }
 }
 
+/// How a read's answer says a task ended (for a plan that waits on it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// Ended, and well.
+    Ok,
+    /// Still running: not ended yet.
+    Running,
+    /// Ended otherwise; the exit status as the backend says it.
+    Failed(String),
+}
+
 #[async_trait]
 pub trait Backend: Send + Sync {
     /// Short, stable id (`pve`, `quox`, `demo`): tools record it, clashes
@@ -93,6 +104,15 @@ pub trait Backend: Send + Sync {
     fn planned_read(&self, tool: &ToolSpec, args: &Value) -> Value {
         let _ = (tool, args);
         json!({"planned": true, "message": "answered by the plan: an argument is the result of a planned change, which has not been made"})
+    }
+
+    /// What a read's answer says of the task it looked at, if it looked
+    /// at one (a wait for a task, a task's status); `None` for any other
+    /// read. A plan that recorded such a read after a change stops when
+    /// the task ended other than OK.
+    fn task_end(&self, tool: &ToolSpec, value: &Value) -> Option<TaskEnd> {
+        let _ = (tool, value);
+        None
     }
 
     /// Runs `tool` with arguments that already passed validation, on

@@ -87,6 +87,8 @@ pub enum CatalogError {
 pub struct Catalog {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
+    /// Every key, name and alias → the tools it names (policy lists).
+    naming: HashMap<String, Vec<usize>>,
     index: Index,
 }
 
@@ -130,6 +132,9 @@ impl Catalog {
         for (backend, specs) in sources {
             for mut spec in specs {
                 spec.backend = backend.clone();
+                if spec.key.is_empty() {
+                    spec.key = format!("{backend}:{}", spec.name);
+                }
                 if !is_js_identifier(&spec.name) {
                     return Err(CatalogError::InvalidName {
                         backend,
@@ -164,15 +169,49 @@ impl Catalog {
                 });
             }
         }
+        let mut naming: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            let mut names: Vec<&String> = vec![&e.spec.key, &e.spec.name];
+            names.extend(&e.spec.aliases);
+            names.sort();
+            names.dedup();
+            for n in names {
+                naming.entry(n.clone()).or_default().push(i);
+            }
+        }
         let index = Index::build(entries.iter().map(|e| &e.spec));
         Ok((
             Self {
                 entries,
                 by_name,
+                naming,
                 index,
             },
             clashes,
         ))
+    }
+
+    /// How many tools a policy list entry names (by key, catalog name or
+    /// alias): an allow list entry that names more than one allows none
+    /// of them by that name.
+    pub fn named_by(&self, entry: &str) -> usize {
+        self.naming.get(entry).map_or(0, Vec::len)
+    }
+
+    /// The catalog names of the tools whose key is `key` (one, or several
+    /// tools that make the same backend operation), sorted.
+    pub fn names_of_key(&self, key: &str) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .naming
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.entries[i].spec)
+            .filter(|s| s.key == key)
+            .map(|s| s.name.as_str())
+            .collect();
+        names.sort_unstable();
+        names
     }
 
     pub fn get(&self, name: &str) -> Option<&Entry> {
@@ -347,6 +386,8 @@ mod tests {
             path_params: vec![],
             endpoint: None,
             keywords: String::new(),
+            key: String::new(),
+            aliases: Vec::new(),
         }
     }
 

@@ -36,16 +36,18 @@ use serde_json::{json, Map, Value};
 use tokio::sync::Semaphore;
 
 use crate::{
-    approval::{ApprovalError, ApprovalStore, Check},
+    approval::{ApprovalError, ApprovalStore, Asked, Check},
     audit::{AuditError, AuditStore},
     audit_fields,
     backend::Backend,
+    backend::TaskEnd,
     catalog::{self, quote_name, Catalog, CatalogError, Clash},
     config::GatewayConfig,
     digest::{sha256_hex, sha256_json},
     discovery,
     observe::{Observer, TimedAudit, UNKNOWN_TOOL},
-    plan::{Applying, PlanError, PlanRun, PlannedChange, Recorder},
+    plan::{Applying, PlanError, PlanRun, PlannedChange, Recorder, Taking},
+    plan_apply::{Called as PlanCalled, StepEnd},
     policy::{Mode, Policy, PolicyError},
     redact,
     spec::{Tier, ToolSpec},
@@ -68,6 +70,10 @@ pub struct Caller {
     pub mode: Option<Mode>,
     /// The change plan the execution records or applies, if any.
     pub plan: Option<PlanRun>,
+    /// The identity provider lets this caller approve its own requests
+    /// (its issuer's `approve_own`, or one of its groups in
+    /// `approve_own_groups`); used only when `[identities]` does not say.
+    pub approve_own: bool,
 }
 
 impl Caller {
@@ -78,12 +84,19 @@ impl Caller {
             from_groups: None,
             mode: None,
             plan: None,
+            approve_own: false,
         }
     }
 
     /// A caller whose identity provider's groups grant `mode`.
     pub fn with_groups_mode(mut self, mode: Option<Mode>) -> Self {
         self.from_groups = mode;
+        self
+    }
+
+    /// A caller whose identity provider lets it approve its own requests.
+    pub fn with_approve_own(mut self, allowed: bool) -> Self {
+        self.approve_own = allowed;
         self
     }
 }
@@ -260,7 +273,7 @@ impl CallError {
                 json!({"did_you_mean": [], "name_bytes": bytes, "max_name_bytes": catalog::MAX_NAME_BYTES})
             }
             CallError::ApprovalTooLarge { .. } => {
-                json!({"max_summary_chars": summary::MAX_SUMMARY_CHARS})
+                json!({"max_summary_chars": summary::MAX_SUMMARY_CHARS, "max_detail_chars": summary::MAX_DETAIL_CHARS})
             }
             CallError::ApprovalLimit { limit, .. } => json!({"max_open_per_identity": limit}),
             CallError::InvalidArguments { problems, .. } => json!({"problems": problems}),
@@ -439,9 +452,12 @@ impl Gateway {
             );
         }
         let (catalog, clashes) = Catalog::build(sources)?;
+        // A discovering backend's tools can be named before they are
+        // discovered: by catalog name (its namespace) or by key (its id).
         let dynamic: Vec<String> = by_id
-            .values()
-            .filter_map(|(b, _)| b.namespace().map(str::to_string))
+            .iter()
+            .filter_map(|(id, (b, _))| b.namespace().map(|ns| [ns.to_string(), format!("{id}:")]))
+            .flatten()
             .collect();
         // The policy is checked first: a mistake in the file is reported
         // before any database is connected to.
@@ -506,6 +522,7 @@ impl Gateway {
                     for c in &clashes {
                         tracing::warn!("tool name clash after a backend refresh: {c}");
                     }
+                    self.report_moves(&current.0, &catalog);
                     tracing::info!(tools = catalog.len(), "tool catalog rebuilt");
                     *current = (Arc::new(catalog), now);
                 }
@@ -518,6 +535,50 @@ impl Gateway {
             }
         }
         current.0.clone()
+    }
+
+    /// Reports every name a refresh moved: a tool (by key) now called
+    /// otherwise, and a name that now calls another tool. Policy lists
+    /// and approvals follow the tool, not the name (see `policy`), so a
+    /// move never widens access; scripts calling the old name reach the
+    /// new tool, so it is logged and written to the audit chain.
+    fn report_moves(&self, before: &Catalog, after: &Catalog) {
+        let mut seen = std::collections::HashSet::new();
+        for e in after.iter() {
+            let key = e.spec.key.as_str();
+            if !seen.insert(key) {
+                continue;
+            }
+            let (was, is) = (before.names_of_key(key), after.names_of_key(key));
+            if was.is_empty() || was == is {
+                continue;
+            }
+            // What each old name calls now (nothing, or another tool).
+            let now_calls: Vec<String> = was
+                .iter()
+                .filter(|n| !is.contains(n))
+                .map(|n| match after.get(n) {
+                    Some(other) => format!("`{n}` now calls `{}`", other.spec.key),
+                    None => format!("`{n}` calls nothing"),
+                })
+                .collect();
+            tracing::warn!(
+                key,
+                from = ?was,
+                to = ?is,
+                "a backend refresh renamed a tool: policy and approvals follow it by its key; {}",
+                now_calls.join(", ")
+            );
+            let mut line = Map::new();
+            line.insert("tool_key".into(), audit_fields::tool(key));
+            let names =
+                |ns: &[&str]| Value::Array(ns.iter().map(|n| audit_fields::tool(n)).collect());
+            line.insert("from".into(), names(&was));
+            line.insert("to".into(), names(&is));
+            if let Err(err) = self.state.audit.append("tool_renamed", line) {
+                tracing::error!(error = %err, "could not record a renamed tool in the audit log");
+            }
+        }
     }
 
     fn rebuild(&self) -> Result<(Catalog, Vec<Clash>), CatalogError> {
@@ -533,10 +594,15 @@ impl Gateway {
     /// command that approves `request_id`, and for how long it holds.
     pub fn approve_instruction(&self, request_id: &str) -> String {
         format!(
-            "an operator can run `{} {request_id}` (or deny it); then run the script again within {} minutes",
-            self.approve_command,
+            "an operator can run `{}` (or deny it); then run the script again within {} minutes",
+            self.approve_command_for(request_id),
             self.state.approvals.ttl_ms() / 60_000
         )
+    }
+
+    /// The command that approves `request_id` from a shell.
+    pub fn approve_command_for(&self, request_id: &str) -> String {
+        format!("{} {request_id}", self.approve_command)
     }
 
     /// What to do with a filed plan: who approves it, and how to apply it.
@@ -574,6 +640,30 @@ impl Gateway {
 
     pub fn approvals(&self) -> &dyn ApprovalStore {
         &*self.state.approvals
+    }
+
+    /// Whether `caller` may approve its own requests (`approve_own`).
+    pub fn may_approve_own(&self, caller: &Caller) -> bool {
+        self.policy
+            .approve_own(&caller.identity, caller.approve_own)
+    }
+
+    /// Decides request `id` as `decider` (four eyes kept by the store)
+    /// and writes the decision to the audit chain.
+    pub fn decide(
+        &self,
+        id: &str,
+        decider: &crate::decision::Decider,
+        to: crate::approval::Status,
+    ) -> Result<crate::approval::Request, ApprovalError> {
+        crate::decision::decide(
+            &*self.state.approvals,
+            &*self.state.audit,
+            id,
+            decider,
+            self.now_ms(),
+            to,
+        )
     }
 
     /// The stores this gateway keeps its state in; the host serves bearer
@@ -682,6 +772,20 @@ impl Gateway {
             return self.discovery_call(caller, name, args, call_id, line);
         }
         let catalog = self.catalog();
+        // Applying a plan, a call that may be one of its steps waits until
+        // the step before has its answer, and keeps the turn until its
+        // own answer is in: one step in flight at a time.
+        let _turn = match &caller.plan {
+            Some(PlanRun::Apply(plan)) if catalog::name_too_long(name).is_none() => {
+                match catalog.get(name) {
+                    Some(e) if plan.may_be_step(&called(&e.spec), e.spec.tier) => {
+                        Some(plan.turn().await)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
         let entry = match self.admit(&catalog, caller, name, &args, &args_hash, &mut line) {
             Ok(e) => e,
             Err(refusal) => return Err(self.refuse(caller, refusal, line, args)),
@@ -711,18 +815,29 @@ impl Gateway {
             .unwrap_or_default()
             .to_string();
         line.insert("decision".into(), Value::String("allowed".into()));
-        // The plan's change this call makes, if it makes one.
-        let change = match (
+        // The plan step this call makes, if it makes one: ended by the
+        // backend's answer, or, should this future be dropped first, as
+        // cancelled (the change may or may not have been made).
+        let mut step = match (
             &caller.plan,
             line.get("plan_change").and_then(Value::as_u64),
         ) {
-            (Some(PlanRun::Apply(plan)), Some(n)) => Some((plan, n as u32)),
+            (Some(PlanRun::Apply(plan)), Some(n)) => Some(StepGuard {
+                plan,
+                n: n as u32,
+                waits: plan
+                    .changes
+                    .get((n as usize).saturating_sub(1))
+                    .is_some_and(|c| c.waits_on.is_some()),
+                ended: false,
+            }),
             _ => None,
         };
         if let Err(e) = self.append_for(&caller.identity, "call", line) {
-            // Not made: the change is the plan's next one again.
-            if let Some((plan, n)) = change {
-                plan.untake(n);
+            // Not made: the step is the plan's next one again.
+            if let Some(mut s) = step.take() {
+                s.plan.untake();
+                s.ended = true;
             }
             let error = CallError::AuditUnavailable(told(&e));
             return Err(Refused::before_backend(error, args));
@@ -760,6 +875,18 @@ impl Gateway {
                 if let Some(r) = &reply.request_id {
                     done.insert("backend_request_id".into(), audit_fields::request_id(r));
                 }
+                if let Some(s) = step.as_mut() {
+                    let end = s.end_of(&**backend, &spec, &reply);
+                    if s.waits {
+                        let task = match &end {
+                            StepEnd::Made(_) => "ok",
+                            StepEnd::NotEnded => "running",
+                            StepEnd::Failed(_) => "failed",
+                        };
+                        done.insert("task".into(), Value::String(task.into()));
+                    }
+                    s.end(end);
+                }
                 let mut value = reply.value;
                 let redacted = redact::redact(&mut value);
                 if redacted > 0 {
@@ -769,10 +896,15 @@ impl Gateway {
             }
             Err(e) => {
                 done.insert("status".into(), audit_fields::code(&e.code));
-                // A change that failed stops the plan: what the person
+                // A step that failed stops the plan: what the person
                 // approved after it assumed it was made.
-                if let Some((plan, n)) = change {
-                    plan.stop_at(n);
+                if let Some(s) = step.as_mut() {
+                    s.end(StepEnd::Failed(
+                        audit_fields::code(&e.code)
+                            .as_str()
+                            .unwrap_or("error")
+                            .to_string(),
+                    ));
                 }
                 Err(CallError::Backend {
                     tool: spec.name.clone(),
@@ -781,6 +913,10 @@ impl Gateway {
                 })
             }
         };
+        if let Some(s) = &step {
+            done.insert("plan".into(), Value::String(s.plan.id.clone()));
+            done.insert("plan_change".into(), Value::from(s.n));
+        }
         // The call has happened; if even its result cannot be recorded the
         // result is withheld rather than handed on unrecorded.
         if let Err(e) = self.state.audit.append("call_result", done) {
@@ -809,54 +945,65 @@ impl Gateway {
             .backends
             .get(&spec.backend)
             .expect("every catalog entry has its backend");
-        let value = if spec.tier == Tier::Read {
-            if !recorder.marks(&args) {
-                // An ordinary read: the rest of `run_call`, without a plan.
-                let reading = Caller {
-                    plan: None,
-                    ..caller.clone()
-                };
-                return self.run_admitted(&reading, spec.clone(), args, line).await;
+        let waits_on = if spec.tier == Tier::Read {
+            match recorder.marked_change(&args) {
+                Some(k) => Some(k),
+                None => {
+                    // An ordinary read: the rest of `run_call`, without a plan.
+                    let reading = Caller {
+                        plan: None,
+                        ..caller.clone()
+                    };
+                    return self.run_admitted(&reading, spec.clone(), args, line).await;
+                }
             }
-            line.insert("plan".into(), Value::String(recorder.id.clone()));
-            backend.planned_read(spec, &args)
         } else {
-            let needs_approval = self.approval_tiers.contains(&spec.tier);
-            let summary = match summary::summarize(&args) {
-                Ok(s) => s,
-                Err(e) => {
-                    let refusal = CallError::ApprovalTooLarge {
-                        tool: spec.name.clone(),
-                        reason: e.to_string(),
-                    };
-                    return Err(self.refuse(caller, refusal, line, args));
-                }
-            };
-            let change = PlannedChange {
-                n: 0,
-                tool: spec.name.clone(),
-                tier: spec.tier,
-                args_hash: args_hash.to_string(),
-                summary,
-                target: crate::plan::target_of(spec, &args),
-                needs_approval,
-            };
-            let token = match recorder.record(change) {
-                Ok(t) => t,
-                Err(error) => {
-                    let refusal = CallError::Plan {
-                        tool: spec.name.clone(),
-                        error,
-                    };
-                    return Err(self.refuse(caller, refusal, line, args));
-                }
-            };
-            line.insert("plan".into(), Value::String(recorder.id.clone()));
-            line.insert(
-                "plan_change".into(),
-                Value::from(token.rsplit('.').next().and_then(|n| n.parse::<u32>().ok())),
-            );
-            backend.planned(spec, &args, &token)
+            None
+        };
+        // A change, or a read of a change's result: a step of the plan.
+        let shown = match summary::summarize(&args) {
+            Ok(s) => s,
+            Err(e) => {
+                let refusal = CallError::ApprovalTooLarge {
+                    tool: spec.name.clone(),
+                    reason: e.to_string(),
+                };
+                return Err(self.refuse(caller, refusal, line, args));
+            }
+        };
+        let change = PlannedChange {
+            n: 0,
+            tool: spec.name.clone(),
+            key: spec.key.clone(),
+            tier: spec.tier,
+            args_hash: args_hash.to_string(),
+            summary: shown.short,
+            detail: shown.full,
+            target: crate::plan::target_of(spec, &args),
+            needs_approval: waits_on.is_none() && self.approval_tiers.contains(&spec.tier),
+            waits_on,
+        };
+        let token = match recorder.record(change) {
+            Ok(t) => t,
+            Err(error) => {
+                let refusal = CallError::Plan {
+                    tool: spec.name.clone(),
+                    error,
+                };
+                return Err(self.refuse(caller, refusal, line, args));
+            }
+        };
+        line.insert("plan".into(), Value::String(recorder.id.clone()));
+        line.insert(
+            "plan_change".into(),
+            Value::from(token.rsplit('.').next().and_then(|n| n.parse::<u32>().ok())),
+        );
+        let value = match waits_on {
+            Some(k) => {
+                line.insert("waits_on".into(), Value::from(k));
+                backend.planned_read(spec, &args)
+            }
+            None => backend.planned(spec, &args, &token),
         };
         line.insert("decision".into(), Value::String("planned".into()));
         if let Err(e) = self.append_for(&caller.identity, "call", line) {
@@ -917,13 +1064,16 @@ impl Gateway {
         let started = Instant::now();
         // What `admit` would let through: the mode, deny and allow lists,
         // read-only.
-        let may_call = |tool: &str, tier: Tier| {
-            self.policy
-                .decide(&caller.identity, caller.from_groups, tool, tier)
-                .is_ok()
+        let catalog = self.catalog();
+        let may_call = |tool: &str, _tier: Tier| {
+            catalog.get(tool).is_some_and(|e| {
+                self.policy
+                    .decide(&caller.identity, caller.from_groups, &e.spec, &catalog)
+                    .is_ok()
+            })
         };
         let answer = self.take_token(&caller.identity).and_then(|()| {
-            discovery::answer(&self.catalog(), name, &args, may_call).map_err(|problems| {
+            discovery::answer(&catalog, name, &args, may_call).map_err(|problems| {
                 CallError::InvalidArguments {
                     tool: name.to_string(),
                     problems,
@@ -990,6 +1140,7 @@ impl Gateway {
             }
         };
         let spec = &entry.spec;
+        line.insert("tool_key".into(), audit_fields::tool(&spec.key));
         line.insert("tier".into(), Value::String(spec.tier.as_str().into()));
         let problems = entry.problems(args);
         if !problems.is_empty() {
@@ -999,58 +1150,88 @@ impl Gateway {
             });
         }
         self.policy
-            .decide(&caller.identity, caller.from_groups, &spec.name, spec.tier)
+            .decide(&caller.identity, caller.from_groups, spec, catalog)
             .map_err(|d| CallError::PolicyDenied {
                 tool: spec.name.clone(),
                 reason: d.0,
             })?;
         let needs_approval = self.approval_tiers.contains(&spec.tier);
-        let applied = match &caller.plan {
+        match &caller.plan {
             // Recording: nothing above a read is sent, so nothing is
             // approved now; the plan is, as a whole. A read runs, so it
             // is approved as always.
             Some(PlanRun::Record(_)) if spec.tier != Tier::Read => return Ok(entry),
             // A read the plan answers is not sent: nothing to approve.
-            Some(PlanRun::Record(r)) if r.marks(args) => return Ok(entry),
-            Some(PlanRun::Apply(plan)) if spec.tier != Tier::Read => plan
-                .take(&spec.name, args_hash, spec.tier, needs_approval)
-                .map(|c| (plan, c.n)),
-            _ => None,
-        };
-        if let Some((plan, n)) = applied {
-            line.insert("plan".into(), Value::String(plan.id.clone()));
-            line.insert("plan_change".into(), Value::from(n));
-            if let Some(by) = &plan.approved_by {
-                line.insert("approved_by".into(), audit_fields::decider(by));
+            Some(PlanRun::Record(r)) if r.marked_change(args).is_some() => return Ok(entry),
+            Some(PlanRun::Apply(plan)) if plan.may_be_step(&called(spec), spec.tier) => {
+                match plan.take(&called(spec), args_hash, spec.tier, needs_approval, args) {
+                    Taking::Step { change, first } => {
+                        if first {
+                            self.take_plan_now(caller, plan, &spec.name)?;
+                        }
+                        line.insert("plan".into(), Value::String(plan.id.clone()));
+                        line.insert("plan_change".into(), Value::from(change.n));
+                        if let Some(k) = change.waits_on {
+                            line.insert("waits_on".into(), Value::from(k));
+                        }
+                        if let Some(by) = plan.approved_by() {
+                            line.insert("approved_by".into(), audit_fields::decider(&by));
+                        }
+                        return Ok(entry);
+                    }
+                    Taking::Stopped(stop) => {
+                        line.insert("plan".into(), Value::String(plan.id.clone()));
+                        return Err(CallError::Plan {
+                            tool: spec.name.clone(),
+                            error: PlanError::Stopped {
+                                id: plan.id.clone(),
+                                at: stop.at,
+                                why: stop.why,
+                            },
+                        });
+                    }
+                    Taking::NotInPlan => {}
+                }
             }
-            return Ok(entry);
+            _ => {}
         }
         if needs_approval {
-            let summary = summary::summarize(args).map_err(|e| CallError::ApprovalTooLarge {
+            let shown = summary::summarize(args).map_err(|e| CallError::ApprovalTooLarge {
                 tool: spec.name.clone(),
                 reason: e.to_string(),
             })?;
+            let asked = Asked {
+                identity: &caller.identity,
+                tool: &spec.name,
+                tool_key: &spec.key,
+                args_hash,
+                summary: &shown.short,
+                detail: shown.full.as_deref(),
+            };
             let check = self
                 .state
                 .approvals
-                .check(
-                    &caller.identity,
-                    &spec.name,
-                    args_hash,
-                    &summary,
-                    self.now_ms(),
-                )
+                .check(&asked, self.now_ms())
                 .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?;
             match check {
                 Check::Proceed {
                     request_id,
                     decided_by,
+                    decided_via,
+                    own,
                 } => {
                     line.insert("approval".into(), Value::String(request_id));
-                    // Who granted it belongs in the tamper-evident chain,
-                    // not only in the (mutable) approval store.
+                    // Who granted it, how, and whether it was the
+                    // requester belong in the tamper-evident chain, not
+                    // only in the (mutable) approval store.
                     if let Some(by) = decided_by {
                         line.insert("approved_by".into(), audit_fields::decider(&by));
+                    }
+                    if let Some(via) = decided_via {
+                        line.insert("approved_via".into(), audit_fields::code(&via));
+                    }
+                    if own {
+                        line.insert("approved_own".into(), Value::Bool(true));
                     }
                 }
                 Check::Required(r) => {
@@ -1058,8 +1239,10 @@ impl Gateway {
                     let mut how = self.approve_instruction(&r.id);
                     if let Some(PlanRun::Apply(plan)) = &caller.plan {
                         line.insert("plan".into(), Value::String(plan.id.clone()));
-                        let next = match (plan.stopped_at(), plan.next_change()) {
-                            (Some(n), _) => format!("it stopped when change {n} failed"),
+                        let next = match (plan.stopped(), plan.next_change()) {
+                            (Some(stop), _) => {
+                                format!("it stopped at step {} ({})", stop.at, stop.why)
+                            }
                             (None, Some(c)) => {
                                 format!("its next change is {}. {} ({})", c.n, c.tool, c.summary)
                             }
@@ -1252,7 +1435,7 @@ pub enum PlanFiled {
     /// as it is.
     NothingToApprove(Vec<PlannedChange>),
     /// Filed for a decision.
-    Filed(crate::approval::Request),
+    Filed(Box<crate::approval::Request>),
     /// Not filed: the identity has `limit` requests waiting.
     TooManyOpen {
         changes: Vec<PlannedChange>,
@@ -1284,7 +1467,7 @@ impl Gateway {
                 .file_plan(&recorder.id, &caller.identity, &changes, self.now_ms())
                 .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?;
             match check {
-                Check::Required(r) => PlanFiled::Filed(r),
+                Check::Required(r) => PlanFiled::Filed(Box::new(r)),
                 Check::TooManyOpen { limit } => PlanFiled::TooManyOpen {
                     changes: changes.clone(),
                     limit,
@@ -1314,11 +1497,12 @@ impl Gateway {
         if let Err(e) = self.append_for(&caller.identity, "plan", line) {
             // Filed but not in the chain: made undecidable, never applied.
             if let PlanFiled::Filed(r) = &filed {
-                if let Err(denied) = self.state.approvals.deny(
-                    &r.id,
-                    "airlock: the plan's audit line could not be written",
-                    self.now_ms(),
-                ) {
+                let airlock = crate::decision::Decider {
+                    who: "airlock: the plan's audit line could not be written".into(),
+                    channel: crate::decision::Channel::Airlock,
+                    may_approve_own: false,
+                };
+                if let Err(denied) = self.state.approvals.deny(&r.id, &airlock, self.now_ms()) {
                     tracing::error!(plan = %r.id, error = %denied, "a plan whose audit line failed could not be denied either; deny it with `airlock approvals deny`");
                 }
             }
@@ -1327,26 +1511,64 @@ impl Gateway {
         Ok(filed)
     }
 
-    /// Takes `caller`'s approved plan `id` for one execution to apply:
-    /// used from now on, whatever that execution does. Writes
-    /// `plan_apply`, refused or not.
-    pub fn take_plan(&self, caller: &Caller, id: &str) -> Result<Arc<Applying>, PlanError> {
-        let taken = if crate::plan::is_plan_id(id) {
+    /// Opens `caller`'s approved plan `id` for one execution to apply,
+    /// without using it: the plan is taken from the store when its first
+    /// change is about to be sent, so an execution that is refused, does
+    /// not compile, is cancelled or sends nothing leaves it approved. A
+    /// plan that could not be taken now is refused here already, with a
+    /// `plan_apply` line saying why.
+    pub fn open_plan(&self, caller: &Caller, id: &str) -> Result<Arc<Applying>, PlanError> {
+        let found = if crate::plan::is_plan_id(id) {
             self.state
                 .approvals
-                .take_plan(id, &caller.identity, self.now_ms())
-                .map_err(|e| match e {
-                    // Said as any store failure is: no host, no server text.
-                    PlanError::Storage(m) => PlanError::Storage(told(&ApprovalError::Storage(m))),
-                    other => other,
+                .get(id)
+                .map_err(|e| self.plan_store_error(e.into()))
+                .and_then(|r| {
+                    match crate::approval::untakeable(&r, &caller.identity, self.now_ms()) {
+                        Some(refused) => Err(refused),
+                        None => Ok(r),
+                    }
                 })
         } else {
             Err(PlanError::NotFound(quote_name(id)))
         };
+        match found {
+            Ok(r) => Ok(Arc::new(Applying::new(r.id, r.changes.unwrap_or_default()))),
+            Err(e) => {
+                self.plan_apply_line(caller, id, Err(&e)).map_err(|audit| {
+                    PlanError::Storage(format!(
+                        "the audit log cannot be written, so nothing runs: {audit}"
+                    ))
+                })?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Says a store failure while taking a plan as every store failure
+    /// is said: no host, no server text.
+    fn plan_store_error(&self, e: PlanError) -> PlanError {
+        match e {
+            PlanError::Storage(m) => PlanError::Storage(told(&ApprovalError::Storage(m))),
+            other => other,
+        }
+    }
+
+    /// Writes `plan_apply`: the plan taken for applying (with the hash of
+    /// its list and who approved it), or refused and why.
+    fn plan_apply_line(
+        &self,
+        caller: &Caller,
+        id: &str,
+        taken: Result<&crate::approval::Request, &PlanError>,
+    ) -> Result<(), String> {
         let mut line = Map::new();
         line.insert("plan".into(), audit_fields::code(id));
         line.insert("identity".into(), Value::String(caller.identity.clone()));
-        match &taken {
+        if let Some(e) = &caller.execution {
+            line.insert("execution".into(), Value::String(e.clone()));
+        }
+        match taken {
             Ok(r) => {
                 line.insert("decision".into(), Value::String("applying".into()));
                 line.insert("changes_sha256".into(), Value::String(r.args_hash.clone()));
@@ -1359,24 +1581,52 @@ impl Gateway {
                 line.insert("reason".into(), audit_fields::code(e.code()));
             }
         }
-        if let Err(e) = self.append_for(&caller.identity, "plan_apply", line) {
-            // Taken but unrecorded: nothing of it runs (and it stays used).
-            return Err(PlanError::Storage(format!(
-                "the audit log cannot be written, so nothing runs: {}",
-                told(&e)
-            )));
-        }
-        let r = taken?;
-        Ok(Arc::new(Applying::new(
-            r.id,
-            r.decided_by,
-            r.changes.unwrap_or_default(),
-        )))
+        self.append_for(&caller.identity, "plan_apply", line)
+            .map(|_| ())
+            .map_err(|e| told(&e))
     }
 
-    /// Records how applying a plan went: which changes were made, which
-    /// not (`plan_end`).
+    /// Takes the plan from the store as its first change is about to be
+    /// sent (approved → used, once, whatever runs at the same time), and
+    /// writes `plan_apply`. Refused, the plan stops: nothing of it is
+    /// sent.
+    fn take_plan_now(&self, caller: &Caller, plan: &Applying, tool: &str) -> Result<(), CallError> {
+        let taken = self
+            .state
+            .approvals
+            .take_plan(&plan.id, &caller.identity, self.now_ms())
+            .map_err(|e| self.plan_store_error(e));
+        let written = self.plan_apply_line(caller, &plan.id, taken.as_ref());
+        match (taken, written) {
+            (Ok(r), Ok(())) => {
+                plan.mark_taken(r.decided_by);
+                Ok(())
+            }
+            (Ok(_), Err(audit)) => {
+                // Taken but unrecorded: nothing of it runs (and it stays
+                // used).
+                plan.mark_taken(None);
+                plan.stop_before_next("audit_unavailable");
+                Err(CallError::AuditUnavailable(audit))
+            }
+            (Err(error), _) => {
+                plan.stop_before_next(error.code());
+                Err(CallError::Plan {
+                    tool: tool.to_string(),
+                    error,
+                })
+            }
+        }
+    }
+
+    /// Records how applying a plan went (`plan_end`): how many changes
+    /// were made, which were not, and where it stopped if it did. A plan
+    /// this execution never took (it sent nothing) is still approved and
+    /// gets no line.
     pub fn plan_finished(&self, caller: &Caller, plan: &Applying) {
+        if !plan.taken() {
+            return;
+        }
         let left: Vec<Value> = plan
             .not_applied()
             .iter()
@@ -1387,11 +1637,12 @@ impl Gateway {
         if let Some(e) = &caller.execution {
             line.insert("execution".into(), Value::String(e.clone()));
         }
-        line.insert(
-            "applied".into(),
-            Value::from(plan.changes.len() - left.len()),
-        );
+        line.insert("applied".into(), Value::from(plan.applied().len()));
         line.insert("not_applied".into(), Value::Array(left));
+        if let Some(stop) = plan.stopped() {
+            line.insert("stopped_at".into(), Value::from(stop.at));
+            line.insert("stopped".into(), audit_fields::code(&stop.why));
+        }
         if let Err(e) = self.append_for(&caller.identity, "plan_end", line) {
             tracing::warn!(plan = %plan.id, error = %e, "could not record the end of a plan's apply in the audit log");
         }
@@ -1400,7 +1651,7 @@ impl Gateway {
     /// Records a person's decision on a plan (`plan_decision`), made in
     /// the client or by an operator command.
     pub fn plan_decided(&self, request: &crate::approval::Request) -> Result<(), AuditError> {
-        crate::plan::record_decision(&*self.state.audit, request)
+        crate::decision::record(&*self.state.audit, request)
     }
 }
 
@@ -1418,6 +1669,58 @@ impl Drop for Gateway {
             if let Err(e) = self.state.audit.append("rate_limited", line) {
                 tracing::error!(error = %e, "could not record rate-limited calls in the audit log");
             }
+        }
+    }
+}
+
+/// The tool `spec` is, as a plan matches it.
+fn called(spec: &ToolSpec) -> PlanCalled<'_> {
+    PlanCalled {
+        name: &spec.name,
+        key: &spec.key,
+    }
+}
+
+/// A plan step on its way to the backend. Dropped before its answer (the
+/// execution was cancelled or ran out of time), it stops the plan: the
+/// change may or may not have been made, so nothing after it is.
+struct StepGuard<'a> {
+    plan: &'a Applying,
+    n: u32,
+    /// A read of an earlier change's result (a wait for its task).
+    waits: bool,
+    ended: bool,
+}
+
+impl StepGuard<'_> {
+    /// How a successful answer ends the step: a change is made (and what
+    /// it answered kept for the reads of it); a read of a task is made
+    /// only once the task ended OK.
+    fn end_of(&self, backend: &dyn Backend, spec: &ToolSpec, reply: &crate::Reply) -> StepEnd {
+        if !self.waits {
+            let answered = reply
+                .request_id
+                .clone()
+                .or_else(|| reply.value.as_str().map(str::to_string));
+            return StepEnd::Made(answered);
+        }
+        match backend.task_end(spec, &reply.value) {
+            None | Some(TaskEnd::Ok) => StepEnd::Made(None),
+            Some(TaskEnd::Running) => StepEnd::NotEnded,
+            Some(TaskEnd::Failed(status)) => StepEnd::Failed(crate::visible::quote(&status, 64)),
+        }
+    }
+
+    fn end(&mut self, end: StepEnd) {
+        self.ended = true;
+        self.plan.ended(end);
+    }
+}
+
+impl Drop for StepGuard<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.plan.ended(StepEnd::Failed("cancelled".into()));
         }
     }
 }

@@ -15,15 +15,21 @@
 //! (tool, argument hash): [`list_hash`]. The person deciding sees
 //! [`table`].
 //!
-//! Applying (`PlanRun::Apply`): the approved plan is taken, once
-//! (approved → used, atomically), and each call that is the plan's next
-//! change — same tool, same argument hash, same tier; in the plan's
-//! order — proceeds without an approval of its own; anything else is
-//! decided as without a plan. What the run did not make is reported as
-//! not applied. A used or expired
-//! plan can never be taken again.
+//! A read whose arguments carry the planned value of change *k* (a wait
+//! for its task, its status) is a step of the plan too, recorded as
+//! reading change *k*'s result (`waits_on`): it is what the person
+//! approves the later changes after. Other reads are not steps: whatever
+//! they tell the script reaches a change only through that change's
+//! arguments, which the plan binds by hash.
+//!
+//! Applying (`PlanRun::Apply`, [`crate::plan_apply`]): one step at a time,
+//! in the plan's order, each after the previous one's answer; the plan is
+//! taken (approved → used, atomically) when its first change is about to
+//! be sent. A used or expired plan can never be taken again.
 
 use std::sync::{Arc, Mutex};
+
+pub use crate::plan_apply::{Applying, Stop, Taking};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -43,17 +49,32 @@ pub const MAX_PLAN_CHANGES: usize = 100;
 /// The most characters of argument summaries one plan holds in all.
 pub const MAX_PLAN_SUMMARY_CHARS: usize = 20_000;
 
+/// The most characters of arguments shown in full (`approvals show`) one
+/// plan holds in all.
+pub const MAX_PLAN_DETAIL_CHARS: usize = 262_144;
+
 /// One change a plan holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedChange {
     /// Its place in the plan, from 1.
     pub n: u32,
+    /// The tool's catalog name when the plan was recorded, shown.
     pub tool: String,
+    /// The tool's stable key ([`crate::ToolSpec::key`]), which applying
+    /// matches: a name a backend moved to another tool since does not
+    /// match. Empty in plans from before keys (then the name is matched).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
     pub tier: Tier,
     /// SHA-256 of the canonical arguments, as an approval binds them.
     pub args_hash: String,
-    /// The arguments as an approver sees them (`summary::summarize`).
+    /// The arguments as an approver sees them in a list
+    /// (`summary::Rendered::short`).
     pub summary: String,
+    /// The arguments in full, when the summary had to summarise a long
+    /// value (`airlock approvals show ID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     /// What it acts on: the arguments that name the object (the tool's
     /// path parameters, `node=pve1 vmid=101`).
     pub target: String,
@@ -61,33 +82,58 @@ pub struct PlannedChange {
     /// are listed for the person to see and run on apply as they would
     /// without a plan.
     pub needs_approval: bool,
+    /// For a read of an earlier change's result (a wait for its task):
+    /// that change's number. Applying, this step is the read whose
+    /// arguments carry what change `waits_on` answered; a task it finds
+    /// ended other than OK, or a failed read, stops the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_on: Option<u32>,
 }
 
-/// The SHA-256 an approved plan is bound to: its changes' tools and
-/// argument hashes, in order.
+impl PlannedChange {
+    /// Whether this step changes something (it is not a read of an
+    /// earlier change's result).
+    pub fn is_change(&self) -> bool {
+        self.waits_on.is_none()
+    }
+}
+
+/// The SHA-256 an approved plan is bound to: its steps' tools and
+/// argument hashes, in order, and for a read of an earlier change's
+/// result, which change it reads.
 pub fn list_hash(changes: &[PlannedChange]) -> String {
-    let pairs: Vec<Value> = changes
-        .iter()
-        .map(|c| json!([c.tool, c.args_hash]))
-        .collect();
-    sha256_json(&Value::Array(pairs))
+    let items: Vec<Value> = changes.iter().map(list_item).collect();
+    sha256_json(&Value::Array(items))
 }
 
-/// The plan as the person deciding reads it, one change per line.
+/// One step as [`list_hash`] hashes it (and `audit verify` rebuilds it
+/// from the step's line): tool and argument hash, then which change a
+/// read reads, then the tool's key.
+pub fn list_item(c: &PlannedChange) -> Value {
+    let mut item = vec![json!(c.tool), json!(c.args_hash)];
+    if let Some(k) = c.waits_on {
+        item.push(json!(k));
+    }
+    if !c.key.is_empty() {
+        item.push(json!({ "key": c.key }));
+    }
+    Value::Array(item)
+}
+
+/// The plan as the person deciding reads it, one step per line.
 pub fn table(changes: &[PlannedChange]) -> String {
     let mut out = String::new();
     for c in changes {
+        let note = match (c.waits_on, c.needs_approval) {
+            (Some(k), _) => {
+                format!(", reads change {k}'s result: a task must end OK, else the plan stops")
+            }
+            (None, true) => String::new(),
+            (None, false) => ", no approval needed".into(),
+        };
         out.push_str(&format!(
-            "{:>3}. {} [{}{}] {}\n",
-            c.n,
-            c.tool,
-            c.tier,
-            if c.needs_approval {
-                ""
-            } else {
-                ", no approval needed"
-            },
-            c.summary
+            "{:>3}. {} [{}{note}] {}\n",
+            c.n, c.tool, c.tier, c.summary
         ));
     }
     out
@@ -134,6 +180,8 @@ pub enum PlanError {
     TooManyChanges { limit: usize },
     #[error("the plan's changes take more than {limit} characters to show; pass smaller arguments or split the work")]
     TooLong { limit: usize },
+    #[error("plan {id} stopped at step {at} ({why}), so this change of it is not made; the changes after a failed one need a new plan")]
+    Stopped { id: String, at: u32, why: String },
     #[error("the approval store is unavailable: {0}")]
     Storage(String),
 }
@@ -163,6 +211,7 @@ impl PlanError {
             PlanError::Expired(_) => "plan_expired",
             PlanError::Tampered(_) => "plan_tampered",
             PlanError::TooManyChanges { .. } | PlanError::TooLong { .. } => "plan_too_large",
+            PlanError::Stopped { .. } => "plan_stopped",
             PlanError::Storage(_) => "approval_unavailable",
         }
     }
@@ -184,6 +233,7 @@ pub struct Recorder {
 struct Recorded {
     changes: Vec<PlannedChange>,
     summary_chars: usize,
+    detail_chars: usize,
 }
 
 impl Recorder {
@@ -213,7 +263,14 @@ impl Recorder {
                 limit: MAX_PLAN_SUMMARY_CHARS,
             });
         }
+        let detail = change.detail.as_ref().map_or(0, |d| d.chars().count());
+        if r.detail_chars + detail > MAX_PLAN_DETAIL_CHARS {
+            return Err(PlanError::TooLong {
+                limit: MAX_PLAN_DETAIL_CHARS,
+            });
+        }
         r.summary_chars += chars;
+        r.detail_chars += detail;
         change.n = r.changes.len() as u32 + 1;
         let token = format!("{}.{}", self.id, change.n);
         r.changes.push(change);
@@ -236,6 +293,26 @@ impl Recorder {
         carries(args, &self.id)
     }
 
+    /// The latest change whose planned value `args` carries (the `n` of
+    /// a `pl-….n` mark), if any: the change a read of it waits on.
+    pub fn marked_change(&self, args: &Value) -> Option<u32> {
+        let mark = format!("{}.", self.id);
+        let mut found = None;
+        each_string(args, &mut |s| {
+            for (at, _) in s.match_indices(&mark) {
+                let digits: String = s[at + mark.len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .take(4)
+                    .collect();
+                if let Ok(n) = digits.parse::<u32>() {
+                    found = found.max(Some(n));
+                }
+            }
+        });
+        found
+    }
+
     pub fn changes(&self) -> Vec<PlannedChange> {
         self.changes
             .lock()
@@ -251,30 +328,9 @@ pub fn is_plan_id(id: &str) -> bool {
     id.len() == 19 && id.starts_with("pl-") && id[3..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Writes a decision on a plan to the audit chain: who decided, how, and
-/// the hash of the list they saw.
-pub fn record_decision(
-    audit: &dyn crate::audit::AuditStore,
-    request: &crate::approval::Request,
-) -> Result<(), crate::audit::AuditError> {
-    let mut line = serde_json::Map::new();
-    line.insert("plan".into(), Value::String(request.id.clone()));
-    line.insert("identity".into(), Value::String(request.identity.clone()));
-    line.insert(
-        "status".into(),
-        Value::String(request.status.as_str().into()),
-    );
-    if let Some(by) = &request.decided_by {
-        line.insert("decided_by".into(), crate::audit_fields::decider(by));
-    }
-    line.insert(
-        "changes_sha256".into(),
-        Value::String(request.args_hash.clone()),
-    );
-    audit.append("plan_decision", line).map(|_| ())
-}
-
-fn carries(v: &Value, mark: &str) -> bool {
+/// Whether any string in `v` (a key or a value, at any depth) holds
+/// `mark`.
+pub(crate) fn carries(v: &Value, mark: &str) -> bool {
     match v {
         Value::String(s) => s.contains(mark),
         Value::Array(a) => a.iter().any(|x| carries(x, mark)),
@@ -283,92 +339,16 @@ fn carries(v: &Value, mark: &str) -> bool {
     }
 }
 
-/// An approved plan being applied by one execution.
-#[derive(Debug)]
-pub struct Applying {
-    pub id: String,
-    /// Who approved it, for each applied change's audit line.
-    pub approved_by: Option<String>,
-    pub changes: Vec<PlannedChange>,
-    /// How many changes have been made: they are made in the plan's
-    /// order, so the used ones are always the first `next`.
-    next: Mutex<usize>,
-    /// The change whose backend call failed, if one did: no change after
-    /// it is made.
-    stopped: Mutex<Option<u32>>,
-}
-
-impl Applying {
-    pub fn new(id: String, approved_by: Option<String>, changes: Vec<PlannedChange>) -> Self {
-        Self {
-            id,
-            approved_by,
-            changes,
-            next: Mutex::new(0),
-            stopped: Mutex::new(None),
-        }
-    }
-
-    /// Gives change `n` back when the call taking it was refused before it
-    /// was sent (its audit line could not be written): still the next one.
-    pub fn untake(&self, n: u32) {
-        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
-        if *next == n as usize && n > 0 {
-            *next -= 1;
-        }
-    }
-
-    /// Change `n` failed at the backend: no later change is made.
-    pub fn stop_at(&self, n: u32) {
-        let mut stopped = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
-        stopped.get_or_insert(n);
-    }
-
-    /// The change that failed and stopped the plan, if one did.
-    pub fn stopped_at(&self) -> Option<u32> {
-        *self.stopped.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Uses the plan's next change if it is exactly this call: the same
-    /// tool and argument hash, at the tier it was planned at, and, if the
-    /// tier needs an approval now, one planned as needing it. A change
-    /// is only ever made after every change before it: the person
-    /// approved a sequence (add a rule, then delete the first; back up,
-    /// then destroy), and a subset or another order can mean another
-    /// change. Anything else is `None`, and is decided without the plan.
-    pub fn take(
-        &self,
-        tool: &str,
-        args_hash: &str,
-        tier: Tier,
-        needs_approval_now: bool,
-    ) -> Option<&PlannedChange> {
-        if self.stopped_at().is_some() {
-            return None;
-        }
-        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
-        let c = self.changes.get(*next)?;
-        let same = c.tool == tool
-            && c.args_hash == args_hash
-            && c.tier == tier
-            && (c.needs_approval || !needs_approval_now);
-        if !same {
-            return None;
-        }
-        *next += 1;
-        Some(c)
-    }
-
-    /// The change the plan makes next, if any is left.
-    pub fn next_change(&self) -> Option<&PlannedChange> {
-        let next = *self.next.lock().unwrap_or_else(|p| p.into_inner());
-        self.changes.get(next)
-    }
-
-    /// Changes the run did not make.
-    pub fn not_applied(&self) -> Vec<&PlannedChange> {
-        let next = *self.next.lock().unwrap_or_else(|p| p.into_inner());
-        self.changes.iter().skip(next).collect()
+/// Calls `f` with every string in `v`, keys included, at any depth.
+fn each_string(v: &Value, f: &mut impl FnMut(&str)) {
+    match v {
+        Value::String(s) => f(s),
+        Value::Array(a) => a.iter().for_each(|x| each_string(x, f)),
+        Value::Object(m) => m.iter().for_each(|(k, x)| {
+            f(k);
+            each_string(x, f)
+        }),
+        _ => {}
     }
 }
 
@@ -404,6 +384,9 @@ mod tests {
             summary: "node=pve1".into(),
             target: "node=pve1".into(),
             needs_approval: true,
+            waits_on: None,
+            detail: None,
+            key: String::new(),
         }
     }
 
@@ -450,45 +433,35 @@ mod tests {
     }
 
     #[test]
-    fn applying_uses_each_change_once_and_reports_the_rest() {
-        let mut changes = vec![change("vm_stop", "a"), change("vm_stop", "b")];
-        changes[0].n = 1;
-        changes[1].n = 2;
-        let a = Applying::new("pl-1".into(), None, changes);
-        let op = Tier::Operate;
-        assert!(a.take("vm_stop", "b", op, true).is_none(), "out of order");
-        assert!(a.take("vm_start", "a", op, true).is_none(), "another tool");
-        assert!(
-            a.take("vm_stop", "a", Tier::Admin, true).is_none(),
-            "another tier"
+    fn a_read_names_the_latest_change_it_carries() {
+        let r = Recorder::new().unwrap();
+        let id = &r.id;
+        assert_eq!(r.marked_change(&json!({"upid": "UPID:x"})), None);
+        assert_eq!(
+            r.marked_change(&json!({"upid": format!("UPID:n:0:0:0:x::airlock-plan@{id}.3:")})),
+            Some(3)
         );
-        assert_eq!(a.take("vm_stop", "a", op, true).map(|c| c.n), Some(1));
-        assert!(a.take("vm_stop", "a", op, true).is_none(), "used once");
-        assert_eq!(a.next_change().map(|c| c.n), Some(2));
-        let left: Vec<u32> = a.not_applied().iter().map(|c| c.n).collect();
-        assert_eq!(left, [2]);
-        let mut free = change("vm_stop", "c");
-        free.needs_approval = false;
-        free.n = 1;
-        let b = Applying::new("pl-2".into(), None, vec![free]);
-        assert!(
-            b.take("vm_stop", "c", op, true).is_none(),
-            "planned as needing no approval, it needs one now"
+        assert_eq!(
+            r.marked_change(&json!({"a": [format!("{id}.2"), {format!("{id}.12"): 1}]})),
+            Some(12)
         );
-        assert!(b.take("vm_stop", "c", op, false).is_some());
-        b.untake(1);
-        assert_eq!(b.next_change().map(|c| c.n), Some(1), "given back");
-        let c = Applying::new(
-            "pl-3".into(),
-            None,
-            vec![change("vm_stop", "d"), change("vm_stop", "e")],
+        assert_eq!(
+            r.marked_change(&json!({"upid": "pl-0000000000000000.1"})),
+            None
         );
-        assert!(c.take("vm_stop", "d", op, true).is_some());
-        c.stop_at(1);
-        assert!(
-            c.take("vm_stop", "e", op, true).is_none(),
-            "stopped by a failure"
+        let mut wait = change("task_wait", "h");
+        wait.waits_on = Some(1);
+        assert!(!wait.is_change());
+        let plain = [change("vm_stop", "h")];
+        assert_ne!(
+            list_hash(&[plain[0].clone(), wait.clone()]),
+            list_hash(&[plain[0].clone(), {
+                let mut w = wait.clone();
+                w.waits_on = Some(2);
+                w
+            }]),
+            "which change a read waits on is bound"
         );
-        assert_eq!(c.stopped_at(), Some(1));
+        assert!(table(&[wait]).contains("reads change 1's result"));
     }
 }

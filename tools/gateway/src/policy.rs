@@ -1,12 +1,22 @@
 //! Who may call what. Each identity has a mode that grants tiers; allow and
 //! deny lists can only take away from what the mode grants; `forbidden`
 //! tools are never callable; a global read-only switch leaves only reads.
+//!
+//! Lists name tools by their stable key (`pve:POST /nodes/{node}/qemu/{vmid}/status/stop`,
+//! `quox:docker.restart`), their catalog name, or an alias
+//! ([`ToolSpec::answers_to`]): names a backend can move from one tool to
+//! another never widen access. A deny entry denies every tool it names;
+//! an allow entry allows a tool by name or alias only while that name
+//! names no other tool (by key always).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{catalog::Catalog, spec::Tier};
+use crate::{
+    catalog::Catalog,
+    spec::{Tier, ToolSpec},
+};
 
 /// What an identity is trusted with; ordered by how much (ro < operator
 /// < rw), so "the highest of these modes" is `max`.
@@ -84,6 +94,12 @@ pub struct Grant {
     /// band (`airlock approvals approve`), so the client (or an agent
     /// driving it) cannot approve its own calls.
     pub approve_in_client: bool,
+    /// Whether this identity may approve its own requests (in its client,
+    /// or as `--by` itself on the command line). Off by default: four
+    /// eyes. Unset, an identity from an OpenID provider gets what its
+    /// issuer or groups say (`[oauth.issuers] approve_own`,
+    /// `approve_own_groups`).
+    pub approve_own: Option<bool>,
 }
 
 impl Default for Grant {
@@ -93,6 +109,7 @@ impl Default for Grant {
             allow: None,
             deny: BTreeSet::new(),
             approve_in_client: true,
+            approve_own: None,
         }
     }
 }
@@ -130,8 +147,9 @@ pub struct Policy {
 impl Policy {
     /// Checks every list against the catalog: a misspelt name in a deny
     /// list would silently allow the tool it meant, so it fails startup.
-    /// Names under a `dynamic` prefix belong to backends that discover
-    /// their tools later; they cannot be checked yet.
+    /// Names and keys under a `dynamic` prefix (`quox_`, `quox:`) belong
+    /// to backends that discover their tools later; they cannot be
+    /// checked yet.
     pub fn new(
         config: PolicyConfig,
         catalog: &Catalog,
@@ -140,7 +158,7 @@ impl Policy {
         let check = |list: String, names: &BTreeSet<String>| -> Result<(), PolicyError> {
             for tool in names {
                 let later = dynamic.iter().any(|p| tool.starts_with(p.as_str()));
-                if !catalog.contains(tool) && !later {
+                if catalog.named_by(tool) == 0 && !later {
                     let hint = match catalog.suggest(tool).first() {
                         Some(s) => format!(" (did you mean `{s}`?)"),
                         None => String::new(),
@@ -188,19 +206,32 @@ impl Policy {
             .is_none_or(|g| g.approve_in_client)
     }
 
+    /// Whether `identity` may approve its own requests: its
+    /// `[identities]` grant's `approve_own` when set, else what its
+    /// identity provider allows (`from_provider`), else no.
+    pub fn approve_own(&self, identity: &str, from_provider: bool) -> bool {
+        self.config
+            .identities
+            .get(identity)
+            .and_then(|g| g.approve_own)
+            .unwrap_or(from_provider)
+    }
+
     pub fn read_only(&self) -> bool {
         self.config.read_only
     }
 
     /// Whether `identity` (with the mode its groups grant, if any) may call
-    /// `tool` of `tier`; a denial says why and what would change it.
+    /// the tool `spec` of `catalog`; a denial says why and what would
+    /// change it.
     pub fn decide(
         &self,
         identity: &str,
         from_groups: Option<Mode>,
-        tool: &str,
-        tier: Tier,
+        spec: &ToolSpec,
+        catalog: &Catalog,
     ) -> Result<(), Denial> {
+        let (tool, tier) = (spec.name.as_str(), spec.tier);
         if tier == Tier::Forbidden {
             return Err(Denial(format!(
                 "{tool} is in the forbidden tier and can never be called through Airlock"
@@ -219,21 +250,25 @@ impl Policy {
                 "identity {identity} has mode {mode}, which does not include {tier} tools such as {tool}; it needs mode {needed}"
             )));
         }
-        if self.config.deny.contains(tool) {
+        if let Some(entry) = self.config.deny.iter().find(|e| spec.answers_to(e)) {
             return Err(Denial(format!(
-                "{tool} is on the global deny list (policy.deny)"
+                "{tool} is on the global deny list (policy.deny: `{entry}`)"
             )));
         }
         if let Some(g) = grant {
-            if g.deny.contains(tool) {
+            if let Some(entry) = g.deny.iter().find(|e| spec.answers_to(e)) {
                 return Err(Denial(format!(
-                    "{tool} is on the deny list of identity {identity}"
+                    "{tool} is on the deny list of identity {identity} (`{entry}`)"
                 )));
             }
             if let Some(allow) = &g.allow {
-                if !allow.contains(tool) {
+                let allowed = allow
+                    .iter()
+                    .any(|e| *e == spec.key || (spec.answers_to(e) && catalog.named_by(e) == 1));
+                if !allowed {
                     return Err(Denial(format!(
-                        "{tool} is not on the allow list of identity {identity}"
+                        "{tool} is not on the allow list of identity {identity} (by its key `{}`, or by a name that names no other tool)",
+                        spec.key
                     )));
                 }
             }
@@ -261,6 +296,8 @@ mod tests {
             path_params: vec![],
             endpoint: None,
             keywords: String::new(),
+            key: String::new(),
+            aliases: Vec::new(),
         };
         Catalog::build(vec![(
             "b".into(),
@@ -274,6 +311,67 @@ mod tests {
         )])
         .unwrap()
         .0
+    }
+
+    /// `decide` for the tool named `tool` in [`catalog`].
+    fn d(p: &Policy, who: &str, groups: Option<Mode>, tool: &str) -> Result<(), Denial> {
+        let c = catalog();
+        p.decide(who, groups, &c.get(tool).unwrap().spec, &c)
+    }
+
+    #[test]
+    fn lists_bind_keys_and_names_never_widen() {
+        // `x.restart` is spelled `q_x_restart` until `x_restart` appears
+        // and takes that name; both answer to it.
+        let t = |name: &str, original: &str| ToolSpec {
+            name: name.into(),
+            key: format!("q:{original}"),
+            aliases: vec![format!("q_{}", original.replace('.', "_"))],
+            ..catalog().get("op").unwrap().spec.clone()
+        };
+        let before = Catalog::build(vec![("q".into(), vec![t("q_x_restart", "x.restart")])])
+            .unwrap()
+            .0;
+        let after = Catalog::build(vec![(
+            "q".into(),
+            vec![
+                t("q_x_dot_restart", "x.restart"),
+                t("q_x_restart", "x_restart"),
+            ],
+        )])
+        .unwrap()
+        .0;
+        let grant = |deny: &[&str], allow: Option<&[&str]>| {
+            let mut config = PolicyConfig::default();
+            config.identities.insert(
+                "o".into(),
+                Grant {
+                    mode: Mode::Operator,
+                    deny: deny.iter().map(|s| s.to_string()).collect(),
+                    allow: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
+                    ..Grant::default()
+                },
+            );
+            Policy::new(config, &before, &[]).unwrap()
+        };
+        let on = |p: &Policy, c: &Catalog, name: &str| {
+            p.decide("o", None, &c.get(name).unwrap().spec, c).is_ok()
+        };
+        // Denied by its old name: still denied under the new one, and the
+        // newcomer answering to that name is denied too (narrower only).
+        let p = grant(&["q_x_restart"], None);
+        assert!(!on(&p, &before, "q_x_restart"));
+        assert!(!on(&p, &after, "q_x_dot_restart"));
+        assert!(!on(&p, &after, "q_x_restart"));
+        // Allowed by a name two tools now answer to: neither is allowed.
+        let p = grant(&[], Some(&["q_x_restart"]));
+        assert!(on(&p, &before, "q_x_restart"));
+        assert!(!on(&p, &after, "q_x_restart"), "the newcomer is not let in");
+        assert!(!on(&p, &after, "q_x_dot_restart"));
+        // Allowed by key: exactly that tool, whatever its name.
+        let p = grant(&[], Some(&["q:x.restart"]));
+        assert!(on(&p, &after, "q_x_dot_restart"));
+        assert!(!on(&p, &after, "q_x_restart"));
     }
 
     #[test]
@@ -311,28 +409,24 @@ mod tests {
             },
         );
         let p = Policy::new(config, &catalog(), &[]).unwrap();
-        assert!(p.decide("alice", None, "read_a", Tier::Read).is_ok());
-        assert!(p
-            .decide("alice", None, "read_b", Tier::Read)
+        assert!(d(&p, "alice", None, "read_a").is_ok());
+        assert!(d(&p, "alice", None, "read_b")
             .unwrap_err()
             .0
             .contains("allow list"));
-        assert!(p
-            .decide("alice", None, "adm", Tier::Admin)
+        assert!(d(&p, "alice", None, "adm")
             .unwrap_err()
             .0
             .contains("deny list"));
         // An allow list cannot lift bob above his mode.
-        assert!(p
-            .decide("bob", None, "op", Tier::Operate)
+        assert!(d(&p, "bob", None, "op")
             .unwrap_err()
             .0
             .contains("needs mode operator"));
         // Strangers get ro.
-        assert!(p.decide("mallory", None, "read_a", Tier::Read).is_ok());
-        assert!(p.decide("mallory", None, "op", Tier::Operate).is_err());
-        assert!(p
-            .decide("alice", None, "bad", Tier::Forbidden)
+        assert!(d(&p, "mallory", None, "read_a").is_ok());
+        assert!(d(&p, "mallory", None, "op").is_err());
+        assert!(d(&p, "alice", None, "bad")
             .unwrap_err()
             .0
             .contains("forbidden"));
@@ -363,29 +457,14 @@ mod tests {
         );
         let p = Policy::new(config, &catalog(), &[]).unwrap();
         // A stranger whose groups map to operator may operate, not admin.
-        assert!(p
-            .decide(
-                "dave@example.test",
-                Some(Mode::Operator),
-                "op",
-                Tier::Operate
-            )
-            .is_ok());
-        assert!(p
-            .decide(
-                "dave@example.test",
-                Some(Mode::Operator),
-                "adm",
-                Tier::Admin
-            )
+        assert!(d(&p, "dave@example.test", Some(Mode::Operator), "op").is_ok());
+        assert!(d(&p, "dave@example.test", Some(Mode::Operator), "adm")
             .unwrap_err()
             .0
             .contains("has mode operator"));
         // An operator's explicit grant wins over the groups, both ways.
         assert_eq!(p.mode_of("carol@example.test", Some(Mode::Rw)), Mode::Ro);
-        assert!(p
-            .decide("carol@example.test", Some(Mode::Rw), "op", Tier::Operate)
-            .is_err());
+        assert!(d(&p, "carol@example.test", Some(Mode::Rw), "op").is_err());
         assert_eq!(p.mode_of("dave@example.test", None), Mode::Ro);
     }
 
@@ -403,9 +482,8 @@ mod tests {
             },
         );
         let p = Policy::new(config, &catalog(), &[]).unwrap();
-        assert!(p.decide("root", None, "read_a", Tier::Read).is_ok());
-        assert!(p
-            .decide("root", None, "op", Tier::Operate)
+        assert!(d(&p, "root", None, "read_a").is_ok());
+        assert!(d(&p, "root", None, "op")
             .unwrap_err()
             .0
             .contains("read-only"));

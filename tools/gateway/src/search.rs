@@ -776,6 +776,8 @@ mod tests {
             path_params: path_params.iter().map(|p| p.to_string()).collect(),
             endpoint: None,
             keywords: String::new(),
+            key: String::new(),
+            aliases: Vec::new(),
         }
     }
 

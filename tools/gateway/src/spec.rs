@@ -119,6 +119,34 @@ pub struct ToolSpec {
     /// agents never see them.
     #[serde(default, skip_serializing)]
     pub keywords: String,
+    /// What the tool does, in words no backend can move to another
+    /// operation: the backend's id and its own name for the operation
+    /// (`pve:POST /nodes/{node}/qemu/{vmid}/status/stop`,
+    /// `quox:docker.restart`). Catalog names can change (a collector adds
+    /// `docker_restart` and `docker.restart` becomes
+    /// `quox_docker_dot_restart`); policy lists and approvals bind to the
+    /// key, with the name as an alias. Two tools may share a key when
+    /// they make the same backend operation (`vm_create` and
+    /// `backup_restore_vm`): the same request, approved or denied alike.
+    /// Empty from a backend: the catalog makes it `<backend>:<name>`.
+    #[serde(default, skip_serializing)]
+    pub key: String,
+    /// Other names a policy list may give this tool, fixed by what the
+    /// tool is (a collector tool's `quox_docker_restart` and
+    /// `quox_docker_dot_restart` for `docker.restart`), whichever its
+    /// catalog name is today. A deny list entry matching any of them
+    /// denies the tool; an allow list entry allows it only when the entry
+    /// names no other tool (an ambiguous name widens nothing).
+    #[serde(default, skip_serializing)]
+    pub aliases: Vec<String>,
+}
+
+impl ToolSpec {
+    /// Whether a policy list `entry` names this tool: its key, its
+    /// catalog name, or one of its aliases.
+    pub fn answers_to(&self, entry: &str) -> bool {
+        entry == self.key || entry == self.name || self.aliases.iter().any(|a| a == entry)
+    }
 }
 
 impl ToolSpec {

@@ -1,14 +1,26 @@
-//! What a person asked to approve a call sees: the call's arguments,
-//! complete, in sorted key order, with secret-named fields masked at any
-//! depth and every control, bidi and invisible formatting character shown
-//! as `\u{…}` text.
+//! What a person asked to approve a call sees: the call's arguments, in
+//! sorted key order, every value that decides shown so that it can be
+//! judged and compared, and every control, bidi and invisible formatting
+//! character shown as `\u{…}` text.
 //!
-//! Nothing is cut. A summary that would pass [`MAX_SUMMARY_CHARS`] is not
-//! made at all: the call is refused rather than put to a person who could
-//! only see part of it (a cut summary lets a script hide the part that
-//! matters past the cut).
+//! - **Public keys** (SSH `authorized_keys` text, at any key name; a VM's
+//!   URL-encoded `sshkeys` too) are shown as type, SHA256 fingerprint and
+//!   comment: `ssh-keys[ssh-ed25519 SHA256:… "alice@laptop"]`. A request
+//!   that installs an intruder's key must not read like a good one.
+//! - **Secrets** (values of fields named like passwords, tokens, keys)
+//!   are shown as set or unset, with their length and a short hash, so
+//!   two requests can be compared without the secret being shown:
+//!   `password=set(12 chars, sha256:9f86d081)`.
+//! - **Everything else in full.** A string longer than [`LONG_CHARS`] is
+//!   shown in full in [`Rendered::full`] (`airlock approvals show ID`)
+//!   and summarised in [`Rendered::short`] (lists, prompts, errors) by its
+//!   start, its length and a short hash.
 //!
-//! The form: `node=pve1, vmid=101, config={password=[redacted], tags=["a", "b"]}`.
+//! Nothing is cut silently: a short form past [`MAX_SUMMARY_CHARS`] or a
+//! full one past [`MAX_DETAIL_CHARS`] is not made at all, and the call is
+//! refused rather than put to a person who could only see part of it.
+//!
+//! The form: `node=pve1, vmid=101, config={password=set(…), tags=["a", "b"]}`.
 //! At the top level a string made only of letters, digits and `_.:/@+-`
 //! that does not read as a number, boolean or null is shown bare; every
 //! other string is quoted, so `vmid=101` is a number and `vmid="101"` a
@@ -16,63 +28,127 @@
 
 use serde_json::{Map, Value};
 
-use crate::{
-    redact::{is_secret, REDACTED},
-    visible::must_escape,
-};
+use crate::{digest::sha256_hex, redact::is_secret, ssh_keys, visible::must_escape};
 
-/// The longest summary an approver is shown, in characters.
+/// The longest short form, in characters (lists, prompts, errors).
 pub const MAX_SUMMARY_CHARS: usize = 2_000;
 
-/// The arguments take more than [`MAX_SUMMARY_CHARS`] to show in full.
+/// The longest full form, in characters (`approvals show`): cloud-init
+/// user data and scripts fit.
+pub const MAX_DETAIL_CHARS: usize = 65_536;
+
+/// A string longer than this many characters is summarised in the short
+/// form.
+pub const LONG_CHARS: usize = 200;
+
+/// How much of a long string the short form shows.
+const HEAD_CHARS: usize = 80;
+
+/// The arguments take too many characters to show.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the arguments take more than {limit} characters to show in full to the person approving the call, and Airlock never asks for approval of a summary it had to cut; pass smaller arguments (fewer keys, shorter values) or split the call")]
+#[error("the arguments take more than {limit} characters to show {what} to the person approving the call, and Airlock never asks for approval of a summary it had to cut; pass smaller arguments (fewer keys, shorter values) or split the call")]
 pub struct TooLong {
     pub limit: usize,
+    pub what: &'static str,
+}
+
+/// The approver's rendering of a call's arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    /// Long values summarised: what lists, prompts and errors show.
+    pub short: String,
+    /// Every value in full, when the short form summarised one (`None`
+    /// when the short form is already everything).
+    pub full: Option<String>,
 }
 
 /// The approver's rendering of `args`, or [`TooLong`].
-pub fn summarize(args: &Value) -> Result<String, TooLong> {
-    summarize_within(args, MAX_SUMMARY_CHARS)
+pub fn summarize(args: &Value) -> Result<Rendered, TooLong> {
+    summarize_within(args, MAX_SUMMARY_CHARS, MAX_DETAIL_CHARS)
 }
 
-/// [`summarize`] with another bound (tests).
-pub fn summarize_within(args: &Value, limit: usize) -> Result<String, TooLong> {
+/// [`summarize`] with other bounds (tests).
+pub fn summarize_within(
+    args: &Value,
+    short_limit: usize,
+    full_limit: usize,
+) -> Result<Rendered, TooLong> {
     let mut r = Renderer {
-        out: String::new(),
-        chars: 0,
-        limit,
+        short: Out::new(short_limit, "in a list"),
+        full: Out::new(full_limit, "in full"),
+        summarised: false,
     };
     match args {
         Value::Object(map) => r.entries(map, true)?,
-        other => r.value(other, true)?,
+        other => r.value(other, true, false)?,
     }
-    Ok(r.out)
+    Ok(Rendered {
+        full: r.summarised.then_some(r.full.text),
+        short: r.short.text,
+    })
 }
 
-struct Renderer {
-    out: String,
+/// One form being written, with its bound.
+struct Out {
+    text: String,
     chars: usize,
     limit: usize,
+    what: &'static str,
 }
 
-impl Renderer {
+impl Out {
+    fn new(limit: usize, what: &'static str) -> Self {
+        Self {
+            text: String::new(),
+            chars: 0,
+            limit,
+            what,
+        }
+    }
+
     fn push(&mut self, s: &str) -> Result<(), TooLong> {
         self.chars += s.chars().count();
         if self.chars > self.limit {
-            return Err(TooLong { limit: self.limit });
+            return Err(TooLong {
+                limit: self.limit,
+                what: self.what,
+            });
         }
-        self.out.push_str(s);
+        self.text.push_str(s);
         Ok(())
+    }
+
+    /// Whether `at_least` more characters could still fit.
+    fn room_for(&self, at_least: usize) -> Result<(), TooLong> {
+        if at_least > self.limit.saturating_sub(self.chars) + 2 {
+            return Err(TooLong {
+                limit: self.limit,
+                what: self.what,
+            });
+        }
+        Ok(())
+    }
+}
+
+struct Renderer {
+    short: Out,
+    full: Out,
+    /// The short form summarised a long value.
+    summarised: bool,
+}
+
+impl Renderer {
+    /// The same text into both forms.
+    fn push(&mut self, s: &str) -> Result<(), TooLong> {
+        self.short.push(s)?;
+        self.full.push(s)
     }
 
     /// `k=v, k=v` in sorted key order. Every entry takes at least five
     /// characters with its separator, so an object too large to show is
     /// known before its keys are sorted.
     fn entries(&mut self, map: &Map<String, Value>, top: bool) -> Result<(), TooLong> {
-        if map.len().saturating_mul(5) > self.limit.saturating_sub(self.chars) + 2 {
-            return Err(TooLong { limit: self.limit });
-        }
+        self.short.room_for(map.len().saturating_mul(5))?;
         let mut sorted: Vec<(&String, &Value)> = map.iter().collect();
         sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (i, (k, v)) in sorted.into_iter().enumerate() {
@@ -81,11 +157,7 @@ impl Renderer {
             }
             self.key(k)?;
             self.push("=")?;
-            if is_secret(k) && !v.is_null() {
-                self.push(REDACTED)?;
-            } else {
-                self.value(v, top)?;
-            }
+            self.value(v, top, is_secret(k))?;
         }
         Ok(())
     }
@@ -94,25 +166,27 @@ impl Renderer {
         if !k.is_empty() && k.chars().all(plain_char) {
             self.push(k)
         } else {
-            self.quoted(k)
+            let q = quoted(k, self.full.limit)?;
+            self.push(&q)
         }
     }
 
-    fn value(&mut self, v: &Value, top: bool) -> Result<(), TooLong> {
+    /// A value; `secret` when its field's name marks it secret (the
+    /// elements of a secret-named list are secret too).
+    fn value(&mut self, v: &Value, top: bool, secret: bool) -> Result<(), TooLong> {
         match v {
-            Value::Null | Value::Bool(_) | Value::Number(_) => self.push(&v.to_string()),
-            Value::String(s) if top && bare(s) => self.push(s),
-            Value::String(s) => self.quoted(s),
+            Value::Null => self.push("null"),
+            Value::String(s) => self.string(s, top, secret),
+            Value::Bool(_) | Value::Number(_) if secret => self.secret(&v.to_string()),
+            Value::Bool(_) | Value::Number(_) => self.push(&v.to_string()),
             Value::Array(items) => {
-                if items.len().saturating_mul(3) > self.limit.saturating_sub(self.chars) + 2 {
-                    return Err(TooLong { limit: self.limit });
-                }
+                self.short.room_for(items.len().saturating_mul(3))?;
                 self.push("[")?;
                 for (i, item) in items.iter().enumerate() {
                     if i > 0 {
                         self.push(", ")?;
                     }
-                    self.value(item, false)?;
+                    self.value(item, false, secret)?;
                 }
                 self.push("]")
             }
@@ -124,27 +198,96 @@ impl Renderer {
         }
     }
 
-    /// `"…"` with `"` and `\` escaped and every character a terminal would
-    /// act on written as `\u{…}`.
-    fn quoted(&mut self, s: &str) -> Result<(), TooLong> {
-        // A quoted string is at least as long as its characters: refuse
-        // before building the escaped copy of a huge one.
-        if s.len() > self.limit.saturating_mul(4) {
-            return Err(TooLong { limit: self.limit });
+    fn string(&mut self, s: &str, top: bool, secret: bool) -> Result<(), TooLong> {
+        // Bounded before any copy: a string a person could never read in
+        // full is refused whatever it holds.
+        if s.len() > self.full.limit.saturating_mul(4) {
+            return Err(TooLong {
+                limit: self.full.limit,
+                what: self.full.what,
+            });
         }
-        let mut q = String::with_capacity(s.len() + 2);
-        q.push('"');
-        for c in s.chars() {
-            match c {
-                '"' => q.push_str("\\\""),
-                '\\' => q.push_str("\\\\"),
-                c if must_escape(c) => q.push_str(&format!("\\u{{{:x}}}", c as u32)),
-                c => q.push(c),
-            }
+        if let Some(keys) = ssh_keys::parse(s) {
+            return self.keys(&keys);
         }
-        q.push('"');
-        self.push(&q)
+        if secret {
+            return self.secret(s);
+        }
+        let shown = if top && bare(s) {
+            s.to_string()
+        } else {
+            quoted(s, self.full.limit)?
+        };
+        let chars = s.chars().count();
+        if chars <= LONG_CHARS {
+            return self.push(&shown);
+        }
+        self.summarised = true;
+        let head: String = s.chars().take(HEAD_CHARS).collect();
+        let head = quoted(&head, HEAD_CHARS)?;
+        self.short.push(&format!(
+            "{}… ({chars} chars, sha256:{}; in full: approvals show)",
+            head.strip_suffix('"').unwrap_or(&head),
+            &sha256_hex(s.as_bytes())[..8]
+        ))?;
+        self.full.push(&shown)
     }
+
+    /// `set(12 chars, sha256:…)`: enough to tell two values apart and to
+    /// see one is set, nothing of the value.
+    fn secret(&mut self, s: &str) -> Result<(), TooLong> {
+        let chars = s.chars().count();
+        let shown = if chars == 0 {
+            "set(empty)".to_string()
+        } else {
+            format!(
+                "set({chars} char{}, sha256:{})",
+                if chars == 1 { "" } else { "s" },
+                &sha256_hex(s.as_bytes())[..8]
+            )
+        };
+        self.push(&shown)
+    }
+
+    fn keys(&mut self, keys: &[ssh_keys::PublicKey]) -> Result<(), TooLong> {
+        self.push("ssh-keys[")?;
+        for (i, k) in keys.iter().enumerate() {
+            if i > 0 {
+                self.push(", ")?;
+            }
+            if !k.options.is_empty() {
+                let options = quoted(&k.options, self.full.limit)?;
+                self.push(&format!("options={options} "))?;
+            }
+            let comment = quoted(&k.comment, self.full.limit)?;
+            self.push(&format!("{} {} {comment}", k.kind, k.fingerprint))?;
+        }
+        self.push("]")
+    }
+}
+
+/// `"…"` with `"` and `\` escaped and every character a terminal would
+/// act on written as `\u{…}`; refused before copying a string longer than
+/// any form could hold.
+fn quoted(s: &str, limit: usize) -> Result<String, TooLong> {
+    if s.len() > limit.saturating_mul(4) {
+        return Err(TooLong {
+            limit,
+            what: "in full",
+        });
+    }
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            c if must_escape(c) => q.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    Ok(q)
 }
 
 fn plain_char(c: char) -> bool {
@@ -160,35 +303,104 @@ fn bare(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
     use serde_json::json;
+
+    fn short(args: &Value) -> String {
+        summarize(args).unwrap().short
+    }
 
     #[test]
     fn plain_arguments_read_as_before() {
         assert_eq!(
-            summarize(&json!({"vmid": 101, "node": "pve1"})).unwrap(),
+            short(&json!({"vmid": 101, "node": "pve1"})),
             "node=pve1, vmid=101"
         );
         assert_eq!(
-            summarize(&json!({"vmid": "101", "force": "true", "note": "a, b=c"})).unwrap(),
+            short(&json!({"vmid": "101", "force": "true", "note": "a, b=c"})),
             r#"force="true", note="a, b=c", vmid="101""#
         );
+        assert_eq!(summarize(&json!({"vmid": 101})).unwrap().full, None);
     }
 
     #[test]
-    fn escapes_masks_at_any_depth_and_sorts() {
-        let s = summarize(&json!({
+    fn escapes_shows_secrets_as_set_and_sorts() {
+        let r = summarize(&json!({
             "description": "nice\u{1b}[2K\u{1b}[1A\rharmless",
             "name": "web\u{202e}gpj.exe",
             "config": {"password": "hunter2", "user": "root", "inner": [{"api_key": "k"}]},
             "password": "x",
+            "token": null,
         }))
         .unwrap();
+        let h = |s: &str| sha256_hex(s.as_bytes())[..8].to_string();
         assert_eq!(
-            s,
-            r#"config={inner=[{api_key=[redacted]}], password=[redacted], user="root"}, description="nice\u{1b}[2K\u{1b}[1A\u{d}harmless", name="web\u{202e}gpj.exe", password=[redacted]"#
+            r.short,
+            format!(
+                r#"config={{inner=[{{api_key=set(1 char, sha256:{})}}], password=set(7 chars, sha256:{}), user="root"}}, description="nice\u{{1b}}[2K\u{{1b}}[1A\u{{d}}harmless", name="web\u{{202e}}gpj.exe", password=set(1 char, sha256:{}), token=null"#,
+                h("k"),
+                h("hunter2"),
+                h("x")
+            )
         );
-        assert!(!s.contains("hunter2"));
-        assert!(s.chars().all(|c| !must_escape(c)));
+        assert!(!r.short.contains("hunter2"));
+        assert!(r.short.chars().all(|c| !must_escape(c)));
+        // Two different secrets read differently; the same one the same.
+        assert_ne!(
+            short(&json!({"password": "a"})),
+            short(&json!({"password": "b"}))
+        );
+        assert_eq!(
+            short(&json!({"api_keys": ["a", "b"]})),
+            format!(
+                "api_keys=[set(1 char, sha256:{}), set(1 char, sha256:{})]",
+                h("a"),
+                h("b")
+            )
+        );
+    }
+
+    #[test]
+    fn public_keys_are_shown_by_type_fingerprint_and_comment() {
+        let mut blob = Vec::new();
+        blob.extend_from_slice(&(11u32).to_be_bytes());
+        blob.extend_from_slice(b"ssh-ed25519");
+        blob.extend_from_slice(&(32u32).to_be_bytes());
+        blob.extend_from_slice(&[7; 32]);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&blob);
+        let fp = base64::engine::general_purpose::STANDARD_NO_PAD
+            .encode(<sha2::Sha256 as sha2::Digest>::digest(&blob));
+        let key = format!("ssh-ed25519 {b64} intruder@evil");
+        for name in ["ssh-public-keys", "sshkeys", "authorized"] {
+            let s = short(&json!({name: key}));
+            assert_eq!(
+                s,
+                format!(r#"{name}=ssh-keys[ssh-ed25519 SHA256:{fp} "intruder@evil"]"#)
+            );
+            assert!(!s.contains("redacted"));
+        }
+    }
+
+    #[test]
+    fn long_values_are_summarised_and_shown_in_full_on_request() {
+        let user_data = format!("#cloud-config\nruncmd:\n{}", "  - echo hi\n".repeat(100));
+        let r = summarize(&json!({"cicustom": user_data, "vmid": 101})).unwrap();
+        let full = r.full.expect("summarised");
+        assert!(
+            r.short.starts_with("cicustom=\"#cloud-config\\u{a}runcmd"),
+            "{}",
+            r.short
+        );
+        assert!(
+            r.short
+                .contains(&format!("({} chars, sha256:", user_data.chars().count())),
+            "{}",
+            r.short
+        );
+        assert!(r.short.ends_with(", vmid=101"), "{}", r.short);
+        assert!(r.short.chars().count() < 300);
+        assert!(full.contains(&"  - echo hi\\u{a}".repeat(100)));
+        assert!(full.ends_with(", vmid=101"));
     }
 
     #[test]
@@ -197,16 +409,17 @@ mod tests {
         for i in (0..100).rev() {
             map.insert(format!("k{i:03}"), json!(i));
         }
-        let s = summarize(&Value::Object(map)).unwrap();
+        let s = short(&Value::Object(map));
         assert_eq!(s.matches('=').count(), 100);
         assert!(s.starts_with("k000=0, k001=1, "), "{s}");
         assert!(s.ends_with("k099=99"), "{s}");
 
-        let long = json!({"note": "x".repeat(MAX_SUMMARY_CHARS)});
+        let long = json!({"note": "x".repeat(MAX_DETAIL_CHARS)});
         assert_eq!(
             summarize(&long),
             Err(TooLong {
-                limit: MAX_SUMMARY_CHARS
+                limit: MAX_DETAIL_CHARS,
+                what: "in full"
             })
         );
         let mut many = Map::new();
@@ -216,5 +429,7 @@ mod tests {
         let e = summarize(&Value::Object(many)).unwrap_err();
         assert!(e.to_string().contains("2000 characters"), "{e}");
         assert!(summarize(&json!({"a": vec![0; 1000]})).is_err());
+        // A gigabyte-sized string is refused before it is copied.
+        assert!(summarize(&json!({"a": "x".repeat(MAX_DETAIL_CHARS * 4 + 1)})).is_err());
     }
 }

@@ -364,6 +364,8 @@ mod tests {
             path_params: vec![],
             endpoint: None,
             keywords: String::new(),
+            key: String::new(),
+            aliases: Vec::new(),
         }
     }
 

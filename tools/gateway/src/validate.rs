@@ -299,6 +299,8 @@ mod tests {
             path_params: path_params.iter().map(|s| s.to_string()).collect(),
             endpoint: None,
             keywords: String::new(),
+            key: String::new(),
+            aliases: Vec::new(),
         }
     }
 

@@ -14,6 +14,7 @@ use std::{
 use airlock_gateway::{
     audit,
     backend::{Backend, BackendError, Reply},
+    decision::Decider,
     policy::{Grant, Mode, PolicyConfig},
     spec::{Hints, Tier, ToolSpec},
     CallError, Caller, Gateway, GatewayConfig,
@@ -57,6 +58,8 @@ fn tool(name: &str, tier: Tier) -> ToolSpec {
         path_params: vec!["node".into()],
         endpoint: None,
         keywords: String::new(),
+        key: String::new(),
+        aliases: Vec::new(),
     }
 }
 
@@ -349,7 +352,7 @@ async fn approval_round_trip_is_single_use() {
 
     s.gateway
         .approvals()
-        .approve(&id, "operator-1", s.gateway.now_ms())
+        .approve(&id, &Decider::cli("operator-1"), s.gateway.now_ms())
         .unwrap();
     s.gateway.call(&alice, "op_stop", args()).await.unwrap();
     assert_eq!(s.backend.count(), 2);
@@ -384,7 +387,7 @@ async fn approvals_are_bound_to_arguments_and_identity() {
     );
     s.gateway
         .approvals()
-        .approve(&id, "op", s.gateway.now_ms())
+        .approve(&id, &Decider::cli("op"), s.gateway.now_ms())
         .unwrap();
     // Tampered arguments: another guest.
     let e = s
@@ -420,7 +423,7 @@ async fn approvals_expire() {
     );
     s.gateway
         .approvals()
-        .approve(&id, "op", s.gateway.now_ms())
+        .approve(&id, &Decider::cli("op"), s.gateway.now_ms())
         .unwrap();
     s.clock.fetch_add(11 * 60 * 1000, Ordering::SeqCst);
     let e = s
@@ -444,7 +447,7 @@ async fn a_denied_request_is_reported_as_denied() {
     );
     s.gateway
         .approvals()
-        .deny(&id, "op", s.gateway.now_ms())
+        .deny(&id, &Decider::cli("op"), s.gateway.now_ms())
         .unwrap();
     let e = s
         .gateway
@@ -589,7 +592,7 @@ async fn a_full_disk_under_the_approval_store_refuses_calls_and_loses_nothing() 
     std::fs::remove_file(filler).unwrap();
     s.gateway
         .approvals()
-        .approve(&first, "operator", s.gateway.now_ms())
+        .approve(&first, &Decider::cli("operator"), s.gateway.now_ms())
         .unwrap();
     s.gateway.call(&alice, "op_stop", args()).await.unwrap();
     assert_eq!(s.backend.count(), 1);
@@ -705,6 +708,7 @@ async fn executions_are_audited() {
         from_groups: None,
         mode: None,
         plan: None,
+        approve_own: false,
     };
     s.gateway
         .call(&c, "read_status", json!({"node": "pve1"}))
@@ -913,6 +917,7 @@ async fn rate_limited_refusals_leave_one_line_and_a_count() {
         from_groups: None,
         mode: None,
         plan: None,
+        approve_own: false,
     };
     for _ in 0..5 {
         gateway.call(&mallory, "read_status", args()).await.unwrap();
@@ -1101,7 +1106,7 @@ async fn open_requests_per_identity_are_capped() {
     // Deciding one makes room for the next.
     s.gateway
         .approvals()
-        .deny(&filed[0], "op", s.gateway.now_ms())
+        .deny(&filed[0], &Decider::cli("op"), s.gateway.now_ms())
         .unwrap();
     request_id(
         &s.gateway
@@ -1151,7 +1156,10 @@ async fn the_approver_sees_everything_escaped_and_masked_or_is_not_asked() {
         .unwrap_err();
     let summary = e.details()["summary"].as_str().unwrap().to_string();
     assert!(
-        summary.starts_with(r#"config={password=[redacted], user="root"}, description="fine\u{1b}[2K\u{d}DELETE ALL", k000=0, k001=1, "#),
+        summary.starts_with(&format!(
+            r#"config={{password=set(7 chars, sha256:{}), user="root"}}, description="fine\u{{1b}}[2K\u{{d}}DELETE ALL", k000=0, k001=1, "#,
+            &airlock_gateway::digest::sha256_hex(b"hunter2")[..8]
+        )),
         "{summary}"
     );
     assert!(
@@ -1173,12 +1181,40 @@ async fn the_approver_sees_everything_escaped_and_masked_or_is_not_asked() {
         .unwrap();
     assert_eq!(listed[0].summary, summary);
 
-    // Too much to show in full: not asked at all.
-    a["description"] = json!("x".repeat(3000));
+    // A long value is summarised in the list and kept in full.
+    a["description"] = json!(format!("{}END", "x".repeat(3000)));
+    let e = s
+        .gateway
+        .call(&alice, "op_configure", a.clone())
+        .await
+        .unwrap_err();
+    let id = e.details()["request_id"].as_str().unwrap().to_string();
+    let filed = s.gateway.approvals().get(&id).unwrap();
+    assert!(
+        filed.summary.contains("(3003 chars, sha256:"),
+        "{}",
+        filed.summary
+    );
+    assert!(!filed.summary.contains("END"));
+    assert!(filed.detail.as_deref().unwrap().contains("xxxEND, "));
+
+    // Too much to show in full, or in a list: not asked at all.
+    a["description"] = json!("x".repeat(70_000));
+    let e = s
+        .gateway
+        .call(&alice, "op_configure", a.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "approval_too_large");
+    assert!(e.to_string().contains("65536 characters"), "{e}");
+    a["description"] = json!("short");
+    for i in 100..400 {
+        a[format!("k{i:03}")] = json!(i);
+    }
     let e = s.gateway.call(&alice, "op_configure", a).await.unwrap_err();
     assert_eq!(e.code(), "approval_too_large");
     assert!(e.to_string().contains("2000 characters"), "{e}");
-    assert_eq!(s.gateway.approvals().rows().unwrap(), 1);
+    assert_eq!(s.gateway.approvals().rows().unwrap(), 2);
     assert_eq!(s.backend.count(), 0);
 }
 

@@ -9,7 +9,7 @@
 use std::{
     path::{Path, PathBuf},
     sync::{
-        atomic::{AtomicI64, Ordering},
+        atomic::{AtomicI64, AtomicUsize, Ordering},
         Arc, Mutex,
     },
     time::Duration,
@@ -18,12 +18,13 @@ use std::{
 use airlock_gateway::{
     approval::{Request, Status, DEFAULT_TTL_MS},
     audit::{self, AuditLog},
-    backend::{Backend, BackendError, Reply},
+    backend::{Backend, BackendError, Reply, TaskEnd},
+    decision::Decider,
     digest::sha256_json,
     gateway::PlanFiled,
     plan::{
         list_hash, table, Applying, PlanError, PlanRun, PlannedChange, Recorder, MAX_PLAN_CHANGES,
-        MAX_PLAN_SUMMARY_CHARS, PLAN_TOOL,
+        MAX_PLAN_DETAIL_CHARS, MAX_PLAN_SUMMARY_CHARS, PLAN_TOOL,
     },
     policy::{Grant, Mode, PolicyConfig},
     spec::{Hints, Tier, ToolSpec},
@@ -35,10 +36,16 @@ use serde_json::{json, Map, Value};
 const T0: i64 = 1_000_000;
 
 /// A backend that keeps every call it is sent: a read, a change that
-/// answers a task id, and a read that waits for a task.
+/// answers a task id, and a read that waits for a task. Stopping guest
+/// 999 fails at once; stopping guest 555 fails too, after waiting (at
+/// most 300 ms) for another call to arrive while it is in flight; the
+/// task of stopping guest 777 ends in failure.
 #[derive(Default)]
 struct Fleet {
     sent: Mutex<Vec<(String, Value)>>,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+    arrived: tokio::sync::Notify,
 }
 
 impl Fleet {
@@ -72,6 +79,8 @@ fn spec(name: &str, tier: Tier, props: Value, output: Option<Value>) -> ToolSpec
         path_params: vec!["node".into(), "vmid".into()],
         endpoint: None,
         keywords: String::new(),
+        key: String::new(),
+        aliases: Vec::new(),
     }
 }
 
@@ -105,11 +114,39 @@ impl Backend for Fleet {
         ]
     }
 
+    fn task_end(&self, tool: &ToolSpec, value: &Value) -> Option<TaskEnd> {
+        (tool.name == "task_wait").then(|| match value["exitstatus"].as_str() {
+            Some("OK") => TaskEnd::Ok,
+            Some(other) => TaskEnd::Failed(other.into()),
+            None => TaskEnd::Running,
+        })
+    }
+
     async fn call(&self, _: &Caller, tool: &ToolSpec, args: Value) -> Result<Reply, BackendError> {
         self.sent
             .lock()
             .unwrap()
             .push((tool.name.clone(), args.clone()));
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        self.arrived.notify_waiters();
+        let answer = self.answer(tool, &args).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        answer
+    }
+}
+
+impl Fleet {
+    async fn answer(&self, tool: &ToolSpec, args: &Value) -> Result<Reply, BackendError> {
+        if args["vmid"] == 555 {
+            // Another call arriving now would be one sent while this one
+            // is in flight; with one step at a time, none does.
+            let _ = tokio::time::timeout(Duration::from_millis(300), self.arrived.notified()).await;
+            return Err(BackendError::new(
+                "backend_error",
+                "guest 555 does not exist",
+            ));
+        }
         if args["vmid"] == 999 {
             return Err(BackendError::new(
                 "backend_error",
@@ -122,7 +159,15 @@ impl Backend for Fleet {
                 args["node"].as_str().unwrap(),
                 args["vmid"]
             )),
-            "task_wait" => json!({"status": "stopped", "upid": args["upid"]}),
+            "task_wait" => {
+                let upid = args["upid"].as_str().unwrap_or_default();
+                let exit = if upid.contains(":777:") {
+                    "backup failed: disk full"
+                } else {
+                    "OK"
+                };
+                json!({"status": "stopped", "exitstatus": exit, "upid": upid})
+            }
             _ => json!({"status": "running"}),
         };
         Ok(Reply::new(value))
@@ -213,14 +258,16 @@ impl Setup {
         let r = self
             .gateway
             .approvals()
-            .approve(id, "op", self.now())
+            .approve(id, &Decider::cli("op"), self.now())
             .unwrap();
         self.gateway.plan_decided(&r).unwrap();
         r
     }
 
-    fn take(&self, who: &str, id: &str) -> Result<Arc<Applying>, PlanError> {
-        self.gateway.take_plan(&Caller::new(who), id)
+    /// Opens `who`'s plan `id` for applying: not used until its first
+    /// change is sent.
+    fn open(&self, who: &str, id: &str) -> Result<Arc<Applying>, PlanError> {
+        self.gateway.open_plan(&Caller::new(who), id)
     }
 
     /// The log verifies and no line passes the bound.
@@ -271,7 +318,8 @@ async fn recording_sends_reads_and_writes_changes_down() {
     assert_eq!(status.value["status"], "running");
     assert_eq!(s.backend.count(), 1, "a read runs while recording");
 
-    for (n, vmid) in [(1, 101), (2, 102)] {
+    // Each stop, then the wait for its task: a step of the plan too.
+    for (n, vmid) in [(1, 101), (3, 102)] {
         let planned = s
             .gateway
             .call(&alice, "guest_stop", stop(vmid))
@@ -320,30 +368,41 @@ async fn recording_sends_reads_and_writes_changes_down() {
     );
     assert_eq!(filed.status, Status::Pending);
     let changes = filed.changes.clone().unwrap();
-    let got: Vec<(u32, &str, &str, &str, bool)> = changes
+    let got: Vec<(u32, &str, &str, bool, Option<u32>)> = changes
         .iter()
         .map(|c| {
             (
                 c.n,
                 c.tool.as_str(),
-                c.args_hash.as_str(),
                 c.target.as_str(),
                 c.needs_approval,
+                c.waits_on,
             )
         })
         .collect();
-    let (h1, h2) = (sha256_json(&stop(101)), sha256_json(&stop(102)));
     assert_eq!(
         got,
         [
-            (1, "guest_stop", h1.as_str(), "node=pve1 vmid=101", true),
-            (2, "guest_stop", h2.as_str(), "node=pve1 vmid=102", true),
+            (1, "guest_stop", "node=pve1 vmid=101", true, None),
+            (2, "task_wait", "node=pve1", false, Some(1)),
+            (3, "guest_stop", "node=pve1 vmid=102", true, None),
+            (4, "task_wait", "node=pve1", false, Some(3)),
         ]
     );
-    assert!(changes.iter().all(|c| c.tier == Tier::Operate));
+    let (h1, h2) = (sha256_json(&stop(101)), sha256_json(&stop(102)));
+    assert_eq!(
+        (changes[0].args_hash.as_str(), changes[2].args_hash.as_str()),
+        (h1.as_str(), h2.as_str())
+    );
+    assert!(changes.iter().all(|c| c.tier
+        == if c.is_change() {
+            Tier::Operate
+        } else {
+            Tier::Read
+        }));
     assert_eq!(filed.args_hash, list_hash(&changes));
     assert_eq!(filed.summary, table(&changes));
-    assert_eq!(s.gateway.approvals().get(&filed.id).unwrap(), filed);
+    assert_eq!(s.gateway.approvals().get(&filed.id).unwrap(), *filed);
     assert_eq!(
         s.gateway.approvals().rows().unwrap(),
         1,
@@ -360,13 +419,13 @@ async fn recording_sends_reads_and_writes_changes_down() {
         planned,
         [
             (&json!("guest_stop"), &json!(1)),
-            (&json!("task_wait"), &Value::Null),
-            (&json!("guest_stop"), &json!(2)),
-            (&json!("task_wait"), &Value::Null),
+            (&json!("task_wait"), &json!(2)),
+            (&json!("guest_stop"), &json!(3)),
+            (&json!("task_wait"), &json!(4)),
         ]
     );
     let plan_line = events(&lines, "plan")[0];
-    assert_eq!(plan_line["changes"], 2);
+    assert_eq!(plan_line["changes"], 4);
     assert_eq!(plan_line["changes_sha256"], filed.args_hash.as_str());
     assert_eq!(plan_line["status"], "pending");
     assert_eq!(s.backend.count(), 3);
@@ -434,11 +493,15 @@ async fn an_approved_plan_applies_each_change_once_in_its_order() {
     let approved = s.approve(&id);
     assert_eq!(approved.status, Status::Approved);
 
-    let applying = s.take("alice", &id).unwrap();
+    let applying = s.open("alice", &id).unwrap();
     assert_eq!(applying.id, id);
-    assert_eq!(applying.approved_by.as_deref(), Some("op"));
     assert_eq!(applying.changes, changes);
-    assert_eq!(s.gateway.approvals().get(&id).unwrap().status, Status::Used);
+    // Opened, not used: nothing is sent yet.
+    assert_eq!(applying.approved_by(), None);
+    assert_eq!(
+        s.gateway.approvals().get(&id).unwrap().status,
+        Status::Approved
+    );
 
     let mut alice = with_plan("alice", PlanRun::Apply(applying.clone()));
     let execution = s.gateway.execution_started(&alice, "stop guests").unwrap();
@@ -460,6 +523,9 @@ async fn an_approved_plan_applies_each_change_once_in_its_order() {
             .await
             .unwrap()
             .value;
+        // Taken from the store as its first change was sent.
+        assert_eq!(s.gateway.approvals().get(&id).unwrap().status, Status::Used);
+        assert_eq!(applying.approved_by().as_deref(), Some("op"));
         assert_eq!(upid, json!(format!("UPID:pve1:{vmid}:stop")));
         // A read while applying runs as usual.
         s.gateway
@@ -523,9 +589,12 @@ async fn a_plan_is_taken_only_by_its_owner_once_approved_and_in_time() {
     let (denied, _) = s.plan("alice", &[103]).await;
     let (late, _) = s.plan("alice", &[104]).await;
     s.approve(&owned);
-    s.gateway.approvals().deny(&denied, "op", s.now()).unwrap();
+    s.gateway
+        .approvals()
+        .deny(&denied, &Decider::cli("op"), s.now())
+        .unwrap();
 
-    let e = s.take("bob", &owned).unwrap_err();
+    let e = s.open("bob", &owned).unwrap_err();
     assert_eq!(
         (e.code(), e.clone()),
         (
@@ -533,7 +602,7 @@ async fn a_plan_is_taken_only_by_its_owner_once_approved_and_in_time() {
             PlanError::OtherIdentity(owned.clone())
         )
     );
-    let e = s.take("alice", &pending).unwrap_err();
+    let e = s.open("alice", &pending).unwrap_err();
     assert!(
         matches!(
             &e,
@@ -545,7 +614,7 @@ async fn a_plan_is_taken_only_by_its_owner_once_approved_and_in_time() {
         "{e:?}"
     );
     assert_eq!(e.code(), "plan_not_approved");
-    let e = s.take("alice", &denied).unwrap_err();
+    let e = s.open("alice", &denied).unwrap_err();
     assert!(
         matches!(
             &e,
@@ -565,9 +634,17 @@ async fn a_plan_is_taken_only_by_its_owner_once_approved_and_in_time() {
         .unwrap_err();
     assert_eq!(plain.code(), "approval_required", "{plain}");
 
-    // bob's attempt left it for alice; she takes it once.
-    s.take("alice", &owned).unwrap();
-    let e = s.take("alice", &owned).unwrap_err();
+    // bob's attempt left it for alice. Opening it uses nothing; its
+    // first change sent takes it, once.
+    s.open("alice", &owned).unwrap();
+    let applying = s.open("alice", &owned).unwrap();
+    let alice = with_plan("alice", PlanRun::Apply(applying.clone()));
+    s.gateway
+        .call(&alice, "guest_stop", stop(101))
+        .await
+        .unwrap();
+    s.gateway.plan_finished(&alice, &applying);
+    let e = s.open("alice", &owned).unwrap_err();
     assert_eq!(
         (e.code(), e.clone()),
         ("plan_used", PlanError::Used(owned.clone()))
@@ -576,7 +653,7 @@ async fn a_plan_is_taken_only_by_its_owner_once_approved_and_in_time() {
     // Approved, then not applied within the TTL.
     s.approve(&late);
     s.clock.fetch_add(DEFAULT_TTL_MS, Ordering::SeqCst);
-    let e = s.take("alice", &late).unwrap_err();
+    let e = s.open("alice", &late).unwrap_err();
     assert_eq!(
         (e.code(), e.clone()),
         ("plan_expired", PlanError::Expired(late.clone()))
@@ -602,7 +679,7 @@ async fn a_plan_is_taken_only_by_its_owner_once_approved_and_in_time() {
             "plan_expired"
         ]
     );
-    assert_eq!(s.backend.count(), 0);
+    assert_eq!(s.backend.count(), 1, "the owner's one change");
     s.sound();
 }
 
@@ -638,7 +715,7 @@ async fn an_edited_plan_is_refused_as_tampered() {
     for (id, column, value) in &edits {
         s.approve(id);
         edit_row(&s.approvals_db, id, column, value);
-        let e = s.take("alice", id).unwrap_err();
+        let e = s.open("alice", id).unwrap_err();
         assert_eq!(
             (e.code(), e.clone()),
             ("plan_tampered", PlanError::Tampered(id.clone())),
@@ -669,7 +746,7 @@ async fn a_consistently_rewritten_plan_is_found_by_audit_verify() {
     );
     edit_row(&s.approvals_db, &id, "args_hash", &list_hash(&changes));
     edit_row(&s.approvals_db, &id, "summary", &table(&changes));
-    let applying = s.take("alice", &id).unwrap();
+    let applying = s.open("alice", &id).unwrap();
     let alice = with_plan("alice", PlanRun::Apply(applying));
     s.gateway
         .call(&alice, "guest_stop", stop(666))
@@ -709,7 +786,7 @@ async fn a_malformed_or_huge_plan_id_is_not_found_and_its_line_stays_small() {
         &id.to_uppercase(),
     ];
     for bad in odd {
-        let e = s.take("alice", bad).unwrap_err();
+        let e = s.open("alice", bad).unwrap_err();
         assert!(matches!(e, PlanError::NotFound(_)), "{e:?}");
         assert_eq!(e.code(), "plan_not_found");
         assert!(e.to_string().len() < 600, "{} bytes", e.to_string().len());
@@ -723,7 +800,7 @@ async fn a_malformed_or_huge_plan_id_is_not_found_and_its_line_stays_small() {
         assert!(last.contains("\"plan_apply\"") && last.contains("plan_not_found"));
     }
     // None of that used the real plan up.
-    s.take("alice", &id).unwrap();
+    s.open("alice", &id).unwrap();
     assert_eq!(s.backend.count(), 0);
     s.sound();
 }
@@ -733,7 +810,7 @@ async fn calls_outside_the_plan_need_their_own_approval() {
     let s = setup();
     let (id, changes) = s.plan("alice", &[101, 102]).await;
     s.approve(&id);
-    let applying = s.take("alice", &id).unwrap();
+    let applying = s.open("alice", &id).unwrap();
     let alice = with_plan("alice", PlanRun::Apply(applying.clone()));
 
     let not_in_plan = |e: CallError| {
@@ -850,42 +927,46 @@ async fn a_plan_holds_at_most_max_plan_changes() {
 
 #[tokio::test]
 async fn a_plan_holds_at_most_max_plan_summary_chars() {
-    let s = setup();
-    let recorder = Arc::new(Recorder::new().unwrap());
-    let alice = with_plan("alice", PlanRun::Record(recorder.clone()));
-    let comment = "x".repeat(1900);
-    let mut refused = None;
-    for vmid in 0..20 {
-        let args = json!({"node": "pve1", "vmid": vmid, "comment": comment});
-        if let Err(e) = s.gateway.call(&alice, "guest_stop", args).await {
-            refused = Some((vmid, e));
-            break;
-        }
-    }
-    let (at, e) = refused.expect("refused before 20 changes");
-    assert!(
-        matches!(
-            &e,
-            CallError::Plan {
-                error: PlanError::TooLong { .. },
-                ..
+    // Values shown whole in the list fill the summary budget; long ones
+    // (summarised there) fill the budget of what is shown in full.
+    for (chars, limit, most) in [
+        (190, MAX_PLAN_SUMMARY_CHARS, 100),
+        (20_000, MAX_PLAN_DETAIL_CHARS, 20),
+    ] {
+        let s = setup();
+        let recorder = Arc::new(Recorder::new().unwrap());
+        let alice = with_plan("alice", PlanRun::Record(recorder.clone()));
+        let comment = "x".repeat(chars);
+        let mut refused = None;
+        for vmid in 0..most {
+            let args = json!({"node": "pve1", "vmid": vmid, "comment": comment});
+            if let Err(e) = s.gateway.call(&alice, "guest_stop", args).await {
+                refused = Some((vmid, e));
+                break;
             }
-        ),
-        "{e:?}"
-    );
-    assert_eq!(e.code(), "plan_too_large");
-    let kept = recorder.changes();
-    assert_eq!(kept.len(), at as usize);
-    let chars: usize = kept
-        .iter()
-        .map(|c| c.summary.chars().count() + c.target.chars().count())
-        .sum();
-    assert!(
-        chars <= MAX_PLAN_SUMMARY_CHARS && chars + 1900 > MAX_PLAN_SUMMARY_CHARS,
-        "{chars}"
-    );
-    assert_eq!(s.backend.count(), 0);
-    s.sound();
+        }
+        let (at, e) = refused.unwrap_or_else(|| panic!("refused before {most} changes"));
+        assert_eq!(
+            e,
+            CallError::Plan {
+                tool: "guest_stop".into(),
+                error: PlanError::TooLong { limit }
+            }
+        );
+        assert_eq!(e.code(), "plan_too_large");
+        let kept = recorder.changes();
+        assert_eq!(kept.len(), at as usize);
+        let (shown, full): (usize, usize) = kept.iter().fold((0, 0), |(s, f), c| {
+            (
+                s + c.summary.chars().count() + c.target.chars().count(),
+                f + c.detail.as_ref().map_or(0, |d| d.chars().count()),
+            )
+        });
+        assert!(shown <= MAX_PLAN_SUMMARY_CHARS && full <= MAX_PLAN_DETAIL_CHARS);
+        assert!(shown.max(full) + chars > limit, "{shown} {full}");
+        assert_eq!(s.backend.count(), 0);
+        s.sound();
+    }
 }
 
 /// A chain with a plan of three changes recorded, filed, approved and
@@ -903,7 +984,7 @@ async fn chain() -> Chain {
     let s = setup();
     let (id, changes) = s.plan("alice", &[101, 102, 103]).await;
     s.approve(&id);
-    let applying = s.take("alice", &id).unwrap();
+    let applying = s.open("alice", &id).unwrap();
     let alice = with_plan("alice", PlanRun::Apply(applying.clone()));
     s.gateway
         .call(&alice, "guest_stop", stop(101))
@@ -943,7 +1024,7 @@ impl Chain {
     /// An `allowed` call line under the plan.
     fn call_line(&self, change: u64, args: &Value) -> Value {
         json!({
-            "call": "forged-1", "identity": "alice", "tool": "guest_stop",
+            "call": "forged-1", "identity": "alice", "tool": "guest_stop", "tool_key": "fleet:guest_stop",
             "arg_keys": ["node", "vmid"], "args_sha256": sha256_json(args),
             "tier": "operate", "backend": "fleet", "decision": "allowed",
             "plan": self.id, "plan_change": change, "approved_by": "op",
@@ -1033,10 +1114,14 @@ async fn audit_verify_finds_a_call_under_a_plan_whose_apply_ended() {
 async fn audit_verify_finds_an_apply_of_a_denied_plan() {
     let c = chain().await;
     let (id, changes) = c.s.plan("alice", &[201]).await;
-    let denied = c.s.gateway.approvals().deny(&id, "op", c.s.now()).unwrap();
+    let denied =
+        c.s.gateway
+            .approvals()
+            .deny(&id, &Decider::cli("op"), c.s.now())
+            .unwrap();
     c.s.gateway.plan_decided(&denied).unwrap();
     assert_eq!(
-        c.s.take("alice", &id).unwrap_err().code(),
+        c.s.open("alice", &id).unwrap_err().code(),
         "plan_not_approved"
     );
     sound(c.s.audit());
@@ -1062,7 +1147,7 @@ async fn a_failed_change_stops_the_plan() {
     let s = setup();
     let (id, _) = s.plan("alice", &[999, 102]).await;
     s.approve(&id);
-    let applying = s.take("alice", &id).unwrap();
+    let applying = s.open("alice", &id).unwrap();
     let alice = with_plan("alice", PlanRun::Apply(applying.clone()));
     let e = s
         .gateway
@@ -1075,14 +1160,263 @@ async fn a_failed_change_stops_the_plan() {
         .call(&alice, "guest_stop", stop(102))
         .await
         .unwrap_err();
-    assert_eq!(e.code(), "approval_required", "{e}");
-    assert!(
-        e.to_string().contains("stopped when change 1 failed"),
-        "{e}"
-    );
+    assert_eq!(e.code(), "plan_stopped", "{e}");
+    assert!(e.to_string().contains("stopped at step 1"), "{e}");
     assert_eq!(s.backend.count(), 1, "only the failed change was sent");
     let left: Vec<u32> = applying.not_applied().iter().map(|c| c.n).collect();
-    assert_eq!(left, [2]);
+    assert_eq!(left, [1, 2], "the failed change is not applied either");
+    assert!(applying.applied().is_empty());
+    s.gateway.plan_finished(&alice, &applying);
+    let lines = s.lines();
+    let end = events(&lines, "plan_end")[0];
+    assert_eq!(
+        (&end["applied"], &end["not_applied"], &end["stopped_at"]),
+        (&json!(0), &json!([1, 2]), &json!(1))
+    );
+    s.sound();
+}
+
+/// `Promise.allSettled([stop(555), stop(101)])` applying an approved
+/// plan: the two calls arrive together, but change 2 waits for change 1's
+/// answer; change 1 fails, so change 2 is refused and never sent, and
+/// only what succeeded counts as applied.
+#[tokio::test]
+async fn steps_sent_together_go_one_at_a_time_and_stop_at_a_failure() {
+    let s = setup();
+    let (id, _) = s.plan("alice", &[555, 101]).await;
+    s.approve(&id);
+    let applying = s.open("alice", &id).unwrap();
+    let alice = with_plan("alice", PlanRun::Apply(applying.clone()));
+    let (first, second) = tokio::join!(
+        s.gateway.call(&alice, "guest_stop", stop(555)),
+        s.gateway.call(&alice, "guest_stop", stop(101)),
+    );
+    assert_eq!(first.unwrap_err().code(), "backend_error");
+    let e = second.unwrap_err();
+    assert_eq!(e.code(), "plan_stopped", "{e}");
+    assert_eq!(
+        s.backend.sent(),
+        [("guest_stop".to_string(), stop(555))],
+        "change 2 was never sent"
+    );
+    assert_eq!(s.backend.most_in_flight.load(Ordering::SeqCst), 1);
+    assert!(applying.applied().is_empty());
+    s.gateway.plan_finished(&alice, &applying);
+    let lines = s.lines();
+    let end = events(&lines, "plan_end")[0];
+    assert_eq!(
+        (&end["applied"], &end["not_applied"], &end["stopped"]),
+        (&json!(0), &json!([1, 2]), &json!("backend_error"))
+    );
+    // Change 2's refusal comes after change 1's result in the chain.
+    let result_at = lines
+        .iter()
+        .position(|l| l["event"] == "call_result" && l["plan_change"] == 1)
+        .unwrap();
+    let refused_at = lines
+        .iter()
+        .position(|l| l["event"] == "call" && l["reason"] == "plan_stopped")
+        .unwrap();
+    assert!(result_at < refused_at);
+    s.sound();
+
+    // Without a failure, the two go through one after the other.
+    let s = setup();
+    let (id, _) = s.plan("alice", &[101, 102]).await;
+    s.approve(&id);
+    let applying = s.open("alice", &id).unwrap();
+    let alice = with_plan("alice", PlanRun::Apply(applying.clone()));
+    let (a, b) = tokio::join!(
+        s.gateway.call(&alice, "guest_stop", stop(101)),
+        s.gateway.call(&alice, "guest_stop", stop(102)),
+    );
+    a.unwrap();
+    b.unwrap();
+    assert_eq!(applying.applied().len(), 2);
+    assert_eq!(s.backend.most_in_flight.load(Ordering::SeqCst), 1);
     s.gateway.plan_finished(&alice, &applying);
     s.sound();
+}
+
+/// A plan that waited on a task while recording ("back up, wait, then
+/// destroy"): applying, the wait must come, and its task must end OK,
+/// before the next change; a task that failed stops the plan.
+#[tokio::test]
+async fn a_recorded_wait_binds_the_task_outcome() {
+    async fn record(s: &Setup) -> String {
+        let recorder = Arc::new(Recorder::new().unwrap());
+        let alice = with_plan("alice", PlanRun::Record(recorder.clone()));
+        let upid = s
+            .gateway
+            .call(&alice, "guest_stop", stop(777))
+            .await
+            .unwrap()
+            .value;
+        s.gateway
+            .call(&alice, "task_wait", json!({"node": "pve1", "upid": upid}))
+            .await
+            .unwrap();
+        s.gateway
+            .call(&alice, "guest_stop", stop(102))
+            .await
+            .unwrap();
+        match s.gateway.file_plan(&alice, &recorder).unwrap() {
+            PlanFiled::Filed(r) => {
+                let steps: Vec<Option<u32>> =
+                    r.changes.unwrap().iter().map(|c| c.waits_on).collect();
+                assert_eq!(steps, [None, Some(1), None]);
+                assert!(
+                    r.summary.contains("reads change 1's result"),
+                    "{}",
+                    r.summary
+                );
+                r.id
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    // The task fails: the change after the wait is refused, unsent.
+    let s = setup();
+    let id = record(&s).await;
+    s.approve(&id);
+    let applying = s.open("alice", &id).unwrap();
+    let alice = with_plan("alice", PlanRun::Apply(applying.clone()));
+    let upid = s
+        .gateway
+        .call(&alice, "guest_stop", stop(777))
+        .await
+        .unwrap()
+        .value;
+    let waited = s
+        .gateway
+        .call(&alice, "task_wait", json!({"node": "pve1", "upid": upid}))
+        .await
+        .unwrap();
+    assert_eq!(waited.value["exitstatus"], "backup failed: disk full");
+    let e = s
+        .gateway
+        .call(&alice, "guest_stop", stop(102))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "plan_stopped", "{e}");
+    assert!(e.to_string().contains("backup failed"), "{e}");
+    assert_eq!(
+        s.backend.count(),
+        2,
+        "the stop and the wait, not the second stop"
+    );
+    assert_eq!(applying.applied().len(), 1);
+    s.gateway.plan_finished(&alice, &applying);
+    let lines = s.lines();
+    let task: Vec<&Value> = events(&lines, "call_result")
+        .into_iter()
+        .filter_map(|l| l.get("task"))
+        .collect();
+    assert_eq!(task, [&json!("failed")]);
+    s.sound();
+
+    // The wait left out: the change after it is not the plan's next step.
+    let s = setup();
+    let id = record(&s).await;
+    s.approve(&id);
+    let applying = s.open("alice", &id).unwrap();
+    let alice = with_plan("alice", PlanRun::Apply(applying.clone()));
+    s.gateway
+        .call(&alice, "guest_stop", stop(777))
+        .await
+        .unwrap();
+    let e = s
+        .gateway
+        .call(&alice, "guest_stop", stop(102))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "approval_required", "{e}");
+    assert!(
+        e.to_string().contains("its next change is 2. task_wait"),
+        "{e}"
+    );
+    assert_eq!(s.backend.count(), 1);
+    s.gateway.plan_finished(&alice, &applying);
+    s.sound();
+}
+
+/// A plan is used up when its first change is sent, not when an
+/// execution opens it: an execution that sends nothing leaves it
+/// approved, and of two that open it, the first to send takes it.
+#[tokio::test]
+async fn a_plan_is_used_only_when_its_first_change_is_sent() {
+    let s = setup();
+    let (id, _) = s.plan("alice", &[101]).await;
+    s.approve(&id);
+    // An execution that opened it and sent nothing (it did not compile,
+    // was refused, was cancelled): no line, still approved.
+    let idle = s.open("alice", &id).unwrap();
+    let idle_caller = with_plan("alice", PlanRun::Apply(idle.clone()));
+    s.gateway.plan_finished(&idle_caller, &idle);
+    assert!(!idle.taken());
+    assert_eq!(
+        s.gateway.approvals().get(&id).unwrap().status,
+        Status::Approved
+    );
+    assert!(events(&s.lines(), "plan_end").is_empty());
+    assert!(events(&s.lines(), "plan_apply").is_empty());
+
+    let a = s.open("alice", &id).unwrap();
+    let b = s.open("alice", &id).unwrap();
+    let (alice_a, alice_b) = (
+        with_plan("alice", PlanRun::Apply(a.clone())),
+        with_plan("alice", PlanRun::Apply(b.clone())),
+    );
+    s.gateway
+        .call(&alice_a, "guest_stop", stop(101))
+        .await
+        .unwrap();
+    let e = s
+        .gateway
+        .call(&alice_b, "guest_stop", stop(101))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "plan_used", "{e}");
+    assert_eq!(s.backend.count(), 1);
+    assert!(a.taken() && !b.taken());
+    s.gateway.plan_finished(&alice_a, &a);
+    s.gateway.plan_finished(&alice_b, &b);
+    let lines = s.lines();
+    let applies: Vec<&Value> = events(&lines, "plan_apply")
+        .into_iter()
+        .map(|l| &l["decision"])
+        .collect();
+    assert_eq!(applies, [&json!("applying"), &json!("refused")]);
+    assert_eq!(events(&lines, "plan_end").len(), 1);
+    s.sound();
+}
+
+#[tokio::test]
+async fn audit_verify_finds_a_step_out_of_turn_or_after_a_failure() {
+    let c = chain().await;
+    // Change 2 admitted, then change 3 before change 2's result.
+    let early = c.forged(&c.mid, "early.jsonl", "call", c.call_line(2, &stop(102)));
+    let mut three = c.call_line(3, &stop(103));
+    three["call"] = json!("forged-2");
+    let early = c.forged(&early, "early-3.jsonl", "call", three.clone());
+    let why = problem(&early);
+    assert!(
+        why.contains("before the step before it had its result"),
+        "{why}"
+    );
+
+    // Change 2 failed, then change 3.
+    let failed = c.forged(&c.mid, "failed.jsonl", "call", c.call_line(2, &stop(102)));
+    let failed = c.forged(
+        &failed,
+        "failed-result.jsonl",
+        "call_result",
+        json!({"call": "forged-1", "duration_ms": 1, "status": "backend_error"}),
+    );
+    sound(&failed);
+    let failed = c.forged(&failed, "failed-3.jsonl", "call", three);
+    let why = problem(&failed);
+    assert!(why.contains("after a step of it failed"), "{why}");
+    c.s.sound();
 }

@@ -10,8 +10,9 @@ use std::{
 };
 
 use airlock_gateway::{
-    approval::{ApprovalError, Check, Request, Status},
+    approval::{ApprovalError, ApprovalStore, Asked, Check, Request, Status},
     audit::{self, AuditError, MAX_LINE_BYTES},
+    decision::Decider,
     keys::{self, EnrollmentFile, KeyError, KeyStore},
     plan::{list_hash, table, PlanError, PlannedChange, PLAN_TOOL},
     spec::Tier,
@@ -23,6 +24,40 @@ use serde_json::{json, Map, Value};
 
 const T0: i64 = 1_000_000;
 const TTL_MS: i64 = 10 * 60 * 1000;
+
+/// `check` with a call spelled out: the tool's key is `b:` + its name.
+trait Ask {
+    fn ask(
+        &self,
+        identity: &str,
+        tool: &str,
+        args_hash: &str,
+        summary: &str,
+        now_ms: i64,
+    ) -> Result<Check, ApprovalError>;
+}
+
+impl<S: ApprovalStore + ?Sized> Ask for S {
+    fn ask(
+        &self,
+        identity: &str,
+        tool: &str,
+        args_hash: &str,
+        summary: &str,
+        now_ms: i64,
+    ) -> Result<Check, ApprovalError> {
+        let key = format!("b:{tool}");
+        let asked = Asked {
+            identity,
+            tool,
+            tool_key: &key,
+            args_hash,
+            summary,
+            detail: None,
+        };
+        self.check(&asked, now_ms)
+    }
+}
 
 /// One PostgreSQL server for the whole binary; its watchdog stops it when
 /// the process ends.
@@ -157,35 +192,37 @@ fn fields(v: Value) -> Map<String, Value> {
 
 both!(an_approval_is_single_use, |f: Fixture| {
     let s = f.open().approvals;
-    let r = required(s.check("alice", "vm_stop", "h1", "node=pve1", T0).unwrap());
+    let r = required(s.ask("alice", "vm_stop", "h1", "node=pve1", T0).unwrap());
     assert_eq!(r.status, Status::Pending);
     assert_eq!(r.expires_ms, T0 + TTL_MS);
     // Asking again finds the same request.
     let again = required(
-        s.check("alice", "vm_stop", "h1", "node=pve1", T0 + 1)
+        s.ask("alice", "vm_stop", "h1", "node=pve1", T0 + 1)
             .unwrap(),
     );
     assert_eq!(again.id, r.id);
-    let approved = s.approve(&r.id, "op", T0 + 2).unwrap();
+    let approved = s.approve(&r.id, &Decider::cli("op"), T0 + 2).unwrap();
     assert_eq!(approved.status, Status::Approved);
     assert_eq!(approved.decided_by.as_deref(), Some("op"));
     assert_eq!(
-        s.check("alice", "vm_stop", "h1", "", T0 + 3).unwrap(),
+        s.ask("alice", "vm_stop", "h1", "", T0 + 3).unwrap(),
         Check::Proceed {
             request_id: r.id.clone(),
-            decided_by: Some("op".into())
+            decided_by: Some("op".into()),
+            decided_via: Some("cli".into()),
+            own: false,
         }
     );
     // Replay: used up, so a new request.
-    let replay = required(s.check("alice", "vm_stop", "h1", "", T0 + 4).unwrap());
+    let replay = required(s.ask("alice", "vm_stop", "h1", "", T0 + 4).unwrap());
     assert_ne!(replay.id, r.id);
     assert_eq!(s.get(&r.id).unwrap().status, Status::Used);
     assert!(matches!(
-        s.approve(&r.id, "op", T0 + 5),
+        s.approve(&r.id, &Decider::cli("op"), T0 + 5),
         Err(ApprovalError::NotPending { .. })
     ));
     assert!(matches!(
-        s.approve("ap-0000000000000000", "op", T0 + 5),
+        s.approve("ap-0000000000000000", &Decider::cli("op"), T0 + 5),
         Err(ApprovalError::NotFound(_))
     ));
 });
@@ -194,8 +231,8 @@ both!(
     an_approval_is_bound_to_identity_tool_and_arguments,
     |f: Fixture| {
         let s = f.open().approvals;
-        let r = required(s.check("alice", "vm_stop", "h1", "", T0).unwrap());
-        s.approve(&r.id, "op", T0 + 1).unwrap();
+        let r = required(s.ask("alice", "vm_stop", "h1", "", T0).unwrap());
+        s.approve(&r.id, &Decider::cli("op"), T0 + 1).unwrap();
         for (who, tool, hash) in [
             ("bob", "vm_stop", "h1"),
             ("alice", "vm_delete", "h1"),
@@ -203,14 +240,14 @@ both!(
         ] {
             assert!(
                 matches!(
-                    s.check(who, tool, hash, "", T0 + 2).unwrap(),
+                    s.ask(who, tool, hash, "", T0 + 2).unwrap(),
                     Check::Required(_)
                 ),
                 "{who} {tool} {hash}"
             );
         }
         assert!(matches!(
-            s.check("alice", "vm_stop", "h1", "", T0 + 3).unwrap(),
+            s.ask("alice", "vm_stop", "h1", "", T0 + 3).unwrap(),
             Check::Proceed { .. }
         ));
     }
@@ -218,17 +255,18 @@ both!(
 
 both!(requests_and_approvals_expire, |f: Fixture| {
     let s = f.open().approvals;
-    let r = required(s.check("alice", "vm_stop", "h1", "", T0).unwrap());
+    let r = required(s.ask("alice", "vm_stop", "h1", "", T0).unwrap());
     assert!(matches!(
-        s.approve(&r.id, "op", T0 + TTL_MS),
+        s.approve(&r.id, &Decider::cli("op"), T0 + TTL_MS),
         Err(ApprovalError::Expired(_))
     ));
-    let r = required(s.check("alice", "vm_stop", "h1", "", T0 + TTL_MS).unwrap());
-    s.approve(&r.id, "op", T0 + TTL_MS + 1).unwrap();
+    let r = required(s.ask("alice", "vm_stop", "h1", "", T0 + TTL_MS).unwrap());
+    s.approve(&r.id, &Decider::cli("op"), T0 + TTL_MS + 1)
+        .unwrap();
     // Granted approvals live one TTL from the decision, then are gone.
     let late = T0 + 2 * TTL_MS + 1;
     assert!(matches!(
-        s.check("alice", "vm_stop", "h1", "", late).unwrap(),
+        s.ask("alice", "vm_stop", "h1", "", late).unwrap(),
         Check::Required(_)
     ));
     // The open list shows only what can still be decided or used; the
@@ -247,15 +285,15 @@ both!(requests_and_approvals_expire, |f: Fixture| {
 
 both!(a_denial_sticks_until_it_expires, |f: Fixture| {
     let s = f.open().approvals;
-    let r = required(s.check("alice", "vm_stop", "h1", "", T0).unwrap());
-    let denied = s.deny(&r.id, "op", T0 + 1).unwrap();
+    let r = required(s.ask("alice", "vm_stop", "h1", "", T0).unwrap());
+    let denied = s.deny(&r.id, &Decider::cli("op"), T0 + 1).unwrap();
     assert_eq!(denied.status, Status::Denied);
-    match s.check("alice", "vm_stop", "h1", "", T0 + 2).unwrap() {
+    match s.ask("alice", "vm_stop", "h1", "", T0 + 2).unwrap() {
         Check::Denied(d) => assert_eq!(d.id, r.id),
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        s.check("alice", "vm_stop", "h1", "", T0 + 1 + TTL_MS)
+        s.ask("alice", "vm_stop", "h1", "", T0 + 1 + TTL_MS)
             .unwrap(),
         Check::Required(_)
     ));
@@ -268,36 +306,30 @@ both!(
         config.approval.max_open_per_identity = 3;
         let s = State::open(&config).unwrap().approvals;
         for i in 0..3 {
-            required(
-                s.check("alice", "vm_stop", &format!("h{i}"), "", T0)
-                    .unwrap(),
-            );
+            required(s.ask("alice", "vm_stop", &format!("h{i}"), "", T0).unwrap());
         }
         assert_eq!(
-            s.check("alice", "vm_stop", "h9", "", T0).unwrap(),
+            s.ask("alice", "vm_stop", "h9", "", T0).unwrap(),
             Check::TooManyOpen { limit: 3 }
         );
         assert_eq!(s.rows().unwrap(), 3, "the refused one was not filed");
         // Another identity has its own allowance; deciding one frees a place.
-        required(s.check("bob", "vm_stop", "h9", "", T0).unwrap());
+        required(s.ask("bob", "vm_stop", "h9", "", T0).unwrap());
         let first = s
             .list(T0, false)
             .unwrap()
             .into_iter()
             .find(|r| r.identity == "alice")
             .unwrap();
-        s.deny(&first.id, "op", T0 + 1).unwrap();
-        required(s.check("alice", "vm_stop", "h9", "", T0 + 2).unwrap());
+        s.deny(&first.id, &Decider::cli("op"), T0 + 1).unwrap();
+        required(s.ask("alice", "vm_stop", "h9", "", T0 + 2).unwrap());
     }
 );
 
 both!(expired_rows_are_purged, |f: Fixture| {
     let s = f.open().approvals;
     for i in 0..5 {
-        required(
-            s.check("alice", "vm_stop", &format!("h{i}"), "", T0)
-                .unwrap(),
-        );
+        required(s.ask("alice", "vm_stop", &format!("h{i}"), "", T0).unwrap());
     }
     assert_eq!(
         s.purge(T0 + TTL_MS).unwrap(),
@@ -323,7 +355,7 @@ both!(state_outlives_the_process_that_wrote_it, |f: Fixture| {
         required(
             first
                 .approvals
-                .check("alice", "vm_stop", "h1", "s", now)
+                .ask("alice", "vm_stop", "h1", "s", now)
                 .unwrap(),
         )
     };
@@ -346,11 +378,14 @@ both!(
             let r = required(
                 replicas[0]
                     .approvals
-                    .check("alice", "vm_stop", &hash, "", T0)
+                    .ask("alice", "vm_stop", &hash, "", T0)
                     .unwrap(),
             );
             // Decided through the other replica.
-            replicas[1].approvals.approve(&r.id, "op", T0 + 1).unwrap();
+            replicas[1]
+                .approvals
+                .approve(&r.id, &Decider::cli("op"), T0 + 1)
+                .unwrap();
             let start = Arc::new(Barrier::new(4));
             let winners: usize = std::thread::scope(|scope| {
                 let handles: Vec<_> = (0..4)
@@ -359,7 +394,7 @@ both!(
                         let (start, hash) = (start.clone(), hash.clone());
                         scope.spawn(move || {
                             start.wait();
-                            s.check("alice", "vm_stop", &hash, "", T0 + 2).unwrap()
+                            s.ask("alice", "vm_stop", &hash, "", T0 + 2).unwrap()
                         })
                     })
                     .collect();
@@ -386,7 +421,7 @@ both!(approve_and_deny_at_once_decide_once, |f: Fixture| {
     let r = required(
         replicas[0]
             .approvals
-            .check("alice", "vm_stop", "h1", "", T0)
+            .ask("alice", "vm_stop", "h1", "", T0)
             .unwrap(),
     );
     let start = Arc::new(Barrier::new(2));
@@ -395,14 +430,14 @@ both!(approve_and_deny_at_once_decide_once, |f: Fixture| {
             let (s, start, id) = (replicas[0].approvals.clone(), start.clone(), r.id.clone());
             scope.spawn(move || {
                 start.wait();
-                s.approve(&id, "op-a", T0 + 1)
+                s.approve(&id, &Decider::cli("op-a"), T0 + 1)
             })
         };
         let d = {
             let (s, start, id) = (replicas[1].approvals.clone(), start.clone(), r.id.clone());
             scope.spawn(move || {
                 start.wait();
-                s.deny(&id, "op-b", T0 + 1)
+                s.deny(&id, &Decider::cli("op-b"), T0 + 1)
             })
         };
         vec![a.join().unwrap(), d.join().unwrap()]
@@ -617,6 +652,9 @@ fn plan_of(hashes: &[&str]) -> Vec<PlannedChange> {
             summary: format!("node=pve1, vmid={}", 100 + i),
             target: format!("node=pve1 vmid={}", 100 + i),
             needs_approval: true,
+            waits_on: None,
+            detail: None,
+            key: String::new(),
         })
         .collect()
 }
@@ -671,7 +709,7 @@ both!(a_plan_is_filed_approved_and_taken_once, |f: Fixture| {
             ..
         })
     ));
-    s.approve(PLAN, "op", T0 + 2).unwrap();
+    s.approve(PLAN, &Decider::cli("op"), T0 + 2).unwrap();
     assert_eq!(
         s.take_plan(PLAN, "bob", T0 + 3),
         Err(PlanError::OtherIdentity(PLAN.into()))
@@ -691,7 +729,7 @@ both!(a_plan_is_taken_at_most_once, |f: Fixture| {
     // Both open before the plan is filed: opening purges by the wall clock.
     let (s, replica) = (f.open().approvals, f.open().approvals);
     required(s.file_plan(PLAN, "alice", &plan_of(&["h1"]), T0).unwrap());
-    s.approve(PLAN, "op", T0 + 1).unwrap();
+    s.approve(PLAN, &Decider::cli("op"), T0 + 1).unwrap();
     s.take_plan(PLAN, "alice", T0 + 2).unwrap();
     assert_eq!(
         s.take_plan(PLAN, "alice", T0 + 3),
@@ -704,7 +742,7 @@ both!(a_plan_is_taken_at_most_once, |f: Fixture| {
     );
     // A used plan cannot be decided again.
     assert!(matches!(
-        s.approve(PLAN, "op", T0 + 5),
+        s.approve(PLAN, &Decider::cli("op"), T0 + 5),
         Err(ApprovalError::NotPending { .. })
     ));
 });
@@ -721,7 +759,7 @@ both!(an_expired_or_edited_plan_is_not_taken, |f: Fixture| {
             s.file_plan(id, "alice", &plan_of(&["h1", "h2"]), T0)
                 .unwrap(),
         );
-        s.approve(id, "op", T0 + 1).unwrap();
+        s.approve(id, &Decider::cli("op"), T0 + 1).unwrap();
     }
     // Approved at T0 + 1, usable for one TTL from then.
     assert_eq!(
@@ -758,7 +796,10 @@ both!(
                     .file_plan(&id, "alice", &plan_of(&["h1"]), T0)
                     .unwrap(),
             );
-            replicas[1].approvals.approve(&id, "op", T0 + 1).unwrap();
+            replicas[1]
+                .approvals
+                .approve(&id, &Decider::cli("op"), T0 + 1)
+                .unwrap();
             let start = Arc::new(Barrier::new(4));
             let results: Vec<Result<Request, PlanError>> = std::thread::scope(|scope| {
                 let handles: Vec<_> = (0..4)
@@ -790,10 +831,7 @@ both!(a_plan_counts_against_max_open, |f: Fixture| {
     config.approval.max_open_per_identity = 3;
     let s = State::open(&config).unwrap().approvals;
     for i in 0..3 {
-        required(
-            s.check("alice", "vm_stop", &format!("h{i}"), "", T0)
-                .unwrap(),
-        );
+        required(s.ask("alice", "vm_stop", &format!("h{i}"), "", T0).unwrap());
     }
     assert_eq!(
         s.file_plan(PLAN, "alice", &plan_of(&["h1"]), T0).unwrap(),
@@ -813,13 +851,13 @@ both!(a_plan_counts_against_max_open, |f: Fixture| {
         .into_iter()
         .find(|r| r.identity == "alice")
         .unwrap();
-    s.deny(&first.id, "op", T0 + 1).unwrap();
+    s.deny(&first.id, &Decider::cli("op"), T0 + 1).unwrap();
     required(
         s.file_plan(PLAN, "alice", &plan_of(&["h1"]), T0 + 2)
             .unwrap(),
     );
     assert_eq!(
-        s.check("alice", "vm_stop", "h9", "", T0 + 3).unwrap(),
+        s.ask("alice", "vm_stop", "h9", "", T0 + 3).unwrap(),
         Check::TooManyOpen { limit: 3 }
     );
 });
@@ -829,7 +867,7 @@ both!(the_list_shows_a_plan_with_its_changes, |f: Fixture| {
     let plan = plan_of(&["h1", "h2", "h3"]);
     required(s.file_plan(PLAN, "alice", &plan, T0).unwrap());
     let single = required(
-        s.check("alice", "vm_stop", "h1", "node=pve1", T0 + 1)
+        s.ask("alice", "vm_stop", "h1", "node=pve1", T0 + 1)
             .unwrap(),
     );
     let open = s.list(T0 + 2, false).unwrap();
@@ -841,7 +879,7 @@ both!(the_list_shows_a_plan_with_its_changes, |f: Fixture| {
     let other = open.iter().find(|r| r.id == single.id).unwrap();
     assert_eq!(other.changes, None);
     // Once used it leaves the open list, and keeps its changes.
-    s.approve(PLAN, "op", T0 + 3).unwrap();
+    s.approve(PLAN, &Decider::cli("op"), T0 + 3).unwrap();
     s.take_plan(PLAN, "alice", T0 + 4).unwrap();
     let open = s.list(T0 + 5, false).unwrap();
     assert!(open.iter().all(|r| r.id != PLAN), "{open:?}");
@@ -881,12 +919,12 @@ fn postgres_down_refuses_within_the_bound_and_recovers() {
     config.postgres = Some(p);
     let s = State::open(&config).unwrap();
     s.audit.append("call", fields(json!({"i": 0}))).unwrap();
-    let r = required(s.approvals.check("alice", "vm_stop", "h", "", T0).unwrap());
+    let r = required(s.approvals.ask("alice", "vm_stop", "h", "", T0).unwrap());
 
     pg.stop_now().unwrap();
     let started = Instant::now();
     let audit = s.audit.append("call", fields(json!({"i": 1})));
-    let approval = s.approvals.check("alice", "vm_stop", "h", "", T0 + 1);
+    let approval = s.approvals.ask("alice", "vm_stop", "h", "", T0 + 1);
     let rate = s.rate.take("alice", 10, T0);
     let took = started.elapsed();
     assert!(matches!(audit, Err(AuditError::Store { .. })), "{audit:?}");

@@ -78,6 +78,8 @@ fn spec(schema: Value) -> ToolSpec {
         path_params: vec![],
         endpoint: None,
         keywords: String::new(),
+        key: String::new(),
+        aliases: Vec::new(),
     }
 }
 

@@ -21,7 +21,7 @@ use crate::{
 };
 use airlock_gateway::tls::{parse_fingerprint, Trust};
 use airlock_gateway::{
-    backend::{Backend, BackendError, Reply},
+    backend::{Backend, BackendError, Reply, TaskEnd},
     gateway::Caller,
     json_budget,
     policy::Mode,
@@ -519,6 +519,28 @@ impl Backend for ProxmoxBackend {
                 json!({"planned": true, "message": "answered by the plan: an argument is the result of a planned change, which has not been made"})
             }
         }
+    }
+
+    /// `wait_task` and a task's status (`GET …/tasks/{upid}/status`) say
+    /// how a task ended: `status` `stopped` with `exitstatus` `OK` is the
+    /// only good end (`WARNINGS: n` is not OK); `running` has not ended.
+    fn task_end(&self, tool: &ToolSpec, value: &Value) -> Option<TaskEnd> {
+        let route = self.routes.get(&tool.name)?;
+        let reads_a_task = route.kind == RouteKind::WaitTask
+            || (route.method == apidata::Method::Get
+                && route.path.ends_with("/tasks/{upid}/status"));
+        if !reads_a_task {
+            return None;
+        }
+        Some(match value.get("status").and_then(Value::as_str) {
+            Some("stopped") => match value.get("exitstatus").and_then(Value::as_str) {
+                Some("OK") => TaskEnd::Ok,
+                Some(other) => TaskEnd::Failed(other.to_string()),
+                None => TaskEnd::Failed("no exit status".into()),
+            },
+            Some("running") => TaskEnd::Running,
+            _ => TaskEnd::Failed("no task status in the answer".into()),
+        })
     }
 
     async fn call(

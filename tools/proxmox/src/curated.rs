@@ -390,6 +390,8 @@ fn build(
         endpoint: (route.kind == RouteKind::Api)
             .then(|| format!("{} {}", route.method, route.path)),
         keywords: String::new(),
+        key: route.key(backend),
+        aliases: Vec::new(),
     };
     (spec, route)
 }
@@ -398,6 +400,49 @@ fn build(
 mod tests {
     use super::*;
     use airlock_gateway::Catalog;
+
+    #[test]
+    fn keys_name_operations() {
+        let tools = tools(&TierRules::defaults(), &Default::default(), "pve");
+        // A key is shared only by tools that send the same request.
+        let mut seen: std::collections::HashMap<String, &Route> = Default::default();
+        for (spec, route) in &tools {
+            assert!(spec.key.starts_with("pve:"), "{}", spec.key);
+            if let Some(other) = seen.insert(spec.key.clone(), route) {
+                assert_eq!(
+                    (other.method, &other.path, &other.fixed, &other.kind),
+                    (route.method, &route.path, &route.fixed, &route.kind),
+                    "{}",
+                    spec.key
+                );
+            }
+        }
+        let key = |n: &str| {
+            tools
+                .iter()
+                .find(|(s, _)| s.name == n)
+                .unwrap()
+                .0
+                .key
+                .clone()
+        };
+        assert_eq!(
+            key("vm_stop"),
+            "pve:POST /nodes/{node}/qemu/{vmid}/status/stop"
+        );
+        assert_eq!(
+            key("wait_task"),
+            "pve:GET /nodes/{node}/tasks/{upid}/status (wait)"
+        );
+        assert_eq!(
+            key("task_status"),
+            "pve:GET /nodes/{node}/tasks/{upid}/status"
+        );
+        assert_eq!(
+            key("backup_list"),
+            "pve:GET /nodes/{node}/storage/{storage}/content?content=backup"
+        );
+    }
 
     #[test]
     fn at_least_120_tools_that_build() {

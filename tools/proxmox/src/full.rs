@@ -78,6 +78,8 @@ pub fn generate(ops: &[Operation], rules: &TierRules, backend: &str) -> Vec<(Too
                 path_params: op.path_params(),
                 endpoint: Some(format!("{} {}", op.method, op.path)),
                 keywords: glossary::keywords(op.method, &op.path),
+                key: route.key(backend),
+                aliases: Vec::new(),
             };
             (spec, route)
         })

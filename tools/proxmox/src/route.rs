@@ -29,6 +29,26 @@ pub struct Route {
 }
 
 impl Route {
+    /// What this route is, in words no catalog can move to another tool:
+    /// `<backend>:METHOD PATH`, with the parameters it always sends
+    /// (`?content=backup`) and `(wait)` for `wait_task`'s polling. The
+    /// curated and the full catalog give one API operation the same key.
+    pub fn key(&self, backend: &str) -> String {
+        let mut key = format!("{backend}:{} {}", self.method, self.path);
+        for (i, (name, value)) in self.fixed.iter().enumerate() {
+            let value = match value {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            key.push(if i == 0 { '?' } else { '&' });
+            key.push_str(&format!("{name}={value}"));
+        }
+        if self.kind == RouteKind::WaitTask {
+            key.push_str(" (wait)");
+        }
+        key
+    }
+
     pub fn api(method: Method, path: impl Into<String>) -> Self {
         Self {
             method,

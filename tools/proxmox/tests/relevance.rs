@@ -441,6 +441,8 @@ fn catalog() -> Catalog {
                 path_params: vec![],
                 endpoint: None,
                 keywords: String::new(),
+                key: String::new(),
+                aliases: Vec::new(),
             }
         })
         .collect();

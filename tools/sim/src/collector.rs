@@ -49,6 +49,8 @@ struct Shared {
     counters: Counters,
     /// Every execute body received, for tests to inspect.
     executed: Mutex<Vec<Value>>,
+    /// Tools installed after start (a plugin added on the collector).
+    installed: Mutex<Vec<Value>>,
 }
 
 pub struct CollectorSim {
@@ -81,6 +83,7 @@ impl CollectorSim {
             behaviour: Mutex::new(Behaviour::Normal),
             counters: Counters::default(),
             executed: Mutex::default(),
+            installed: Mutex::default(),
         });
         let (stop, mut stopped) = oneshot::channel::<()>();
         let s = shared.clone();
@@ -130,6 +133,14 @@ impl CollectorSim {
 
     pub fn executed(&self) -> Vec<Value> {
         self.shared.executed.lock().unwrap().clone()
+    }
+
+    /// Installs a tool, as a collector plugin would: listed from the next
+    /// `tools/list` on, after the built-in ones. `tool` is a list entry
+    /// (`name`, `description`, `input_schema`); calling it answers
+    /// `{"success": true, "tool": NAME, "input": …}`.
+    pub fn install_tool(&self, tool: Value) {
+        self.shared.installed.lock().unwrap().push(tool);
     }
 }
 
@@ -206,7 +217,7 @@ async fn answer(
                 .find(|(k, _)| k == "agent_id")
                 .map(|(_, v)| v.into_owned());
             match agent {
-                Some(a) => tools(&a),
+                Some(a) => tools(&a, &shared.installed.lock().unwrap()),
                 None => {
                     return Ok(reply(
                         400,
@@ -221,7 +232,7 @@ async fn answer(
                 return Ok(reply(400, json!({"error": problem}).to_string()));
             }
             shared.executed.lock().unwrap().push(request.clone());
-            execute(&request)
+            execute(&request, &shared.installed.lock().unwrap())
         }
         "/api/v1/resources/list" => {
             let n = shared.counters.health_reads.fetch_add(1, Ordering::SeqCst) + 1;
@@ -256,8 +267,8 @@ const HOSTS: [(&str, &str, u32); 3] = [
     ("db-1", "degraded", 1),
 ];
 
-fn tools(agent: &str) -> Value {
-    let list = json!([
+fn tools(agent: &str, installed: &[Value]) -> Value {
+    let mut list = json!([
         {"name": "fleet_status", "description": "Health of every host in the fleet: status and running containers.",
          "input_schema": {"type": "object", "properties": {}, "required": []}},
         {"name": "docker.status", "description": "Containers on one host, with state and image.",
@@ -267,10 +278,12 @@ fn tools(agent: &str) -> Value {
          "input_schema": {"type": "object", "properties": {
              "host": {"type": "string"}, "command": {"type": "string", "maxLength": 4096}}, "required": ["host", "command"]}}
     ]);
-    json!({"tools": list, "agent": agent, "count": 3})
+    let list = list.as_array_mut().expect("a list");
+    list.extend(installed.iter().cloned());
+    json!({"tools": list, "agent": agent, "count": list.len()})
 }
 
-fn execute(request: &Value) -> Value {
+fn execute(request: &Value, installed: &[Value]) -> Value {
     let input = &request["input"];
     match request["tool_name"].as_str() {
         Some("fleet_status") => json!({
@@ -298,6 +311,9 @@ fn execute(request: &Value) -> Value {
                 "approvalId": id,
                 "instructions": format!("An operator must approve {id} in QuoxCORE before the command runs."),
             })
+        }
+        Some(name) if installed.iter().any(|t| t["name"] == name) => {
+            json!({"success": true, "tool": name, "input": input})
         }
         _ => json!({"success": false, "error": "unknown tool"}),
     }

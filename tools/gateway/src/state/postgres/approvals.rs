@@ -14,14 +14,13 @@ use tokio_postgres::Row;
 use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS_APPROVALS};
 use crate::{
     approval::{
-        changes_text, new_id, parse_changes, plan_request, undecidable, untakeable, ApprovalError,
-        ApprovalStore, Check, Request, Status, DEFAULT_MAX_OPEN, PURGE_EVERY_MS,
+        changes_text, new_id, parse_changes, plan_request, single_request, undecidable, untakeable,
+        ApprovalError, ApprovalStore, Asked, Check, Request, Status, COLUMNS, DEFAULT_MAX_OPEN,
+        PURGE_EVERY_MS,
     },
+    decision::Decider,
     plan::{PlanError, PlannedChange},
 };
-
-const COLUMNS: &str =
-    "id, identity, tool, args_hash, summary, status, created_ms, expires_ms, decided_by, plan";
 
 fn request(r: &Row) -> Request {
     Request {
@@ -35,6 +34,9 @@ fn request(r: &Row) -> Request {
         expires_ms: r.get(7),
         decided_by: r.get(8),
         changes: parse_changes(r.get(9)),
+        tool_key: r.get(10),
+        detail: r.get(11),
+        decided_via: r.get(12),
     }
 }
 
@@ -46,8 +48,9 @@ async fn file(
     let insert = tx
         .prepare_cached(
             "INSERT INTO airlock_approvals \
-             (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, plan) \
-             VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)",
+             (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, plan, \
+              tool_key, detail) \
+             VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $9, $10)",
         )
         .await?;
     tx.execute(
@@ -61,6 +64,8 @@ async fn file(
             &request.created_ms,
             &request.expires_ms,
             &changes_text(request),
+            &request.tool_key,
+            &request.detail,
         ],
     )
     .await?;
@@ -115,27 +120,21 @@ impl PgApprovals {
 }
 
 impl ApprovalStore for PgApprovals {
-    fn check(
-        &self,
-        identity: &str,
-        tool: &str,
-        args_hash: &str,
-        summary: &str,
-        now_ms: i64,
-    ) -> Result<Check, ApprovalError> {
+    fn check(&self, asked: &Asked<'_>, now_ms: i64) -> Result<Check, ApprovalError> {
         if self.purged_ms.load(Ordering::Relaxed).abs_diff(now_ms) >= PURGE_EVERY_MS as u64 {
             self.purge(now_ms)?;
         }
-        let (identity, tool, args_hash, summary) = (
-            identity.to_string(),
-            tool.to_string(),
-            args_hash.to_string(),
-            summary.to_string(),
-        );
         let (ttl_ms, max_open) = (self.ttl_ms, self.max_open);
-        let id = new_id()?;
+        // The request this call would file, made before the database is
+        // asked (its id needs randomness, its fields are owned).
+        let new = single_request(new_id()?, asked, now_ms, ttl_ms);
         Ok(self.db.run::<_, PgError, _, _>("checking an approval", move |pool, at| async move {
             let e = |e: tokio_postgres::Error| unavailable(&at, e);
+            let (identity, key, args_hash) = (
+                new.identity.clone(),
+                new.tool_key.clone().unwrap_or_default(),
+                new.args_hash.clone(),
+            );
             let mut conn = connection(&pool, &at).await?;
             let tx = conn.transaction().await.map_err(e)?;
             tx.execute(
@@ -147,19 +146,22 @@ impl ApprovalStore for PgApprovals {
             let used = tx
                 .query_opt(
                     &tx.prepare_cached("UPDATE airlock_approvals SET status = 'used', used_ms = $4 WHERE id = (\
-                       SELECT id FROM airlock_approvals WHERE identity = $1 AND tool = $2 \
+                       SELECT id FROM airlock_approvals WHERE identity = $1 AND tool_key = $2 \
                        AND args_hash = $3 AND status = 'approved' AND expires_ms > $4 \
                        ORDER BY created_ms LIMIT 1) \
-                     AND status = 'approved' RETURNING id, decided_by").await.map_err(e)?,
-                    &[&identity, &tool, &args_hash, &now_ms],
+                     AND status = 'approved' RETURNING id, decided_by, decided_via").await.map_err(e)?,
+                    &[&identity, &key, &args_hash, &now_ms],
                 )
                 .await
                 .map_err(e)?;
             if let Some(row) = used {
                 tx.commit().await.map_err(e)?;
+                let decided_by: Option<String> = row.get(1);
                 return Ok(Check::Proceed {
                     request_id: row.get(0),
-                    decided_by: row.get(1),
+                    own: decided_by.as_deref() == Some(identity.as_str()),
+                    decided_by,
+                    decided_via: row.get(2),
                 });
             }
             for (status, answer) in [
@@ -169,11 +171,11 @@ impl ApprovalStore for PgApprovals {
                 let open = tx
                 .query_opt(
                     &tx.prepare_cached(&format!(
-                            "SELECT {COLUMNS} FROM airlock_approvals WHERE identity = $1 AND tool = $2 \
+                            "SELECT {COLUMNS} FROM airlock_approvals WHERE identity = $1 AND tool_key = $2 \
                              AND args_hash = $3 AND status = '{status}' AND expires_ms > $4 \
                              ORDER BY created_ms DESC LIMIT 1"
                         )).await.map_err(e)?,
-                        &[&identity, &tool, &args_hash, &now_ms],
+                        &[&identity, &key, &args_hash, &now_ms],
                     )
                     .await
                     .map_err(e)?;
@@ -184,21 +186,9 @@ impl ApprovalStore for PgApprovals {
             if waiting(&tx, &identity, now_ms).await.map_err(e)? >= max_open as i64 {
                 return Ok(Check::TooManyOpen { limit: max_open });
             }
-            let request = Request {
-                id,
-                identity,
-                tool,
-                args_hash,
-                summary,
-                status: Status::Pending,
-                created_ms: now_ms,
-                expires_ms: now_ms + ttl_ms,
-                decided_by: None,
-                changes: None,
-            };
-            file(&tx, &request).await.map_err(e)?;
+            file(&tx, &new).await.map_err(e)?;
             tx.commit().await.map_err(e)?;
-            Ok(Check::Required(request))
+            Ok(Check::Required(new))
         })?)
     }
 
@@ -321,11 +311,17 @@ impl ApprovalStore for PgApprovals {
     fn decide(
         &self,
         id: &str,
-        by: &str,
+        decider: &Decider,
         now_ms: i64,
         to: Status,
     ) -> Result<Request, ApprovalError> {
-        let (owned_id, by) = (id.to_string(), by.to_string());
+        // Who asked never changes: the four-eyes rule is checked on the
+        // row as it is, before the conditional update.
+        if let Some(refused) = crate::decision::refusal(&self.get(id)?, decider, to) {
+            return Err(refused);
+        }
+        let (owned_id, by) = (id.to_string(), decider.who.clone());
+        let via = decider.channel.as_str();
         let expires_ms = now_ms + self.ttl_ms;
         let decided = self.db.run::<_, PgError, _, _>("deciding an approval", move |pool, at| async move {
             let conn = connection(&pool, &at).await?;
@@ -333,10 +329,10 @@ impl ApprovalStore for PgApprovals {
                 .query_opt(
                     &format!(
                         "UPDATE airlock_approvals SET status = $2, decided_by = $3, decided_ms = $4, \
-                         expires_ms = $5 WHERE id = $1 AND status = 'pending' AND expires_ms > $4 \
-                         RETURNING {COLUMNS}"
+                         expires_ms = $5, decided_via = $6 WHERE id = $1 AND status = 'pending' \
+                         AND expires_ms > $4 RETURNING {COLUMNS}"
                     ),
-                    &[&owned_id, &to.as_str(), &by, &now_ms, &expires_ms],
+                    &[&owned_id, &to.as_str(), &by, &now_ms, &expires_ms, &via],
                 )
                 .await
                 .map_err(|e| unavailable(&at, e))?;
@@ -345,12 +341,12 @@ impl ApprovalStore for PgApprovals {
         match decided {
             Some(r) => Ok(r),
             // Not decided: say why, from the row as it is now.
-            None => Err(
-                undecidable(&self.get(id)?, now_ms).unwrap_or(ApprovalError::NotPending {
+            None => Err(undecidable(&self.get(id)?, decider, now_ms, to).unwrap_or(
+                ApprovalError::NotPending {
                     id: id.into(),
                     status: "decided",
-                }),
-            ),
+                },
+            )),
         }
     }
 

@@ -78,6 +78,17 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "change plans: a plan's changes on its approval row",
         "ALTER TABLE airlock_approvals ADD COLUMN plan TEXT;",
     ),
+    (
+        6,
+        "approvals bound to tools' stable keys, full arguments, decision channels",
+        "
+    ALTER TABLE airlock_approvals ADD COLUMN tool_key TEXT;
+    ALTER TABLE airlock_approvals ADD COLUMN detail TEXT;
+    ALTER TABLE airlock_approvals ADD COLUMN decided_via TEXT;
+    CREATE INDEX airlock_approvals_key_binding
+        ON airlock_approvals (identity, tool_key, args_hash, status);
+    ",
+    ),
 ];
 
 /// The newest version this build knows.

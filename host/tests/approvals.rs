@@ -1,0 +1,436 @@
+//! Four eyes, through the clients people use: an agent's MCP client set to
+//! accept every question (the official Python SDK's and TypeScript SDK's
+//! clients, answering every yes-or-no field with yes) cannot approve its
+//! own identity's calls or plans. The identity (`olga`, mode operator)
+//! runs `airlock serve` over stdio against the simulated cluster; each
+//! run checks that the shutdown was not made (the guest still runs), that
+//! the person was shown the request id and told someone else must approve
+//! it, and that the request is still pending for an operator. With
+//! `approve_own = true` for `olga`, the same client's yes runs the call:
+//! the convenience is the operator's choice, and the test can fail.
+//!
+//! The command line keeps the same rule: `approvals approve --by olga`
+//! of olga's request is refused, anyone else's approval is taken, and
+//! the decision's audit line names the approver, the channel and whether
+//! it was the requester.
+
+mod common;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_airlock");
+
+/// Shuts VM 101 down (it runs on the simulated pve1), then reads its
+/// status: what the call became, and whether it was made.
+const SHUTDOWN: &str = r#"const tried = await Promise.allSettled([tools.vm_shutdown({node: "pve1", vmid: 101, forceStop: true, timeout: 5})]);
+const after = await tools.vm_status({node: "pve1", vmid: 101});
+({outcome: tried[0].status === "fulfilled" ? "made" : tried[0].reason.code, status: after.status})"#;
+
+/// The same shutdown as a plan (nothing is sent while recording).
+const PLANNED: &str =
+    r#"await tools.vm_shutdown({node: "pve1", vmid: 101, forceStop: true, timeout: 5}); "planned""#;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A configuration for the simulated cluster where `olga` operates, and
+/// may approve her own requests only when `approve_own`.
+fn config(dir: &Path, approve_own: bool) -> PathBuf {
+    let path = dir.join("airlock.toml");
+    let own = if approve_own {
+        "approve_own = true\n"
+    } else {
+        ""
+    };
+    std::fs::write(
+        &path,
+        format!(
+            "state_dir = {:?}\n[identities.olga]\nmode = \"operator\"\n{own}",
+            dir.join("state").display().to_string()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The server command a client starts.
+fn server_args(config: &Path) -> Vec<String> {
+    vec![
+        BIN.to_string(),
+        "serve".into(),
+        "--config".into(),
+        config.display().to_string(),
+        "--identity".into(),
+        "olga".into(),
+    ]
+}
+
+/// Runs one `execute` of `script` (in `mode`, if any) through the Python
+/// SDK's auto-accepting client.
+fn python_client(config: &Path, script: &str, mode: &str) -> Value {
+    let program = repo().join("host/tests/clients/auto_accept.py");
+    let out = Command::new(common::test_python())
+        .arg(program)
+        .arg(script)
+        .arg(mode)
+        .args(server_args(config))
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "warn")
+        .output()
+        .unwrap();
+    answer("python", out)
+}
+
+/// The same through the TypeScript SDK's client; `None` (SKIPPED) without
+/// npm.
+fn typescript_client(config: &Path, script: &str, mode: &str) -> Option<Value> {
+    let (node, packages) = common::node_packages()?;
+    // ES modules resolve packages from where the script is: next to them.
+    let program = packages.join("auto_accept.mjs");
+    std::fs::copy(repo().join("host/tests/clients/auto_accept.mjs"), &program).unwrap();
+    let out = Command::new(node)
+        .arg(program)
+        .arg(script)
+        .arg(mode)
+        .args(server_args(config))
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "warn")
+        .output()
+        .unwrap();
+    Some(answer("typescript", out))
+}
+
+fn answer(client: &str, out: std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the {client} client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{client}: {e}: {stdout}"))
+}
+
+/// `airlock approvals ARGS` against `config`.
+fn approvals(config: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .arg("approvals")
+        .args(args)
+        .env_remove("AIRLOCK_CONFIG")
+        .output()
+        .unwrap()
+}
+
+fn audit_lines(config: &Path) -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(config.parent().unwrap().join("state/simulated/audit.jsonl"))
+            .unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// What an auto-accepting client gets, and leaves behind, with four eyes
+/// on and off.
+fn the_client_cannot_approve_its_own_calls(client: &str, run: impl Fn(&Path, &str, &str) -> Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let four_eyes = config(dir.path(), false);
+    let r = run(&four_eyes, SHUTDOWN, "");
+    assert_eq!(
+        r["result"]["result"],
+        json!({"outcome": "approval_required", "status": "running"}),
+        "{client}: {r}"
+    );
+    let asked = r["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{client}: told once: {r}");
+    let told = asked[0].as_str().unwrap();
+    assert!(
+        told.contains("someone other than olga") && told.contains("ap-"),
+        "{client}: {told}"
+    );
+    // The request waits for an operator, and nobody decided anything.
+    let ids = approvals(&four_eyes, &["list", "--ids"]);
+    let ids = String::from_utf8_lossy(&ids.stdout).trim().to_string();
+    assert!(
+        ids.starts_with("ap-") && !ids.contains('\n'),
+        "{client}: {ids}"
+    );
+    assert!(
+        told.contains(&ids),
+        "{client}: the id shown is the request's"
+    );
+    let lines = audit_lines(&four_eyes);
+    assert!(
+        !lines.iter().any(|l| l["event"] == "approval_decision"),
+        "{client}: a decision was recorded"
+    );
+    assert!(!lines
+        .iter()
+        .any(|l| l["event"] == "call" && l["tool"] == "vm_shutdown" && l["decision"] == "allowed"));
+
+    // A plan: recorded and filed, and left pending, whatever the client
+    // answers.
+    let r = run(&four_eyes, PLANNED, "plan");
+    let plan = &r["result"]["plan"];
+    assert_eq!(plan["status"], "pending", "{client}: {r}");
+    let told = r["asked"][0].as_str().unwrap_or_default();
+    assert!(
+        told.contains("someone other than olga") && told.contains(plan["id"].as_str().unwrap()),
+        "{client}: {r}"
+    );
+
+    // The operator allows olga to approve her own: the same yes now runs
+    // the call (so the refusal above is the rule, not a broken client).
+    let dir = tempfile::tempdir().unwrap();
+    let own = config(dir.path(), true);
+    let r = run(&own, SHUTDOWN, "");
+    assert_eq!(r["result"]["result"]["outcome"], "made", "{client}: {r}");
+    let decision = audit_lines(&own)
+        .into_iter()
+        .find(|l| l["event"] == "approval_decision")
+        .unwrap_or_else(|| panic!("{client}: no decision line"));
+    assert_eq!(
+        (
+            &decision["decided_by"],
+            &decision["channel"],
+            &decision["own"],
+            &decision["status"]
+        ),
+        (
+            &json!("olga"),
+            &json!("client"),
+            &json!(true),
+            &json!("approved")
+        ),
+        "{client}"
+    );
+}
+
+#[test]
+fn an_auto_accepting_python_sdk_client_cannot_approve_its_own_calls() {
+    the_client_cannot_approve_its_own_calls("python", python_client);
+}
+
+#[test]
+fn an_auto_accepting_typescript_sdk_client_cannot_approve_its_own_calls() {
+    if common::node_packages().is_none() {
+        return;
+    }
+    the_client_cannot_approve_its_own_calls("typescript", |c, s, m| {
+        typescript_client(c, s, m).unwrap()
+    });
+}
+
+/// The command line: the requester cannot approve as `--by` itself; an
+/// operator can, and the decision's line says who, how, and not own.
+#[test]
+fn the_command_line_keeps_four_eyes_and_records_the_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), false);
+    let out = Command::new(BIN)
+        .args(["--config"])
+        .arg(&config)
+        .args(["exec", "--identity", "olga", "-"])
+        .env_remove("AIRLOCK_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"await tools.vm_shutdown({node: 'pve1', vmid: 101})")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(!out.status.success());
+    let ids = approvals(&config, &["list", "--ids"]);
+    let id = String::from_utf8_lossy(&ids.stdout).trim().to_string();
+    assert!(id.starts_with("ap-"), "{id}");
+
+    let own = approvals(&config, &["approve", &id, "--by", "olga"]);
+    assert_eq!(own.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&own.stderr);
+    assert!(
+        said.contains("nobody approves their own request") && said.contains("approve_own"),
+        "{said}"
+    );
+    // Refusing it would be allowed; approving by another person is.
+    let other = approvals(&config, &["approve", &id, "--by", "rita"]);
+    assert!(other.status.success(), "{other:?}");
+    let decision = audit_lines(&config)
+        .into_iter()
+        .find(|l| l["event"] == "approval_decision")
+        .unwrap();
+    assert_eq!(
+        (
+            &decision["approval"],
+            &decision["decided_by"],
+            &decision["channel"],
+            &decision["own"],
+            &decision["identity"]
+        ),
+        (
+            &json!(id),
+            &json!("rita"),
+            &json!("cli"),
+            &json!(false),
+            &json!("olga")
+        )
+    );
+    let v = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .args(["audit", "verify"])
+        .env_remove("AIRLOCK_CONFIG")
+        .output()
+        .unwrap();
+    assert!(v.status.success(), "{v:?}");
+}
+
+/// A real SSH key made by OpenSSH, and the fingerprint `ssh-keygen -l`
+/// prints for it: the public key line and `SHA256:…`.
+fn ssh_key(dir: &Path, comment: &str) -> (String, String) {
+    let out = Command::new("sh")
+        .arg(repo().join("scripts/install-ssh-keygen.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/install-ssh-keygen.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = dir.join(comment.replace(['@', '.'], "_"));
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let public = std::fs::read_to_string(file.with_extension("pub")).unwrap();
+    let listed = Command::new("ssh-keygen")
+        .args(["-l", "-E", "sha256", "-f"])
+        .arg(file.with_extension("pub"))
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    let fingerprint = listed
+        .split_whitespace()
+        .find(|w| w.starts_with("SHA256:"))
+        .unwrap_or_else(|| panic!("no fingerprint in {listed}"))
+        .to_string();
+    (public.trim().to_string(), fingerprint)
+}
+
+/// `airlock ARGS` against `config`, with `stdin` as the script.
+fn airlock(config: &Path, args: &[&str], stdin: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("AIRLOCK_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// An intruder's key in a container's `ssh-public-keys`: every view an
+/// approver has (the command line's list, a plan's table, the prompt in
+/// the client) names it by type, fingerprint and comment, where all of
+/// them used to say `[redacted]`. A password is shown as set, with its
+/// length and a short hash; a long description in full on request.
+#[test]
+fn approvers_see_the_key_that_would_be_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (intruder, fingerprint) = ssh_key(dir.path(), "intruder@evil.example");
+    let (_, operators) = ssh_key(dir.path(), "ops@example");
+    let config = config(dir.path(), false);
+    // Admin calls need mode rw.
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("mode = \"operator\"", "mode = \"rw\"");
+    std::fs::write(&config, text).unwrap();
+    let description = format!("{}END", "cloud-init line\n".repeat(40));
+    let script = format!(
+        "await tools.ct_create({{node: 'pve1', vmid: 9100, ostemplate: 'local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst', password: 'hunter2hunter2', 'ssh-public-keys': {}, description: {}}})",
+        serde_json::to_string(&intruder).unwrap(),
+        serde_json::to_string(&description).unwrap()
+    );
+    let shown_key = format!(r#"ssh-keys[ssh-ed25519 {fingerprint} "intruder@evil.example"]"#);
+    let seen = |view: &str, text: &str| {
+        assert!(text.contains(&shown_key), "{view}: {text}");
+        assert!(!text.contains("[redacted]"), "{view}: {text}");
+        assert!(!text.contains("hunter2"), "{view}: {text}");
+        assert!(
+            text.contains("password=set(14 chars, sha256:"),
+            "{view}: {text}"
+        );
+        assert!(!text.contains(&operators), "{view}");
+    };
+
+    // 1. One call, in `airlock approvals list`.
+    let (ok, said) = airlock(&config, &["exec", "--identity", "olga", "-"], &script);
+    assert!(!ok && said.contains("ApprovalRequired"), "{said}");
+    let listed = approvals(&config, &["list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    seen("approvals list", &listed);
+    assert!(
+        listed.contains("chars, sha256:") && !listed.contains("END"),
+        "{listed}"
+    );
+    // In full on request.
+    let id = String::from_utf8_lossy(&approvals(&config, &["list", "--ids"]).stdout)
+        .trim()
+        .to_string();
+    let full = approvals(&config, &["show", &id]);
+    let full = String::from_utf8_lossy(&full.stdout).to_string();
+    assert!(
+        full.contains("cloud-init line\\u{a}cloud-init line") && full.contains("END"),
+        "{full}"
+    );
+    assert!(full.contains("key pve:POST /nodes/{node}/lxc"), "{full}");
+
+    // 2. A plan's table, as `exec --plan` prints it and the list shows it.
+    let (ok, said) = airlock(
+        &config,
+        &["exec", "--identity", "olga", "--plan", "-"],
+        &script,
+    );
+    assert!(ok, "{said}");
+    seen("the plan's table", &said);
+    let listed = approvals(&config, &["list"]);
+    seen(
+        "approvals list (plan)",
+        &String::from_utf8_lossy(&listed.stdout),
+    );
+
+    // 3. The question in the client (the Python SDK's).
+    let r = python_client(&config, &script, "");
+    let asked = r["asked"][0].as_str().unwrap_or_default();
+    seen("the client's question", asked);
+}
