@@ -174,9 +174,14 @@ fn state(file: &ConfigFile) -> Result<State, String> {
 fn describe(r: &Request, now: i64) -> String {
     let left = (r.expires_ms - now).max(0) / 1000;
     if let Some(changes) = &r.changes {
-        let n = changes.len();
+        let n = changes.iter().filter(|c| c.is_change()).count();
+        let reads = match changes.len() - n {
+            0 => String::new(),
+            1 => " and 1 read of a task".into(),
+            k => format!(" and {k} reads of tasks"),
+        };
         return format!(
-            "{}  {:<9} {} plans {n} change{} (approved or denied as a whole)  expires in {}m{:02}s\n{}",
+            "{}  {:<9} {} plans {n} change{}{reads} (approved or denied as a whole)  expires in {}m{:02}s\n{}",
             visible(&r.id),
             r.status.as_str(),
             visible(&r.identity),

@@ -177,6 +177,19 @@ pub fn table(changes: &[PlannedChange]) -> String {
         .collect()
 }
 
+/// [`table`] with every argument in full, for a person asked to decide
+/// (a long value the list form summarised, whole).
+pub fn full_table(changes: &[PlannedChange]) -> String {
+    let whole: Vec<PlannedChange> = changes
+        .iter()
+        .map(|c| PlannedChange {
+            summary: c.detail.clone().unwrap_or_else(|| c.summary.clone()),
+            ..c.clone()
+        })
+        .collect();
+    table(&whole)
+}
+
 impl Report {
     pub fn id(&self) -> &str {
         match self {
@@ -316,8 +329,8 @@ impl Report {
                     if n == 1 { "" } else { "s" },
                     match reads {
                         0 => String::new(),
-                        1 => ", and 1 read of a change's result".into(),
-                        r => format!(", and {r} reads of changes' results"),
+                        1 => ", and 1 read of a task".into(),
+                        r => format!(", and {r} reads of tasks"),
                     },
                     table(steps)
                 )

@@ -387,7 +387,7 @@ fn approvers_see_the_key_that_would_be_installed() {
         assert!(!text.contains("[redacted]"), "{view}: {text}");
         assert!(!text.contains("hunter2"), "{view}: {text}");
         assert!(
-            text.contains("password=set(14 chars, sha256:"),
+            text.contains("password=set(14 chars, hmac:"),
             "{view}: {text}"
         );
         assert!(!text.contains(&operators), "{view}");

@@ -72,6 +72,9 @@ impl Backend for Counting {
     fn planned_read(&self, tool: &ToolSpec, args: &Value) -> Value {
         self.inner.planned_read(tool, args)
     }
+    fn reads_task(&self, tool: &ToolSpec) -> bool {
+        self.inner.reads_task(tool)
+    }
     fn task_end(&self, tool: &ToolSpec, value: &Value) -> Option<TaskEnd> {
         self.inner.task_end(tool, value)
     }

@@ -6,11 +6,7 @@
 
 mod common;
 
-use std::{
-    collections::BTreeMap,
-    process::Command,
-    time::Duration,
-};
+use std::{collections::BTreeMap, process::Command, time::Duration};
 
 use common::{call, serve_configured, Server};
 use serde_json::json;

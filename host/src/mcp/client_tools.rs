@@ -411,7 +411,18 @@ pub async fn decide_plan(
     let id = report.id().to_string();
     let who = visible(identity);
     let own = gateway.may_approve_own(caller);
-    let table = crate::plans::table(changes);
+    // A person who may decide reads every argument in full; one who is
+    // only told reads the list form.
+    let table = if own {
+        let full = crate::plans::full_table(changes);
+        if full.len() > MAX_PROMPT_DETAIL_BYTES {
+            tracing::info!(plan = %id, "a plan too long to read in the client waits for an operator (`airlock approvals show`)");
+            return;
+        }
+        full
+    } else {
+        crate::plans::table(changes)
+    };
     let decision = if own {
         let message = format!(
             "Airlock: identity {who} plans these changes (plan {id}):\n{table}Approve the whole plan? Each change then runs once, when the same script is run with this plan."

@@ -225,6 +225,11 @@ pub trait ApprovalStore: Send + Sync {
         now_ms: i64,
     ) -> Result<Check, ApprovalError>;
 
+    /// The deployment's key for the short hashes approvers see secrets by
+    /// (`summary::SummaryKey`): made once, at random, kept with the
+    /// approvals, the same for every replica.
+    fn summary_key(&self) -> Result<[u8; 32], ApprovalError>;
+
     /// Takes `identity`'s approved plan `id` for applying: approved →
     /// used in one step, so it applies once whatever runs at the same
     /// time; refuses a plan that is another identity's, not approved,
@@ -376,10 +381,18 @@ ALTER TABLE approvals ADD COLUMN decided_via TEXT;
 CREATE INDEX IF NOT EXISTS approvals_key_binding ON approvals (identity, tool_key, args_hash, status);
 ";
 
+/// Version 4: the key of the short hashes approvers see secrets by.
+const SCHEMA_4: &str = "
+CREATE TABLE IF NOT EXISTS airlock_meta (
+    name   TEXT PRIMARY KEY,
+    value  BLOB NOT NULL
+);
+";
+
 /// The schema version this build writes (`PRAGMA user_version`): 0 is a
 /// new file, or one from before versions were kept (its table is the
 /// same as version 1's).
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 /// Brings the file to [`SCHEMA_VERSION`], refusing one a newer Airlock
 /// wrote rather than guessing at its rows.
@@ -398,6 +411,9 @@ fn migrate(conn: &Connection) -> Result<(), ApprovalError> {
     }
     if version < 3 {
         conn.execute_batch(SCHEMA_3)?;
+    }
+    if version < 4 {
+        conn.execute_batch(SCHEMA_4)?;
     }
     if version < SCHEMA_VERSION {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -503,6 +519,20 @@ impl ApprovalStore for SqliteApprovals {
 
     fn ttl_ms(&self) -> i64 {
         self.ttl_ms
+    }
+
+    fn summary_key(&self) -> Result<[u8; 32], ApprovalError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.execute(
+            "INSERT OR IGNORE INTO airlock_meta (name, value) VALUES ('summary_key', ?1)",
+            [new_key()?.to_vec()],
+        )?;
+        let key: Vec<u8> = conn.query_row(
+            "SELECT value FROM airlock_meta WHERE name = 'summary_key'",
+            [],
+            |r| r.get(0),
+        )?;
+        key_of(&key)
     }
 
     fn check(&self, asked: &Asked<'_>, now_ms: i64) -> Result<Check, ApprovalError> {
@@ -709,6 +739,24 @@ fn wall_clock_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// 32 random bytes for a new summary key.
+pub(crate) fn new_key() -> Result<[u8; 32], ApprovalError> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key)
+        .map_err(|e| ApprovalError::Storage(format!("no randomness for a key: {e}")))?;
+    Ok(key)
+}
+
+/// A stored summary key, checked for its length.
+pub(crate) fn key_of(stored: &[u8]) -> Result<[u8; 32], ApprovalError> {
+    stored.try_into().map_err(|_| {
+        ApprovalError::Storage(format!(
+            "the stored summary key has {} bytes, not 32",
+            stored.len()
+        ))
+    })
 }
 
 pub(crate) fn new_id() -> Result<String, ApprovalError> {

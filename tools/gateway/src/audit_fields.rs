@@ -86,6 +86,18 @@ pub fn tool(name: &str) -> Value {
     Value::String(cut_json(name, TOOL_CHARS, TOOL_JSON_BYTES))
 }
 
+/// The longest tool key kept on a line, in characters (a collector key is
+/// `quox:` and a name of up to 128; a Proxmox key a method and a path).
+pub const TOOL_KEY_CHARS: usize = 512;
+
+/// … and in bytes once escaped as JSON.
+pub const TOOL_KEY_JSON_BYTES: usize = 1024;
+
+/// A tool's stable key, as a line records it.
+pub fn tool_key(key: &str) -> Value {
+    Value::String(cut_json(key, TOOL_KEY_CHARS, TOOL_KEY_JSON_BYTES))
+}
+
 /// A backend's request id as its line records it.
 pub fn request_id(id: &str) -> Value {
     Value::String(cut_json(id, REQUEST_ID_BYTES, REQUEST_ID_BYTES))

@@ -191,7 +191,7 @@ impl PlanLedger {
                 }
                 if let Some(key) = text(record, "tool_key") {
                     item.push(serde_json::json!({ "key": key }));
-                    *cut |= key.chars().count() >= crate::audit_fields::TOOL_CHARS;
+                    *cut |= key.chars().count() >= crate::audit_fields::TOOL_KEY_CHARS;
                 }
                 list.update(
                     serde_json::to_string(&Value::Array(item))

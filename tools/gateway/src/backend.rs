@@ -106,6 +106,15 @@ pub trait Backend: Send + Sync {
         json!({"planned": true, "message": "answered by the plan: an argument is the result of a planned change, which has not been made"})
     }
 
+    /// Whether `tool` reads a task (waits for one, or reads its status),
+    /// so that its answer says how the task ended ([`Backend::task_end`]).
+    /// In plan mode only such a read of a planned change's task becomes
+    /// a step of the plan: what the approver is told it checks, it checks.
+    fn reads_task(&self, tool: &ToolSpec) -> bool {
+        let _ = tool;
+        false
+    }
+
     /// What a read's answer says of the task it looked at, if it looked
     /// at one (a wait for a task, a task's status); `None` for any other
     /// read. A plan that recorded such a read after a change stops when

@@ -333,6 +333,9 @@ pub enum GatewayError {
 
 type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
+/// The most `tool_renamed` lines one catalog rebuild writes.
+const MAX_MOVE_LINES: usize = 100;
+
 pub struct Gateway {
     /// The current catalog and the backend generations it was built from.
     catalog: RwLock<(Arc<Catalog>, u64)>,
@@ -359,6 +362,9 @@ pub struct Gateway {
     /// Distinguishes this process's call ids in a shared audit log.
     instance: String,
     clock: Clock,
+    /// The deployment's key for the hashes approvers see secrets by,
+    /// read from the approval store on first need.
+    summary_key: Mutex<Option<summary::SummaryKey>>,
 }
 
 /// An identity's rate-limited refusals since its last audit line: the
@@ -483,6 +489,7 @@ impl Gateway {
                 observer: None,
                 instance: hex::encode(instance),
                 clock: Arc::new(now_ms),
+                summary_key: Mutex::new(None),
             },
             clashes,
         ))
@@ -516,13 +523,14 @@ impl Gateway {
             }
         }
         let mut current = self.catalog.write().unwrap_or_else(|p| p.into_inner());
+        let mut moves = Vec::new();
         if current.1 != now {
             match self.rebuild() {
                 Ok((catalog, clashes)) => {
                     for c in &clashes {
                         tracing::warn!("tool name clash after a backend refresh: {c}");
                     }
-                    self.report_moves(&current.0, &catalog);
+                    moves = Self::report_moves(&current.0, &catalog);
                     tracing::info!(tools = catalog.len(), "tool catalog rebuilt");
                     *current = (Arc::new(catalog), now);
                 }
@@ -534,7 +542,12 @@ impl Gateway {
                 }
             }
         }
-        current.0.clone()
+        let catalog = current.0.clone();
+        drop(current);
+        if !moves.is_empty() {
+            self.record_moves(moves);
+        }
+        catalog
     }
 
     /// Reports every name a refresh moved: a tool (by key) now called
@@ -542,8 +555,9 @@ impl Gateway {
     /// and approvals follow the tool, not the name (see `policy`), so a
     /// move never widens access; scripts calling the old name reach the
     /// new tool, so it is logged and written to the audit chain.
-    fn report_moves(&self, before: &Catalog, after: &Catalog) {
+    fn report_moves(before: &Catalog, after: &Catalog) -> Vec<Map<String, Value>> {
         let mut seen = std::collections::HashSet::new();
+        let mut lines = Vec::new();
         for e in after.iter() {
             let key = e.spec.key.as_str();
             if !seen.insert(key) {
@@ -570,13 +584,34 @@ impl Gateway {
                 now_calls.join(", ")
             );
             let mut line = Map::new();
-            line.insert("tool_key".into(), audit_fields::tool(key));
-            let names =
-                |ns: &[&str]| Value::Array(ns.iter().map(|n| audit_fields::tool(n)).collect());
+            line.insert("tool_key".into(), audit_fields::tool_key(key));
+            let names = |ns: &[&str]| {
+                Value::Array(ns.iter().take(8).map(|n| audit_fields::tool(n)).collect())
+            };
             line.insert("from".into(), names(&was));
             line.insert("to".into(), names(&is));
+            lines.push(line);
+        }
+        lines
+    }
+
+    /// Writes the moves a rebuild found (outside the catalog's lock): at
+    /// most [`MAX_MOVE_LINES`] lines per rebuild, then one line counting
+    /// the rest, so a backend that renames everything on every refresh
+    /// cannot fill the audit chain.
+    fn record_moves(&self, moves: Vec<Map<String, Value>>) {
+        let total = moves.len();
+        for line in moves.into_iter().take(MAX_MOVE_LINES) {
             if let Err(err) = self.state.audit.append("tool_renamed", line) {
                 tracing::error!(error = %err, "could not record a renamed tool in the audit log");
+                return;
+            }
+        }
+        if total > MAX_MOVE_LINES {
+            let mut line = Map::new();
+            line.insert("more".into(), Value::from(total - MAX_MOVE_LINES));
+            if let Err(err) = self.state.audit.append("tool_renamed", line) {
+                tracing::error!(error = %err, "could not record renamed tools in the audit log");
             }
         }
     }
@@ -640,6 +675,32 @@ impl Gateway {
 
     pub fn approvals(&self) -> &dyn ApprovalStore {
         &*self.state.approvals
+    }
+
+    /// What a person approving `args` is shown; refused (`approval_too_large`)
+    /// when it cannot be shown whole, or (`approval_unavailable`) without
+    /// the deployment's key for secrets' hashes.
+    fn shown(&self, tool: &str, args: &Value) -> Result<summary::Rendered, CallError> {
+        let key = {
+            let mut cached = self.summary_key.lock().unwrap_or_else(|p| p.into_inner());
+            match cached.as_ref() {
+                Some(k) => k.clone(),
+                None => {
+                    let k = summary::SummaryKey::new(
+                        self.state
+                            .approvals
+                            .summary_key()
+                            .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?,
+                    );
+                    *cached = Some(k.clone());
+                    k
+                }
+            }
+        };
+        summary::summarize(args, &key).map_err(|e| CallError::ApprovalTooLarge {
+            tool: tool.to_string(),
+            reason: e.to_string(),
+        })
     }
 
     /// Whether `caller` may approve its own requests (`approve_own`).
@@ -833,6 +894,33 @@ impl Gateway {
             }),
             _ => None,
         };
+        let (backend, slots) = self
+            .backends
+            .get(&spec.backend)
+            .expect("every catalog entry has its backend");
+        // The backend's slot first: a call cancelled while it waits for
+        // one has done nothing, and a plan is not spent on it.
+        let _slot = slots
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        if let Some(s) = step.as_mut() {
+            // The plan is taken as its first change is about to be sent.
+            if !s.plan.taken() {
+                if let Err(refusal) = self.take_plan_now(caller, s.plan, &spec.name) {
+                    s.ended = true;
+                    line.insert("decision".into(), Value::String(refusal.decision().into()));
+                    line.insert("reason".into(), audit_fields::code(refusal.code()));
+                    if let Err(e) = self.append_for(&caller.identity, "call", line) {
+                        tracing::error!(error = %e, "could not record a refused plan step in the audit log");
+                    }
+                    return Err(Refused::before_backend(refusal, args));
+                }
+            }
+            if let Some(by) = s.plan.approved_by() {
+                line.insert("approved_by".into(), audit_fields::decider(&by));
+            }
+        }
         if let Err(e) = self.append_for(&caller.identity, "call", line) {
             // Not made: the step is the plan's next one again.
             if let Some(mut s) = step.take() {
@@ -843,10 +931,6 @@ impl Gateway {
             return Err(Refused::before_backend(error, args));
         }
 
-        let (backend, slots) = self
-            .backends
-            .get(&spec.backend)
-            .expect("every catalog entry has its backend");
         let started = Instant::now();
         let mut pending = Pending {
             audit: &*self.state.audit,
@@ -854,10 +938,6 @@ impl Gateway {
             started,
         };
         let result = {
-            let _slot = slots
-                .acquire()
-                .await
-                .expect("the semaphore is never closed");
             let acting = Caller {
                 mode: Some(self.mode_of(caller)),
                 ..caller.clone()
@@ -947,7 +1027,22 @@ impl Gateway {
             .expect("every catalog entry has its backend");
         let waits_on = if spec.tier == Tier::Read {
             match recorder.marked_change(&args) {
-                Some(k) => Some(k),
+                // A read of a planned change's task: a step of the plan.
+                Some(k) if backend.reads_task(spec) => Some(k),
+                // Any other read of a planned value: answered by the plan,
+                // not a step (it checks nothing the next change could wait
+                // for), so not shown as one.
+                Some(_) => {
+                    line.insert("plan".into(), Value::String(recorder.id.clone()));
+                    line.insert("decision".into(), Value::String("planned".into()));
+                    let value = backend.planned_read(spec, &args);
+                    if let Err(e) = self.append_for(&caller.identity, "call", line) {
+                        recorder.lost_a_line();
+                        let error = CallError::AuditUnavailable(told(&e));
+                        return Err(Refused::before_backend(error, args));
+                    }
+                    return Ok(Called { value, redacted: 0 });
+                }
                 None => {
                     // An ordinary read: the rest of `run_call`, without a plan.
                     let reading = Caller {
@@ -961,15 +1056,9 @@ impl Gateway {
             None
         };
         // A change, or a read of a change's result: a step of the plan.
-        let shown = match summary::summarize(&args) {
+        let shown = match self.shown(&spec.name, &args) {
             Ok(s) => s,
-            Err(e) => {
-                let refusal = CallError::ApprovalTooLarge {
-                    tool: spec.name.clone(),
-                    reason: e.to_string(),
-                };
-                return Err(self.refuse(caller, refusal, line, args));
-            }
+            Err(refusal) => return Err(self.refuse(caller, refusal, line, args)),
         };
         let change = PlannedChange {
             n: 0,
@@ -1140,7 +1229,7 @@ impl Gateway {
             }
         };
         let spec = &entry.spec;
-        line.insert("tool_key".into(), audit_fields::tool(&spec.key));
+        line.insert("tool_key".into(), audit_fields::tool_key(&spec.key));
         line.insert("tier".into(), Value::String(spec.tier.as_str().into()));
         let problems = entry.problems(args);
         if !problems.is_empty() {
@@ -1165,17 +1254,13 @@ impl Gateway {
             Some(PlanRun::Record(r)) if r.marked_change(args).is_some() => return Ok(entry),
             Some(PlanRun::Apply(plan)) if plan.may_be_step(&called(spec), spec.tier) => {
                 match plan.take(&called(spec), args_hash, spec.tier, needs_approval, args) {
-                    Taking::Step { change, first } => {
-                        if first {
-                            self.take_plan_now(caller, plan, &spec.name)?;
-                        }
+                    // Taken from the store, if it is the first, once its
+                    // backend slot is held (`run_admitted`).
+                    Taking::Step { change, .. } => {
                         line.insert("plan".into(), Value::String(plan.id.clone()));
                         line.insert("plan_change".into(), Value::from(change.n));
                         if let Some(k) = change.waits_on {
                             line.insert("waits_on".into(), Value::from(k));
-                        }
-                        if let Some(by) = plan.approved_by() {
-                            line.insert("approved_by".into(), audit_fields::decider(&by));
                         }
                         return Ok(entry);
                     }
@@ -1196,10 +1281,7 @@ impl Gateway {
             _ => {}
         }
         if needs_approval {
-            let shown = summary::summarize(args).map_err(|e| CallError::ApprovalTooLarge {
-                tool: spec.name.clone(),
-                reason: e.to_string(),
-            })?;
+            let shown = self.shown(&spec.name, args)?;
             let asked = Asked {
                 identity: &caller.identity,
                 tool: &spec.name,
@@ -1705,7 +1787,11 @@ impl StepGuard<'_> {
             return StepEnd::Made(answered);
         }
         match backend.task_end(spec, &reply.value) {
-            None | Some(TaskEnd::Ok) => StepEnd::Made(None),
+            Some(TaskEnd::Ok) => StepEnd::Made(None),
+            // Only task reads are recorded as steps; a plan that says
+            // otherwise (an older Airlock's, a backend that changed) is
+            // not trusted to have waited.
+            None => StepEnd::Failed("not a read of a task".into()),
             Some(TaskEnd::Running) => StepEnd::NotEnded,
             Some(TaskEnd::Failed(status)) => StepEnd::Failed(crate::visible::quote(&status, 64)),
         }

@@ -126,7 +126,7 @@ pub fn table(changes: &[PlannedChange]) -> String {
     for c in changes {
         let note = match (c.waits_on, c.needs_approval) {
             (Some(k), _) => {
-                format!(", reads change {k}'s result: a task must end OK, else the plan stops")
+                format!(", reads change {k}'s task: it must end OK, else the plan stops")
             }
             (None, true) => String::new(),
             (None, false) => ", no approval needed".into(),
@@ -294,9 +294,19 @@ impl Recorder {
     }
 
     /// The latest change whose planned value `args` carries (the `n` of
-    /// a `pl-….n` mark), if any: the change a read of it waits on.
+    /// a `pl-….n` mark naming a change this plan recorded), if any: the
+    /// change a read of it waits on. A mark a script made up (step 0, a
+    /// step not recorded, a read's number) names none.
     pub fn marked_change(&self, args: &Value) -> Option<u32> {
         let mark = format!("{}.", self.id);
+        let recorded = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        let is_change = |n: u32| {
+            n >= 1
+                && recorded
+                    .changes
+                    .get(n as usize - 1)
+                    .is_some_and(PlannedChange::is_change)
+        };
         let mut found = None;
         each_string(args, &mut |s| {
             for (at, _) in s.match_indices(&mark) {
@@ -306,7 +316,9 @@ impl Recorder {
                     .take(4)
                     .collect();
                 if let Ok(n) = digits.parse::<u32>() {
-                    found = found.max(Some(n));
+                    if is_change(n) {
+                        found = found.max(Some(n));
+                    }
                 }
             }
         });
@@ -435,7 +447,20 @@ mod tests {
     #[test]
     fn a_read_names_the_latest_change_it_carries() {
         let r = Recorder::new().unwrap();
+        for _ in 0..12 {
+            r.record(change("vm_stop", "h")).unwrap();
+        }
+        let mut read = change("task_wait", "h");
+        read.waits_on = Some(1);
+        r.record(read).unwrap(); // step 13 reads change 1
         let id = &r.id;
+        for made_up in [0, 13, 14, 99] {
+            assert_eq!(
+                r.marked_change(&json!({"upid": format!("{id}.{made_up}")})),
+                None,
+                "{made_up}"
+            );
+        }
         assert_eq!(r.marked_change(&json!({"upid": "UPID:x"})), None);
         assert_eq!(
             r.marked_change(&json!({"upid": format!("UPID:n:0:0:0:x::airlock-plan@{id}.3:")})),
@@ -462,6 +487,6 @@ mod tests {
             }]),
             "which change a read waits on is bound"
         );
-        assert!(table(&[wait]).contains("reads change 1's result"));
+        assert!(table(&[wait]).contains("reads change 1's task"));
     }
 }

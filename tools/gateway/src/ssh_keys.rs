@@ -4,10 +4,12 @@
 //! 400-character base64 blob cannot be compared by eye; its SHA256
 //! fingerprint (as `ssh-keygen -l` prints it) can.
 //!
-//! Text holds keys when every line that is not blank or a `#` comment is
-//! an `authorized_keys` line: optional options, a key type, the base64
-//! key whose first field names that same type, an optional comment.
-//! Proxmox takes a VM's `sshkeys` URL-encoded; such text is decoded
+//! Text holds keys when every line that is not blank is an
+//! `authorized_keys` line (optional options, a key type, the base64 key
+//! whose first field names that same type, an optional comment) or a `#`
+//! comment, and at least one is a key. Comment lines are kept, to be
+//! shown where they stand: text that is not a key is never hidden behind
+//! one. Proxmox takes a VM's `sshkeys` URL-encoded; such text is decoded
 //! first.
 
 use base64::Engine;
@@ -29,6 +31,14 @@ const TYPES: &[&str] = &[
 /// reads.
 const MAX_LINES: usize = 256;
 
+/// One line of a key list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Line {
+    Key(PublicKey),
+    /// A `#` line, as written (trimmed).
+    Comment(String),
+}
+
 /// One key line, as shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PublicKey {
@@ -41,10 +51,10 @@ pub struct PublicKey {
     pub comment: String,
 }
 
-/// The keys `text` holds, if it is nothing but keys (and blank or `#`
-/// lines); `None` for any other text. URL-encoded text (Proxmox's
-/// `sshkeys`) is decoded first.
-pub fn parse(text: &str) -> Option<Vec<PublicKey>> {
+/// The keys (and `#` lines) `text` holds, if it is nothing but those and
+/// blank lines, with at least one key; `None` for any other text.
+/// URL-encoded text (Proxmox's `sshkeys`) is decoded first.
+pub fn parse(text: &str) -> Option<Vec<Line>> {
     if let Some(keys) = parse_plain(text) {
         return Some(keys);
     }
@@ -55,19 +65,25 @@ pub fn parse(text: &str) -> Option<Vec<PublicKey>> {
     None
 }
 
-fn parse_plain(text: &str) -> Option<Vec<PublicKey>> {
-    let mut keys = Vec::new();
+fn parse_plain(text: &str) -> Option<Vec<Line>> {
+    let mut lines = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if i >= MAX_LINES {
             return None;
         }
         let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
+        if line.is_empty() {
             continue;
         }
-        keys.push(parse_line(line)?);
+        lines.push(match line.starts_with('#') {
+            true => Line::Comment(line.to_string()),
+            false => Line::Key(parse_line(line)?),
+        });
     }
-    (!keys.is_empty()).then_some(keys)
+    lines
+        .iter()
+        .any(|l| matches!(l, Line::Key(_)))
+        .then_some(lines)
 }
 
 /// `[options] type base64 [comment]`; the options end at the first space
@@ -164,7 +180,15 @@ mod tests {
             ed25519(1),
             ed25519(2)
         );
-        let keys = parse(&text).unwrap();
+        let lines = parse(&text).unwrap();
+        assert_eq!(lines[0], Line::Comment("# ops".into()));
+        let keys: Vec<&PublicKey> = lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Key(k) => Some(k),
+                Line::Comment(_) => None,
+            })
+            .collect();
         assert_eq!(keys.len(), 2);
         assert_eq!(keys[0].kind, "ssh-ed25519");
         assert_eq!(keys[0].comment, "alice@laptop");
@@ -193,7 +217,7 @@ mod tests {
             })
             .collect();
         assert_eq!(parse(&encoded), parse(&plain));
-        assert_eq!(parse(&encoded).unwrap()[0].comment, "a b");
+        assert!(matches!(&parse(&encoded).unwrap()[0], Line::Key(k) if k.comment == "a b"));
     }
 
     #[test]
@@ -208,6 +232,7 @@ mod tests {
             // Keys and something else.
             format!("ssh-ed25519 {}\nrm -rf /", ed25519(1)),
             "%zz".into(),
+            "# only a comment".into(),
         ] {
             assert_eq!(parse(&text), None, "{text}");
         }

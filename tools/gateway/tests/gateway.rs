@@ -1156,10 +1156,10 @@ async fn the_approver_sees_everything_escaped_and_masked_or_is_not_asked() {
         .unwrap_err();
     let summary = e.details()["summary"].as_str().unwrap().to_string();
     assert!(
-        summary.starts_with(&format!(
-            r#"config={{password=set(7 chars, sha256:{}), user="root"}}, description="fine\u{{1b}}[2K\u{{d}}DELETE ALL", k000=0, k001=1, "#,
-            &airlock_gateway::digest::sha256_hex(b"hunter2")[..8]
-        )),
+        summary.starts_with(r#"config={password=set(7 chars, hmac:"#)
+            && summary.contains(
+                r#"), user="root"}, description="fine\u{1b}[2K\u{d}DELETE ALL", k000=0, k001=1, "#
+            ),
         "{summary}"
     );
     assert!(

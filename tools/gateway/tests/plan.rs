@@ -114,6 +114,10 @@ impl Backend for Fleet {
         ]
     }
 
+    fn reads_task(&self, tool: &ToolSpec) -> bool {
+        tool.name == "task_wait"
+    }
+
     fn task_end(&self, tool: &ToolSpec, value: &Value) -> Option<TaskEnd> {
         (tool.name == "task_wait").then(|| match value["exitstatus"].as_str() {
             Some("OK") => TaskEnd::Ok,
@@ -1265,11 +1269,7 @@ async fn a_recorded_wait_binds_the_task_outcome() {
                 let steps: Vec<Option<u32>> =
                     r.changes.unwrap().iter().map(|c| c.waits_on).collect();
                 assert_eq!(steps, [None, Some(1), None]);
-                assert!(
-                    r.summary.contains("reads change 1's result"),
-                    "{}",
-                    r.summary
-                );
+                assert!(r.summary.contains("reads change 1's task"), "{}", r.summary);
                 r.id
             }
             other => panic!("{other:?}"),
@@ -1419,4 +1419,76 @@ async fn audit_verify_finds_a_step_out_of_turn_or_after_a_failure() {
     let why = problem(&failed);
     assert!(why.contains("after a step of it failed"), "{why}");
     c.s.sound();
+}
+
+/// Only a read of a task is a step: another read of a planned value (a
+/// guest's status given the planned task id) is answered by the plan and
+/// not listed, so the approver is never told a check will be made that
+/// is not; and a mark the script made up names no change.
+#[tokio::test]
+async fn only_reads_of_a_task_become_steps() {
+    let s = setup();
+    let recorder = Arc::new(Recorder::new().unwrap());
+    let alice = with_plan("alice", PlanRun::Record(recorder.clone()));
+    let upid = s
+        .gateway
+        .call(&alice, "guest_stop", stop(101))
+        .await
+        .unwrap()
+        .value;
+    let status = s
+        .gateway
+        .call(
+            &alice,
+            "guest_status",
+            json!({"node": "pve1", "vmid": 101, "comment": upid}),
+        )
+        .await;
+    assert!(
+        status.is_err(),
+        "guest_status takes no comment: validation first"
+    );
+    // A made-up mark (change 7 was never recorded) is an ordinary read.
+    let made_up = json!({"node": "pve1", "upid": format!("{}.7", recorder.id)});
+    s.gateway.call(&alice, "task_wait", made_up).await.unwrap();
+    assert_eq!(s.backend.count(), 1, "the made-up mark was sent as a read");
+    s.gateway
+        .call(&alice, "task_wait", json!({"node": "pve1", "upid": upid}))
+        .await
+        .unwrap();
+    let steps: Vec<Option<u32>> = recorder.changes().iter().map(|c| c.waits_on).collect();
+    assert_eq!(steps, [None, Some(1)]);
+    s.sound();
+}
+
+/// A first change cancelled while it waits for a backend slot was never
+/// sent: the plan stays approved.
+#[tokio::test]
+async fn a_step_cancelled_before_its_slot_leaves_the_plan_approved() {
+    let s = setup_adjusted(|c| c.rate.backend_concurrency = 1);
+    let (id, _) = s.plan("alice", &[101]).await;
+    s.approve(&id);
+    let applying = s.open("alice", &id).unwrap();
+    let applier = with_plan("alice", PlanRun::Apply(applying.clone()));
+    // Another call holds the only slot (guest 555 answers after 300 ms).
+    let reader = Caller::new("bob");
+    let (held, cancelled) = tokio::join!(
+        s.gateway.call(&reader, "guest_status", stop(555)),
+        tokio::time::timeout(
+            Duration::from_millis(50),
+            s.gateway.call(&applier, "guest_stop", stop(101))
+        ),
+    );
+    assert!(held.is_err(), "guest 555 answers with an error");
+    assert!(
+        cancelled.is_err(),
+        "the step was cancelled waiting for its slot"
+    );
+    assert!(!applying.taken());
+    assert_eq!(
+        s.gateway.approvals().get(&id).unwrap().status,
+        Status::Approved
+    );
+    assert!(s.backend.sent().iter().all(|(t, _)| t != "guest_stop"));
+    s.sound();
 }

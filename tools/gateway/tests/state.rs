@@ -253,6 +253,74 @@ both!(
     }
 );
 
+both!(
+    nobody_approves_their_own_request_on_any_store,
+    |f: Fixture| {
+        let s = f.open().approvals;
+        let r = required(s.ask("olga", "vm_stop", "h1", "", T0).unwrap());
+        // The requester, by any channel, cannot approve; may refuse.
+        for own in [Decider::cli("olga"), Decider::client("olga", false)] {
+            assert_eq!(
+                s.approve(&r.id, &own, T0 + 1),
+                Err(ApprovalError::OwnRequest {
+                    id: r.id.clone(),
+                    identity: "olga".into()
+                })
+            );
+        }
+        assert_eq!(s.get(&r.id).unwrap().status, Status::Pending);
+        // Allowed to approve her own, she can, and the row says how.
+        let own = s
+            .approve(&r.id, &Decider::client("olga", true), T0 + 2)
+            .unwrap();
+        assert_eq!(
+            (
+                own.decided_by.as_deref(),
+                own.decided_via.as_deref(),
+                own.decided_by_requester()
+            ),
+            (Some("olga"), Some("client"), true)
+        );
+        assert_eq!(
+            s.ask("olga", "vm_stop", "h1", "", T0 + 3).unwrap(),
+            Check::Proceed {
+                request_id: r.id.clone(),
+                decided_by: Some("olga".into()),
+                decided_via: Some("client".into()),
+                own: true,
+            }
+        );
+        // A request bound to one key is not another tool's, whatever its name.
+        let filed = required(s.ask("olga", "vm_stop", "h2", "", T0).unwrap());
+        s.approve(&filed.id, &Decider::cli("rita"), T0 + 1).unwrap();
+        let other_key = Asked {
+            identity: "olga",
+            tool: "vm_stop",
+            tool_key: "b:another_operation",
+            args_hash: "h2",
+            summary: "",
+            detail: None,
+        };
+        assert!(matches!(
+            s.check(&other_key, T0 + 2).unwrap(),
+            Check::Required(_)
+        ));
+        // Withdrawing one's own request is allowed.
+        let mine = required(s.ask("olga", "vm_stop", "h3", "", T0).unwrap());
+        assert_eq!(
+            s.deny(&mine.id, &Decider::client("olga", false), T0 + 1)
+                .unwrap()
+                .status,
+            Status::Denied
+        );
+        // One key for the hashes secrets are shown by, the same on every
+        // replica and after a restart.
+        let key = s.summary_key().unwrap();
+        assert_eq!(f.open().approvals.summary_key().unwrap(), key);
+        assert_ne!(key, [0u8; 32]);
+    }
+);
+
 both!(requests_and_approvals_expire, |f: Fixture| {
     let s = f.open().approvals;
     let r = required(s.ask("alice", "vm_stop", "h1", "", T0).unwrap());

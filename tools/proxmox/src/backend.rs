@@ -524,12 +524,16 @@ impl Backend for ProxmoxBackend {
     /// `wait_task` and a task's status (`GET …/tasks/{upid}/status`) say
     /// how a task ended: `status` `stopped` with `exitstatus` `OK` is the
     /// only good end (`WARNINGS: n` is not OK); `running` has not ended.
+    fn reads_task(&self, tool: &ToolSpec) -> bool {
+        self.routes.get(&tool.name).is_some_and(|route| {
+            route.kind == RouteKind::WaitTask
+                || (route.method == apidata::Method::Get
+                    && route.path.ends_with("/tasks/{upid}/status"))
+        })
+    }
+
     fn task_end(&self, tool: &ToolSpec, value: &Value) -> Option<TaskEnd> {
-        let route = self.routes.get(&tool.name)?;
-        let reads_a_task = route.kind == RouteKind::WaitTask
-            || (route.method == apidata::Method::Get
-                && route.path.ends_with("/tasks/{upid}/status"));
-        if !reads_a_task {
+        if !self.reads_task(tool) {
             return None;
         }
         Some(match value.get("status").and_then(Value::as_str) {

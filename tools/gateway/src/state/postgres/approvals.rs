@@ -14,9 +14,9 @@ use tokio_postgres::Row;
 use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS_APPROVALS};
 use crate::{
     approval::{
-        changes_text, new_id, parse_changes, plan_request, single_request, undecidable, untakeable,
-        ApprovalError, ApprovalStore, Asked, Check, Request, Status, COLUMNS, DEFAULT_MAX_OPEN,
-        PURGE_EVERY_MS,
+        changes_text, key_of, new_id, new_key, parse_changes, plan_request, single_request,
+        undecidable, untakeable, ApprovalError, ApprovalStore, Asked, Check, Request, Status,
+        COLUMNS, DEFAULT_MAX_OPEN, PURGE_EVERY_MS,
     },
     decision::Decider,
     plan::{PlanError, PlannedChange},
@@ -383,5 +383,33 @@ impl ApprovalStore for PgApprovals {
 
     fn ttl_ms(&self) -> i64 {
         self.ttl_ms
+    }
+
+    fn summary_key(&self) -> Result<[u8; 32], ApprovalError> {
+        let new = new_key()?.to_vec();
+        let stored: Vec<u8> = self.db.run::<_, PgError, _, _>(
+            "reading the summary key",
+            move |pool, at| async move {
+                let e = |e: tokio_postgres::Error| unavailable(&at, e);
+                let conn = connection(&pool, &at).await?;
+                // The first replica to ask makes it; every other finds it.
+                conn.execute(
+                    "INSERT INTO airlock_meta (name, value) VALUES ('summary_key', $1) \
+                         ON CONFLICT (name) DO NOTHING",
+                    &[&new],
+                )
+                .await
+                .map_err(e)?;
+                Ok(conn
+                    .query_one(
+                        "SELECT value FROM airlock_meta WHERE name = 'summary_key'",
+                        &[],
+                    )
+                    .await
+                    .map_err(e)?
+                    .get(0))
+            },
+        )?;
+        key_of(&stored)
     }
 }

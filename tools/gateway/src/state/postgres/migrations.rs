@@ -89,6 +89,16 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         ON airlock_approvals (identity, tool_key, args_hash, status);
     ",
     ),
+    (
+        7,
+        "the key of the short hashes approvers see secrets by",
+        "
+    CREATE TABLE airlock_meta (
+        name   TEXT PRIMARY KEY,
+        value  BYTEA NOT NULL
+    );
+    ",
+    ),
 ];
 
 /// The newest version this build knows.
