@@ -364,7 +364,7 @@ pub struct Gateway {
     clock: Clock,
     /// The deployment's key for the hashes approvers see secrets by,
     /// read from the approval store on first need.
-    summary_key: Mutex<Option<summary::SummaryKey>>,
+    summary_key: std::sync::OnceLock<summary::SummaryKey>,
 }
 
 /// An identity's rate-limited refusals since its last audit line: the
@@ -489,7 +489,7 @@ impl Gateway {
                 observer: None,
                 instance: hex::encode(instance),
                 clock: Arc::new(now_ms),
-                summary_key: Mutex::new(None),
+                summary_key: std::sync::OnceLock::new(),
             },
             clashes,
         ))
@@ -681,20 +681,18 @@ impl Gateway {
     /// when it cannot be shown whole, or (`approval_unavailable`) without
     /// the deployment's key for secrets' hashes.
     fn shown(&self, tool: &str, args: &Value) -> Result<summary::Rendered, CallError> {
-        let key = {
-            let mut cached = self.summary_key.lock().unwrap_or_else(|p| p.into_inner());
-            match cached.as_ref() {
-                Some(k) => k.clone(),
-                None => {
-                    let k = summary::SummaryKey::new(
-                        self.state
-                            .approvals
-                            .summary_key()
-                            .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?,
-                    );
-                    *cached = Some(k.clone());
-                    k
-                }
+        // Read from the store once, outside any lock: replicas racing to
+        // create it agree on the store's one row.
+        let key = match self.summary_key.get() {
+            Some(k) => k.clone(),
+            None => {
+                let k = summary::SummaryKey::new(
+                    self.state
+                        .approvals
+                        .summary_key()
+                        .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?,
+                );
+                self.summary_key.get_or_init(|| k).clone()
             }
         };
         summary::summarize(args, &key).map_err(|e| CallError::ApprovalTooLarge {
@@ -898,15 +896,23 @@ impl Gateway {
             .backends
             .get(&spec.backend)
             .expect("every catalog entry has its backend");
-        // The backend's slot first: a call cancelled while it waits for
-        // one has done nothing, and a plan is not spent on it.
-        let _slot = slots
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
+        // A plan's first change takes the backend's slot before the plan
+        // is taken: cancelled while it waits, it has done nothing and the
+        // plan is not spent. Every other call is recorded first (its
+        // approval, if any, is already spent), so a cancellation while it
+        // waits still leaves a `cancelled` result line.
+        let first_of_plan = step.as_ref().is_some_and(|s| !s.plan.taken());
+        let mut held = None;
+        if first_of_plan {
+            held = Some(
+                slots
+                    .acquire()
+                    .await
+                    .expect("the semaphore is never closed"),
+            );
+        }
         if let Some(s) = step.as_mut() {
-            // The plan is taken as its first change is about to be sent.
-            if !s.plan.taken() {
+            if first_of_plan {
                 if let Err(refusal) = self.take_plan_now(caller, s.plan, &spec.name) {
                     s.ended = true;
                     line.insert("decision".into(), Value::String(refusal.decision().into()));
@@ -936,6 +942,13 @@ impl Gateway {
             audit: &*self.state.audit,
             call_id: Some(call_id.clone()),
             started,
+        };
+        let _slot = match held {
+            Some(slot) => slot,
+            None => slots
+                .acquire()
+                .await
+                .expect("the semaphore is never closed"),
         };
         let result = {
             let acting = Caller {
@@ -1000,6 +1013,10 @@ impl Gateway {
         // The call has happened; if even its result cannot be recorded the
         // result is withheld rather than handed on unrecorded.
         if let Err(e) = self.state.audit.append("call_result", done) {
+            // Nothing more of a plan is sent while its steps go unrecorded.
+            if let Some(s) = &step {
+                s.plan.stop_before_next("audit_unavailable");
+            }
             return Err(Refused::after_backend(CallError::AuditUnavailable(told(
                 &e,
             ))));

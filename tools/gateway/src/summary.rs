@@ -12,8 +12,10 @@
 //!   their length and a short keyed hash, so two requests can be compared
 //!   without the secret being shown: `password=set(12 chars,
 //!   hmac:9f86d081)`. The hash is keyed by a secret of the deployment's
-//!   state ([`SummaryKey`]): whoever reads approval rows cannot test
-//!   guesses of a PIN or a dictionary password against it.
+//!   state ([`SummaryKey`], kept in the approvals store): whoever sees
+//!   a summary without that store (a chat transcript, a screenshot, a
+//!   log) cannot test guesses of a PIN or a dictionary password against
+//!   it. Whoever can read the store can; it holds the arguments anyway.
 //! - **Everything else in full.** A string longer than [`LONG_CHARS`] is
 //!   shown in full in [`Rendered::full`] (`airlock approvals show ID`)
 //!   and summarised in [`Rendered::short`] (lists, prompts, errors) by its
@@ -46,9 +48,13 @@ impl SummaryKey {
         Self(bytes)
     }
 
+    fn mac(&self) -> Hmac<Sha256> {
+        Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length")
+    }
+
     /// The first 8 hex digits of HMAC-SHA256(key, `value`).
     fn tag(&self, value: &str) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        let mut mac = self.mac();
         mac.update(value.as_bytes());
         hex::encode(&mac.finalize().into_bytes()[..4])
     }
@@ -226,7 +232,8 @@ impl Renderer<'_> {
             }
             // A secret-named object is secret whole, whatever its members
             // are called.
-            Value::Object(_) if secret => self.secret(&v.to_string()),
+            Value::Object(map) if secret && map.is_empty() => self.push("set(empty object)"),
+            Value::Object(_) if secret => self.secret_json(v),
             Value::Object(map) => {
                 self.push("{")?;
                 self.entries(map, false)?;
@@ -266,7 +273,7 @@ impl Renderer<'_> {
         let head = quoted(&head, HEAD_CHARS)?;
         self.short.push(&format!(
             "{head}…({chars} chars, sha256:{}; in full: approvals show)",
-            &sha256_hex(s.as_bytes())[..8]
+            &sha256_hex(s.as_bytes())[..16]
         ))?;
         self.full.push(&shown)
     }
@@ -285,6 +292,20 @@ impl Renderer<'_> {
             )
         };
         self.push(&shown)
+    }
+
+    /// A secret-named object, by the length and keyed hash of its
+    /// canonical JSON, streamed: nothing the size of the object is built.
+    fn secret_json(&mut self, v: &Value) -> Result<(), TooLong> {
+        let mut mac = self.key.mac();
+        let mut chars = 0usize;
+        crate::digest::write(v, &mut |bytes| {
+            mac.update(bytes);
+            // UTF-8: every byte but a continuation byte starts a char.
+            chars += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count();
+        });
+        let tag = hex::encode(&mac.finalize().into_bytes()[..4]);
+        self.push(&format!("set({chars} chars of JSON, hmac:{tag})"))
     }
 
     /// Keys by type, fingerprint and comment, and every `#` line of the
@@ -415,6 +436,25 @@ mod tests {
                 h("a"),
                 h("b")
             )
+        );
+        // A secret-named object is hidden whole, by its canonical JSON:
+        // member order does not change it, a member's value does.
+        let object = short(&json!({"client_secret": {"id": "é", "pw": "p"}}));
+        assert_eq!(
+            object,
+            format!(
+                "client_secret=set(19 chars of JSON, hmac:{})",
+                h(r#"{"id":"é","pw":"p"}"#)
+            )
+        );
+        assert!(!object.contains("pw") && !object.contains('é'), "{object}");
+        assert_ne!(
+            object,
+            short(&json!({"client_secret": {"id": "é", "pw": "q"}}))
+        );
+        assert_eq!(
+            short(&json!({"client_secret": {}})),
+            "client_secret=set(empty object)"
         );
     }
 

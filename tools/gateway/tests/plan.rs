@@ -1492,3 +1492,52 @@ async fn a_step_cancelled_before_its_slot_leaves_the_plan_approved() {
     assert!(s.backend.sent().iter().all(|(t, _)| t != "guest_stop"));
     s.sound();
 }
+
+/// A single approved call is spent when admitted: cancelled while it
+/// waits for a backend slot, it still leaves its `call` line (with who
+/// approved it) and a `cancelled` result, so no spent approval goes
+/// unrecorded.
+#[tokio::test]
+async fn an_approved_call_cancelled_before_its_slot_is_still_recorded() {
+    let s = setup_adjusted(|c| c.rate.backend_concurrency = 1);
+    let alice = Caller::new("alice");
+    let id = match s
+        .gateway
+        .call(&alice, "guest_stop", stop(102))
+        .await
+        .unwrap_err()
+    {
+        CallError::ApprovalRequired { request_id, .. } => request_id,
+        other => panic!("{other}"),
+    };
+    s.gateway
+        .approvals()
+        .approve(&id, &Decider::cli("op"), s.now())
+        .unwrap();
+    let reader = Caller::new("bob");
+    let (held, cancelled) = tokio::join!(
+        s.gateway.call(&reader, "guest_status", stop(555)),
+        tokio::time::timeout(
+            Duration::from_millis(50),
+            s.gateway.call(&alice, "guest_stop", stop(102))
+        ),
+    );
+    assert!(held.is_err(), "guest 555 answers with an error");
+    assert!(
+        cancelled.is_err(),
+        "the call was cancelled waiting for its slot"
+    );
+    assert!(s.backend.sent().iter().all(|(t, _)| t != "guest_stop"));
+    let lines = s.lines();
+    let call = lines
+        .iter()
+        .find(|l| l["event"] == "call" && l["tool"] == "guest_stop" && l["decision"] == "allowed")
+        .expect("the approved call's line");
+    assert_eq!(call["approved_by"], "op", "{call}");
+    let ended = lines
+        .iter()
+        .find(|l| l["event"] == "call_result" && l["call"] == call["call"])
+        .expect("its result line");
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+    s.sound();
+}
