@@ -31,7 +31,7 @@ pub(crate) fn write(v: &Value, out: &mut impl FnMut(&[u8])) {
     match v {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable(); // keys are unique; and it allocates nothing
+            keys.sort_unstable(); // keys are unique
             out(b"{");
             for (i, k) in keys.into_iter().enumerate() {
                 if i > 0 {

@@ -888,6 +888,7 @@ impl Gateway {
                     .changes
                     .get((n as usize).saturating_sub(1))
                     .is_some_and(|c| c.waits_on.is_some()),
+                sent: false,
                 ended: false,
             }),
             _ => None,
@@ -942,6 +943,7 @@ impl Gateway {
             audit: &*self.state.audit,
             call_id: Some(call_id.clone()),
             started,
+            sent: false,
         };
         let _slot = match held {
             Some(slot) => slot,
@@ -950,6 +952,11 @@ impl Gateway {
                 .await
                 .expect("the semaphore is never closed"),
         };
+        // From here the backend may have acted on it.
+        pending.sent = true;
+        if let Some(s) = step.as_mut() {
+            s.sent = true;
+        }
         let result = {
             let acting = Caller {
                 mode: Some(self.mode_of(caller)),
@@ -1788,6 +1795,8 @@ struct StepGuard<'a> {
     n: u32,
     /// A read of an earlier change's result (a wait for its task).
     waits: bool,
+    /// Handed to the backend (until then a cancellation made nothing).
+    sent: bool,
     ended: bool,
 }
 
@@ -1823,7 +1832,12 @@ impl StepGuard<'_> {
 impl Drop for StepGuard<'_> {
     fn drop(&mut self) {
         if !self.ended {
-            self.plan.ended(StepEnd::Failed("cancelled".into()));
+            let why = if self.sent {
+                "cancelled"
+            } else {
+                "cancelled before it was sent"
+            };
+            self.plan.ended(StepEnd::Failed(why.into()));
         }
     }
 }
@@ -1837,6 +1851,10 @@ struct Pending<'a> {
     /// `None` once the call has ended normally.
     call_id: Option<String>,
     started: Instant,
+    /// Whether the backend was handed the call: a call cancelled while
+    /// it waited for a backend slot is recorded `sent: false`, known not
+    /// made.
+    sent: bool,
 }
 
 impl Drop for Pending<'_> {
@@ -1851,6 +1869,9 @@ impl Drop for Pending<'_> {
             Value::from(self.started.elapsed().as_millis() as u64),
         );
         done.insert("status".into(), Value::String("cancelled".into()));
+        if !self.sent {
+            done.insert("sent".into(), Value::Bool(false));
+        }
         if let Err(e) = self.audit.append("call_result", done) {
             tracing::error!(error = %e, "could not record a cancelled call in the audit log");
         }

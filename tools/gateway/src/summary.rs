@@ -298,6 +298,9 @@ impl Renderer<'_> {
     /// canonical JSON, streamed: nothing the size of the object is built.
     fn secret_json(&mut self, v: &Value) -> Result<(), TooLong> {
         let mut mac = self.key.mac();
+        // Tagged: an object never shares a hash with a string that
+        // spells its JSON.
+        mac.update(b"json\0");
         let mut chars = 0usize;
         crate::digest::write(v, &mut |bytes| {
             mac.update(bytes);
@@ -444,7 +447,7 @@ mod tests {
             object,
             format!(
                 "client_secret=set(19 chars of JSON, hmac:{})",
-                h(r#"{"id":"é","pw":"p"}"#)
+                h("json\0{\"id\":\"é\",\"pw\":\"p\"}")
             )
         );
         assert!(!object.contains("pw") && !object.contains('é'), "{object}");

@@ -516,6 +516,7 @@ async fn a_call_dropped_on_its_way_is_recorded_as_cancelled() {
     assert_eq!(allowed["decision"], "allowed", "{text}");
     assert_eq!(ended["event"], "call_result", "{text}");
     assert_eq!(ended["status"], "cancelled", "{text}");
+    assert_eq!(ended.get("sent"), None, "the backend had it: {text}");
     assert_eq!(ended["call"], allowed["call"]);
     assert_eq!(s.backend.count(), 1);
 }

@@ -1486,6 +1486,10 @@ async fn a_step_cancelled_before_its_slot_leaves_the_plan_approved() {
     );
     assert!(!applying.taken());
     assert_eq!(
+        applying.stopped().map(|s| s.why),
+        Some("cancelled before it was sent".to_string())
+    );
+    assert_eq!(
         s.gateway.approvals().get(&id).unwrap().status,
         Status::Approved
     );
@@ -1539,5 +1543,6 @@ async fn an_approved_call_cancelled_before_its_slot_is_still_recorded() {
         .find(|l| l["event"] == "call_result" && l["call"] == call["call"])
         .expect("its result line");
     assert_eq!(ended["status"], "cancelled", "{ended}");
+    assert_eq!(ended["sent"], false, "known not made: {ended}");
     s.sound();
 }
