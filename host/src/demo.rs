@@ -91,20 +91,10 @@ fn section_for(
     })
 }
 
+/// Token and key files, made as `airlock serve` will want them: 0600.
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)?;
-        std::io::Write::write_all(&mut f, text.as_bytes())
-    }
-    #[cfg(not(unix))]
-    std::fs::write(path, text)
+    airlock_gateway::credential_file::write(path, text)
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// A configuration for the simulator: the Proxmox section, the demo

@@ -232,9 +232,8 @@ pub async fn serve(
     };
     let key = match &options.key_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                format!("--metrics-key-file {}: {e}", path.display())
-            })?;
+            let text = airlock_gateway::credential_file::read(path)
+                .map_err(|e| format!("--metrics-key-file: {e}"))?;
             let key = text.lines().next().unwrap_or("").trim().to_string();
             if key.len() < 16 {
                 return Err(format!(

@@ -657,7 +657,7 @@ fn the_simulated_cluster_never_uses_a_real_deployments_state() {
 fn search_says_when_the_collector_has_not_answered() {
     let state = State::new();
     let key = state.path().join("quox.key");
-    std::fs::write(&key, "k-1\n").unwrap();
+    airlock_gateway::credential_file::write(&key, "k-1\n").unwrap();
     // Port 9 (discard) has nothing listening here.
     let config = state.config(&format!(
         "[collector]\nurl = \"http://127.0.0.1:9\"\nservice_key_file = {:?}\n",
@@ -766,6 +766,26 @@ fn enroll_makes_the_directory_its_file_is_in() {
         0o700,
         "made private, as the state directory is"
     );
+    let file_mode = || std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(file_mode(), 0o600, "whoever writes it enrolls keys");
+    // Revoking rewrites it whole, still 0600.
+    let out = state.run(&["enroll", "carol", "--file", file.to_str().unwrap()], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = state.run(&["revoke", "bob", "--file", file.to_str().unwrap()], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(file_mode(), 0o600);
+    // One others can write is refused, naming the fix; nothing is added.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let out = state.run(&["enroll", "mallory", "--file", file.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("open to its group and every user (mode 664)")
+            && err.contains(&format!("chmod 600 {}", file.display())),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before);
 }
 
 #[test]
@@ -824,7 +844,7 @@ fn a_denied_collector_tool_stays_denied_when_another_takes_its_name() {
         "input_schema": {"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"]}}));
     let state = State::new();
     let key = state.path().join("quox.key");
-    std::fs::write(&key, "k-2\n").unwrap();
+    airlock_gateway::credential_file::write(&key, "k-2\n").unwrap();
     let config = state.config(&format!(
         "[identities.ops]\nmode = \"rw\"\n[policy]\ndeny = [\"quox_docker_status\"]\n\
          [collector]\nurl = {:?}\nservice_key_file = {:?}\n",

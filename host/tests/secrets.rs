@@ -246,7 +246,11 @@ impl World {
         // mallory's token file holds the admin token id with a wrong secret.
         let wrong_token = plant("pve-wrong");
         let mallory_file = dir.path().join("tokens/mallory.token");
-        std::fs::write(&mallory_file, format!("airlock@pve!admin={wrong_token}")).unwrap();
+        airlock_gateway::credential_file::write(
+            &mallory_file,
+            &format!("airlock@pve!admin={wrong_token}"),
+        )
+        .unwrap();
         proxmox
             .targets
             .get_mut("sim")
@@ -267,7 +271,8 @@ impl World {
             .join("\n");
 
         let collector_key = plant("quox-key");
-        std::fs::write(dir.path().join("quox.key"), &collector_key).unwrap();
+        airlock_gateway::credential_file::write(&dir.path().join("quox.key"), &collector_key)
+            .unwrap();
         let collector = CollectorSim::start(0, &collector_key).await.unwrap();
 
         let mut secrets: Vec<(String, String)> = sim_config

@@ -316,13 +316,8 @@ impl Collector {
         }
         check_plain_http(url)?;
         let key = match &config.service_key_file {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|e| {
-                    CollectorError::Config(format!(
-                        "cannot read collector.service_key_file {}: {e}",
-                        path.display()
-                    ))
-                })?
+            Some(path) => airlock_gateway::credential_file::read(path)
+                .map_err(|e| CollectorError::Config(format!("collector.service_key_file: {e}")))?
                 .trim()
                 .to_string(),
             None => env("QUOX_SERVICE_KEY")

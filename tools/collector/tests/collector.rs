@@ -24,7 +24,7 @@ const KEY: &str = "svc-key-7d1e5c-DO-NOT-LEAK";
 fn config(url: &str) -> (CollectorConfig, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("quox.key");
-    std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
+    airlock_gateway::credential_file::write(&key_file, &format!("{KEY}\n")).unwrap();
     let config = CollectorConfig {
         url: url.to_string(),
         service_key_file: Some(key_file),
@@ -490,7 +490,22 @@ fn configuration_errors_name_the_setting() {
     assert!(bad(c.clone()).contains("agent id \"bad id!\" must match"));
     c.agent_id = None;
     c.service_key_file = Some("/nonexistent/quox.key".into());
-    assert!(bad(c).contains("cannot read collector.service_key_file /nonexistent/quox.key"));
+    assert!(
+        bad(c.clone()).contains("collector.service_key_file: cannot read /nonexistent/quox.key")
+    );
+    // A key others can read is not used, and not shown.
+    let exposed = _d.path().join("exposed.key");
+    std::fs::write(&exposed, "the-collector-key").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&exposed, std::fs::Permissions::from_mode(0o644)).unwrap();
+    c.service_key_file = Some(exposed.clone());
+    let e = bad(c);
+    assert!(
+        e.contains("collector.service_key_file: ")
+            && e.contains(&format!("chmod 600 {}", exposed.display()))
+            && !e.contains("the-collector-key"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -191,7 +191,7 @@ impl Setup {
         });
         let dir = tempfile::tempdir().unwrap();
         let key_file = dir.path().join("quox.key");
-        std::fs::write(&key_file, KEY).unwrap();
+        airlock_gateway::credential_file::write(&key_file, KEY).unwrap();
         let config = CollectorConfig {
             url: format!("http://{addr}"),
             service_key_file: Some(key_file),

@@ -5,6 +5,7 @@
 //! PostgreSQL database (`state::postgres::keys`), where every replica
 //! sees a new key within [`SHARED_REFRESH`].
 
+use crate::credential_file;
 use std::{path::Path, path::PathBuf, time::Duration};
 
 use serde::Deserialize;
@@ -22,6 +23,10 @@ pub enum KeyError {
     BadIdentity(String),
     #[error("enrollment file {path}: {message}")]
     File { path: String, message: String },
+    /// Not this user's alone, or not readable: whoever can write the
+    /// file could enroll a key of their own.
+    #[error("enrollment file: {0}")]
+    Checked(#[from] crate::credential_file::CredentialFileError),
     #[error("the key store {location} is unavailable: {message}")]
     Store { location: String, message: String },
 }
@@ -123,10 +128,10 @@ impl EnrollmentFile {
 impl KeyStore for EnrollmentFile {
     fn add(&self, identity: &str, key_sha256: &KeyHash) -> Result<(), KeyError> {
         check_identity(identity)?;
-        let mut text = match std::fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(self.error(e)),
+        let mut text = if self.path.exists() {
+            credential_file::read(&self.path)?
+        } else {
+            String::new()
         };
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
@@ -142,11 +147,11 @@ impl KeyStore for EnrollmentFile {
                 crate::private_files::private_dir(dir).map_err(|e| self.error(e))?;
             }
         }
-        std::fs::write(&self.path, text).map_err(|e| self.error(e))
+        Ok(credential_file::write(&self.path, &text)?)
     }
 
     fn all(&self) -> Result<Vec<(KeyHash, String)>, KeyError> {
-        let text = std::fs::read_to_string(&self.path).map_err(|e| self.error(e))?;
+        let text = credential_file::read(&self.path)?;
         let e: Enrollment = toml::from_str(&text).map_err(|e| self.error(e))?;
         e.client
             .into_iter()
@@ -177,7 +182,7 @@ impl KeyStore for EnrollmentFile {
         // Written whole to a new file, then renamed over the old one: a
         // server re-reading it sees the old keys or the new, never half.
         let tmp = self.path.with_extension("toml.new");
-        std::fs::write(&tmp, text).map_err(|e| self.error(e))?;
+        credential_file::write(&tmp, &text)?;
         std::fs::rename(&tmp, &self.path).map_err(|e| self.error(e))?;
         Ok(removed)
     }

@@ -14,6 +14,7 @@ mod audit_plans;
 pub mod backend;
 pub mod catalog;
 pub mod config;
+pub mod credential_file;
 pub mod decision;
 pub mod digest;
 pub mod discovery;

@@ -39,8 +39,8 @@ impl std::fmt::Debug for ApiToken {
 pub enum TokenError {
     #[error("an API token looks like USER@REALM!TOKENID=SECRET (the secret is not shown)")]
     Malformed,
-    #[error("cannot read token file {path}: {message}")]
-    File { path: String, message: String },
+    #[error("token file: {0}")]
+    File(#[from] airlock_gateway::credential_file::CredentialFileError),
 }
 
 impl ApiToken {
@@ -65,10 +65,7 @@ impl ApiToken {
 
     /// Reads a token file (one line, `USER@REALM!TOKENID=SECRET`).
     pub fn from_file(path: &Path) -> Result<Self, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TokenError::File {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let text = airlock_gateway::credential_file::read(path)?;
         Self::parse(&text)
     }
 
@@ -427,6 +424,28 @@ mod tests {
             assert!(ApiToken::parse(bad).is_err(), "{bad}");
         }
         assert!(t.header().is_sensitive());
+    }
+
+    /// A token file others can read is not used, and its secret is
+    /// never in the error.
+    #[test]
+    fn token_files_must_be_this_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("alice.token");
+        let line = "alice@pve!airlock=0b9c6a5e-1f1e-4c2a-9a0e-8f1c2d3e4f50\n";
+        airlock_gateway::credential_file::write(&path, line).unwrap();
+        assert_eq!(
+            ApiToken::from_file(&path).unwrap().id(),
+            "alice@pve!airlock"
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = ApiToken::from_file(&path).unwrap_err().to_string();
+        assert!(
+            e.starts_with("token file: ") && e.contains(&format!("chmod 600 {}", path.display())),
+            "{e}"
+        );
+        assert!(!e.contains("0b9c"), "{e}");
     }
 
     #[test]

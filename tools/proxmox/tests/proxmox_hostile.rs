@@ -53,7 +53,7 @@ fn get(path: &str) -> Request {
 /// A `[proxmox]` section with one target `lab` at `server`, alice's token.
 fn config(server: &Server, dir: &Path, catalog: CatalogKind) -> ProxmoxConfig {
     let file = dir.join("alice.token");
-    std::fs::write(&file, token_line()).unwrap();
+    airlock_gateway::credential_file::write(&file, &token_line()).unwrap();
     let mut targets = BTreeMap::new();
     targets.insert(
         "lab".to_string(),
@@ -459,7 +459,7 @@ async fn a_host_name_that_does_not_resolve_is_said_so_without_the_name() {
     // The backend names the target by its configured name instead.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("alice.token");
-    std::fs::write(&file, token_line()).unwrap();
+    airlock_gateway::credential_file::write(&file, &token_line()).unwrap();
     let mut targets = BTreeMap::new();
     targets.insert(
         "lab".to_string(),

@@ -320,7 +320,8 @@ fn write_tokens(
         ("rita", Role::Reader),
     ] {
         let path = dir.join(format!("{identity}.token"));
-        std::fs::write(&path, config.token(role).unwrap().line()).unwrap();
+        airlock_gateway::credential_file::write(&path, &config.token(role).unwrap().line())
+            .unwrap();
         map.insert(identity.to_string(), path);
     }
     map
@@ -599,7 +600,8 @@ async fn tokens_by_mode_pick_the_least_mode_that_does_the_call() {
     let mut by_mode = std::collections::HashMap::new();
     for (mode, role) in [(Mode::Ro, Role::Reader), (Mode::Rw, Role::Admin)] {
         let path = dir.path().join(format!("mode-{mode}.token"));
-        std::fs::write(&path, config.token(role).unwrap().line()).unwrap();
+        airlock_gateway::credential_file::write(&path, &config.token(role).unwrap().line())
+            .unwrap();
         by_mode.insert(mode, path);
     }
     proxmox.targets.get_mut("lab").unwrap().tokens_by_mode = by_mode;

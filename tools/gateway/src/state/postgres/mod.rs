@@ -102,25 +102,8 @@ impl PostgresConfig {
             ))
         })?;
         if let Some(path) = &self.password_file {
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::MetadataExt;
-                if let Ok(meta) = std::fs::metadata(path) {
-                    if meta.mode() & 0o077 != 0 {
-                        return Err(PgError::Config(format!(
-                            "[state] password_file {} can be read by other users (mode {:o}); `chmod 600` it",
-                            path.display(),
-                            meta.mode() & 0o777
-                        )));
-                    }
-                }
-            }
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                PgError::Config(format!(
-                    "[state] password_file {} cannot be read: {e}",
-                    path.display()
-                ))
-            })?;
+            let text = crate::credential_file::read(path)
+                .map_err(|e| PgError::Config(format!("[state] password_file: {e}")))?;
             let password = text.lines().next().unwrap_or("").trim_end_matches('\r');
             if password.is_empty() {
                 return Err(PgError::Config(format!(
