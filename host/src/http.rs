@@ -267,6 +267,14 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
                     "this session was opened with another key; open a session of your own (initialize)",
                 );
             }
+            Err(crate::sessions::NotYours::NoOwner) => {
+                crate::metrics::global().refused("unknown_session");
+                // 404 is what MCP clients take as "open a new session".
+                return plain(
+                    StatusCode::NOT_FOUND,
+                    "this session is not known here (it ended, or its owner was never recorded); open a new session (initialize)",
+                );
+            }
             Err(crate::sessions::NotYours::Unknown) => {
                 return plain(
                     StatusCode::SERVICE_UNAVAILABLE,

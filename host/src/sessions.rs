@@ -120,6 +120,11 @@ pub enum NotYours {
     Other,
     /// The store that knows could not be asked.
     Unknown,
+    /// Nobody is recorded as having opened it: it ended, was never
+    /// opened, or was opened where its owner could not be recorded (an
+    /// older replica, a failed write). Not continued: the client opens a
+    /// session of its own.
+    NoOwner,
 }
 
 impl SessionOwners {
@@ -143,8 +148,9 @@ impl SessionOwners {
         }
     }
 
-    /// Whether `identity` may use session `id`. A session nobody knows is
-    /// left to the transport (it answers 404, or restores it).
+    /// Whether `identity` may use session `id`: only the identity
+    /// recorded as having opened it. A session with no recorded owner is
+    /// refused, never handed to whoever asks first.
     pub async fn check(&self, id: &str, identity: &str) -> Result<(), NotYours> {
         let owner = {
             let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
@@ -169,8 +175,9 @@ impl SessionOwners {
             }
         };
         match owner {
-            Some(o) if o != identity => Err(NotYours::Other),
-            _ => Ok(()),
+            Some(o) if o == identity => Ok(()),
+            Some(_) => Err(NotYours::Other),
+            None => Err(NotYours::NoOwner),
         }
     }
 
@@ -232,8 +239,8 @@ mod tests {
         let owners = SessionOwners::new(None);
         assert_eq!(
             owners.check("s1", "olga").await,
-            Ok(()),
-            "unknown: the transport decides"
+            Err(NotYours::NoOwner),
+            "nobody's session is nobody's to continue"
         );
         owners.bind("s1", "alice").await;
         assert_eq!(owners.check("s1", "alice").await, Ok(()));

@@ -250,6 +250,30 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
         .unwrap()
         .status();
     assert_eq!(status, 200, "alice's session goes on on the other replica");
+    // A session whose owner was never recorded (a row an older replica
+    // wrote, a failed write) is continued by nobody, on any replica,
+    // alice included: 404, which clients take as "open a new one".
+    let opened = post(&a.url, &alice, None, initialize()).await.unwrap();
+    let orphan = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let nulled =
+        d.pg.psql(
+            "airlock",
+            &format!(
+                "UPDATE airlock_sessions SET identity = NULL WHERE id = '{orphan}' RETURNING id"
+            ),
+        )
+        .unwrap();
+    assert_eq!(nulled.trim(), orphan, "the session's row was stored");
+    for key in [&olga, &alice] {
+        let r = post(&b.url, key, Some(&orphan), list.clone())
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "no owner, no continuing");
+        assert!(r.text().await.unwrap().contains("open a new session"));
+    }
 
     // A revoked key stops working on every replica once it re-reads.
     let revoked = d.airlock(&["revoke", "olga"]);

@@ -661,6 +661,51 @@ both!(
     }
 );
 
+/// Identities from an OpenID provider are many: the rows of 100,000 that
+/// called once are gone a minute later, and a bucket so forgotten gives
+/// what the old one would have.
+#[test]
+fn rate_rows_of_identities_gone_quiet_are_deleted() {
+    let f = Fixture::postgres("rate_rows_purged");
+    let Fixture::Postgres { db } = &f else {
+        unreachable!()
+    };
+    let rate = f.open().rate;
+    assert!(rate.take("first", 3, T0).unwrap());
+    server()
+        .psql(
+            db,
+            &format!(
+                "INSERT INTO airlock_rate (identity, tokens, at_ms, took) \
+                 SELECT 'user-' || i, 2, {T0} + i / 10, true FROM generate_series(1, 100000) i"
+            ),
+        )
+        .unwrap();
+    let rows = || {
+        server()
+            .psql(db, "SELECT count(*) FROM airlock_rate")
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert_eq!(rows(), 100_001);
+    // Within the minute nothing goes: those buckets still matter.
+    for _ in 0..2 {
+        assert!(rate.take("alice", 3, T0 + 30_000).unwrap());
+    }
+    assert_eq!(rows(), 100_002);
+    // A minute past the last of them, one take clears them out.
+    let later = T0 + 10_000 + 60_000 + 60_000;
+    assert!(rate.take("bob", 3, later).unwrap());
+    assert_eq!(rows(), 1, "only bob's bucket is left");
+    // alice's bucket, forgotten, is full: three tokens, no more.
+    let taken = (0..5)
+        .filter(|_| rate.take("alice", 3, later).unwrap())
+        .count();
+    assert_eq!(taken, 3);
+}
+
 both!(a_store_from_a_newer_airlock_is_refused, |f: Fixture| {
     drop(f.open());
     f.mark_as_newer_schema();

@@ -99,6 +99,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     );
     ",
     ),
+    (
+        8,
+        "rate buckets found by age, so full ones can be deleted",
+        "CREATE INDEX airlock_rate_at ON airlock_rate (at_ms);",
+    ),
 ];
 
 /// The newest version this build knows.

@@ -8,13 +8,13 @@
 //! take tokens, never add them, so that refusal is always right, and a
 //! script looping on refused calls costs no database writes.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
+use std::sync::{
+    atomic::{AtomicI64, Ordering},
+    Arc, Mutex,
 };
 
 use super::{connection, unavailable, PgError, Postgres};
-use crate::rate::{RateLimits, RateUnavailable};
+use crate::rate::{RateLimits, RateUnavailable, Swept, REFILLED_AFTER_MS};
 
 impl From<PgError> for RateUnavailable {
     fn from(e: PgError) -> Self {
@@ -25,19 +25,35 @@ impl From<PgError> for RateUnavailable {
 pub struct PgRate {
     db: Arc<Postgres>,
     /// Per identity: no token before this time (ms), as the database said.
-    /// One entry per identity that was refused (identities come from the
-    /// configuration and the keys, not from scripts).
-    empty_until: Mutex<HashMap<String, i64>>,
+    /// Entries whose time has passed are swept out as new ones come.
+    empty_until: Mutex<Swept<i64>>,
+    /// When this replica last deleted the rows of full buckets.
+    purged_ms: AtomicI64,
 }
 
 impl PgRate {
     pub fn new(db: Arc<Postgres>) -> Self {
         Self {
             db,
-            empty_until: Mutex::new(HashMap::new()),
+            empty_until: Mutex::new(Swept::new()),
+            purged_ms: AtomicI64::new(i64::MIN),
         }
     }
+
+    /// Identities this replica remembers as refused (for tests).
+    pub fn remembered(&self) -> usize {
+        self.empty_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map
+            .len()
+    }
 }
+
+/// How often a replica deletes the rows of buckets that are full again (a
+/// full bucket and no row answer alike), so the table holds the
+/// identities of about the last minute, however many there were.
+pub const PURGE_EVERY_MS: i64 = 60_000;
 
 /// The bucket refilled up to now: `LEAST(per_minute, tokens + elapsed ×
 /// per_minute / 60 000)`, a clock set back refilling nothing.
@@ -49,7 +65,7 @@ impl RateLimits for PgRate {
         {
             let empty = self.empty_until.lock().unwrap_or_else(|p| p.into_inner());
             // (A wait longer than a token's time is a clock set back: ask.)
-            if let Some(until) = empty.get(identity) {
+            if let Some(until) = empty.map.get(identity) {
                 let wait = until - now_ms;
                 if wait > 0 && wait <= 60_000 / per_minute.max(1) as i64 + 1 {
                     return Ok(false);
@@ -58,6 +74,13 @@ impl RateLimits for PgRate {
         }
         let owned = identity.to_string();
         let per = per_minute as f64;
+        // One replica at a time, about once a minute, in the same trip.
+        let last = self.purged_ms.load(Ordering::Relaxed);
+        let purge = now_ms.saturating_sub(last) >= PURGE_EVERY_MS
+            && self
+                .purged_ms
+                .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
         self.db
             .run("taking a rate token", move |pool, at| async move {
                 let conn = connection(&pool, &at).await?;
@@ -78,17 +101,32 @@ impl RateLimits for PgRate {
                     .query_one(&statement, &[&owned, &per, &now_ms])
                     .await
                     .map_err(|e| unavailable(&at, e))?;
-                Ok::<_, RateUnavailable>((row.get::<_, bool>(0), row.get::<_, f64>(1)))
+                let taken = (row.get::<_, bool>(0), row.get::<_, f64>(1));
+                if purge {
+                    // A full bucket's row says nothing a missing row does
+                    // not; the token just taken is in a row of now.
+                    let statement = conn
+                        .prepare_cached("DELETE FROM airlock_rate WHERE at_ms < $1")
+                        .await
+                        .map_err(|e| unavailable(&at, e))?;
+                    conn.execute(&statement, &[&(now_ms - REFILLED_AFTER_MS)])
+                        .await
+                        .map_err(|e| unavailable(&at, e))?;
+                }
+                Ok::<_, RateUnavailable>(taken)
             })
             .map(|(took, tokens)| {
                 let mut empty = self.empty_until.lock().unwrap_or_else(|p| p.into_inner());
                 if took {
-                    empty.remove(identity);
+                    empty.map.remove(identity);
                 } else {
                     // Tokens come at per_minute a minute: the next one in
                     // (1 - tokens) of a token's time.
                     let wait = ((1.0 - tokens).max(0.0) * 60_000.0 / per).ceil() as i64;
-                    empty.insert(identity.to_string(), now_ms + wait.max(1));
+                    if !empty.map.contains_key(identity) {
+                        empty.make_room(now_ms, |until| *until > now_ms);
+                    }
+                    empty.map.insert(identity.to_string(), now_ms + wait.max(1));
                 }
                 took
             })
