@@ -9,12 +9,13 @@
 //! (mode 600 or 400, as `ssh` asks of a private key). The checks are made
 //! on the opened file, so the file checked is the file read, and a
 //! symbolic link to such a file is fine (systemd's `LoadCredential=`
-//! directory, a secrets mount). Files Airlock writes are created 0600.
+//! directory, a secrets mount). Files Airlock writes are written whole
+//! to a new 0600 file and renamed into place.
 //! Each refusal names the file, what is wrong and the command that fixes
 //! it; none quotes the file's contents.
 
 use std::{
-    fs::{File, OpenOptions},
+    fs::OpenOptions,
     io::{self, Read, Write},
     os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt},
     path::Path,
@@ -58,7 +59,13 @@ pub fn read(path: &Path) -> Result<String, CredentialFileError> {
         path: shown(),
         message: e.to_string(),
     };
-    let file = File::open(path).map_err(read_error)?;
+    // Non-blocking: a FIFO or a terminal at the path must not hang the
+    // start before it is found not to be a regular file.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(read_error)?;
     let meta = file.metadata().map_err(read_error)?;
     if !meta.is_file() {
         return Err(CredentialFileError::NotAFile { path: shown() });
@@ -98,25 +105,40 @@ pub fn read(path: &Path) -> Result<String, CredentialFileError> {
     String::from_utf8(bytes).map_err(|_| CredentialFileError::NotText { path: shown() })
 }
 
-/// Writes `text` to `path` as a credential file: created 0600, and an
-/// existing file narrowed to 0600 before anything is written to it.
+/// Writes `text` to `path` as a credential file, whole or not at all: to
+/// a new file of a random name beside it (created 0600, never through a
+/// link someone planted), then renamed over `path`. A reader sees the old
+/// text or the new, never an empty or half-written file; a link at `path`
+/// itself is replaced, not followed.
 pub fn write(path: &Path, text: &str) -> Result<(), CredentialFileError> {
     let write_error = |e: io::Error| CredentialFileError::Write {
         path: path.display().to_string(),
         message: e.to_string(),
     };
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(FILE_MODE)
-        .open(path)
-        .map_err(write_error)?;
-    file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-        .map_err(write_error)?;
-    file.set_len(0).map_err(write_error)?;
-    file.write_all(text.as_bytes()).map_err(write_error)?;
-    file.sync_all().map_err(write_error)
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| write_error(io::Error::other(e.to_string())))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{name}.{}.new", hex::encode(nonce)));
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(FILE_MODE)
+            .open(&temporary)?;
+        // The mode asked for is narrowed by the umask, never widened.
+        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written.map_err(write_error)
 }
 
 #[cfg(test)]
@@ -164,7 +186,7 @@ mod tests {
             );
             assert!(!text.contains("hunter2"), "{text}");
         }
-        // Writing it narrows it first.
+        // Writing it replaces it with a 0600 file.
         write(&p, "new").unwrap();
         assert_eq!(mode(&p), 0o600);
         assert_eq!(read(&p).unwrap(), "new");
@@ -185,6 +207,45 @@ mod tests {
         ));
         let e = read(&dir.path().join("missing")).unwrap_err();
         assert!(e.to_string().starts_with("cannot read "), "{e}");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert!(matches!(
+            read(&fifo).unwrap_err(),
+            CredentialFileError::NotAFile { .. }
+        ));
+    }
+
+    /// A link planted where the file goes is replaced, and the file it
+    /// pointed to is left alone.
+    #[test]
+    fn writing_never_goes_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("audit.jsonl");
+        std::fs::write(&victim, "precious").unwrap();
+        let path = dir.path().join("clients.toml");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        write(&path, "new").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(read(&path).unwrap(), "new");
+        // Nothing is left beside it.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
     }
 
     /// Ownership: only where the test can make a file another user's.

