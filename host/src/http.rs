@@ -12,7 +12,6 @@
 //! README); this server speaks plain HTTP, by default on loopback only.
 
 use std::{
-    collections::HashMap,
     net::SocketAddr,
     path::PathBuf,
     sync::{Arc, Mutex, RwLock},
@@ -69,7 +68,7 @@ struct Gate {
     no_auth: bool,
     default_identity: String,
     per_minute: u32,
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    buckets: Mutex<airlock_gateway::rate::Swept<(f64, Instant)>>,
     owners: crate::sessions::SessionOwners,
     oauth: Option<Arc<ResourceServer>>,
     /// POST answers not yet sent in full.
@@ -79,9 +78,9 @@ struct Gate {
     listed: Arc<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
-/// Buckets kept before idle ones (full again, so the same as none) are
-/// dropped: identities from a provider are not a fixed, small set.
-const MAX_BUCKETS: usize = 10_000;
+/// When this process's request buckets started counting: the clock their
+/// sweeps are timed by.
+static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
 impl Gate {
     /// The identity whose key this is, compared in constant time.
@@ -106,11 +105,17 @@ impl Gate {
         }
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(client) {
+        // Identities from a provider are not a fixed, small set: buckets
+        // idle a minute (full again, so the same as none) are swept out.
+        if !buckets.map.contains_key(client) {
             let refill = std::time::Duration::from_secs(60);
-            buckets.retain(|_, (_, at)| now.duration_since(*at) < refill);
+            let now_ms = now
+                .saturating_duration_since(*STARTED.get_or_init(Instant::now))
+                .as_millis() as i64;
+            buckets.make_room(now_ms, |(_, at)| now.duration_since(*at) < refill);
         }
         let (tokens, at) = buckets
+            .map
             .entry(client.to_string())
             .or_insert((per_minute, now));
         *tokens =
@@ -360,7 +365,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         no_auth: options.no_auth,
         default_identity: options.default_identity.clone(),
         per_minute: options.requests_per_minute,
-        buckets: Mutex::new(HashMap::new()),
+        buckets: Mutex::new(airlock_gateway::rate::Swept::new()),
         owners: crate::sessions::SessionOwners::new(shared.gateway.state().sessions.clone()),
         oauth: oauth.clone(),
         answers: tokio_util::task::TaskTracker::new(),
@@ -550,7 +555,7 @@ mod tests {
             no_auth: false,
             default_identity: "local".into(),
             per_minute: 2,
-            buckets: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(airlock_gateway::rate::Swept::new()),
             owners: crate::sessions::SessionOwners::new(None),
             oauth: None,
             answers: tokio_util::task::TaskTracker::new(),
