@@ -41,6 +41,13 @@ pub enum CredentialFileError {
     },
     #[error("{path} is not a regular file; name the file that holds the credential")]
     NotAFile { path: String },
+    #[error("{path} is in {dir}, which {who} can write (mode {mode:03o}), who could then put another file in its place; keep credentials in a directory only you (or root) can write: chmod go-w {dir}")]
+    OpenDirectory {
+        path: String,
+        dir: String,
+        who: &'static str,
+        mode: u32,
+    },
     #[error(
         "{path} is larger than {limit} bytes, too large for a credential file; name the right file"
     )]
@@ -55,6 +62,36 @@ pub enum CredentialFileError {
 /// user's alone.
 pub fn read(path: &Path) -> Result<String, CredentialFileError> {
     let shown = || path.display().to_string();
+    // The directories the name passes through last: the link's, and the
+    // file's. Whoever can write one can swap what the name finds.
+    let mut dirs = vec![crate::private_files::parent_of(path).to_path_buf()];
+    if let Ok(real) = std::fs::canonicalize(path) {
+        dirs.push(crate::private_files::parent_of(&real).to_path_buf());
+    }
+    for dir in dirs {
+        let Ok(meta) = std::fs::metadata(&dir) else {
+            continue; // the open below says what is wrong
+        };
+        let mode = meta.mode() & 0o7777;
+        let sticky = mode & 0o1000 != 0;
+        let owner_ok = meta.uid() == effective_uid() || meta.uid() == 0;
+        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+            _ if sticky => None,
+            (false, false) if owner_ok => None,
+            (false, false) => Some("its owner, another user,"),
+            (true, false) => Some("its group"),
+            (false, true) => Some("every user"),
+            (true, true) => Some("its group and every user"),
+        };
+        if let Some(who) = who {
+            return Err(CredentialFileError::OpenDirectory {
+                path: shown(),
+                dir: dir.display().to_string(),
+                who,
+                mode,
+            });
+        }
+    }
     let read_error = |e: io::Error| CredentialFileError::Read {
         path: shown(),
         message: e.to_string(),
@@ -246,6 +283,39 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    /// A directory others can write lets them swap the file (or a link
+    /// to it) for one of their own: refused; a sticky one (/tmp) is not.
+    #[test]
+    fn a_file_in_a_directory_others_can_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        let p = open.join("token");
+        write(&p, "x").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = read(&p).unwrap_err();
+        assert!(
+            matches!(e, CredentialFileError::OpenDirectory { .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains(&format!("chmod go-w {}", open.display())),
+            "{e}"
+        );
+        // Through a link in a private directory: the target's is checked.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert!(matches!(
+            read(&link).unwrap_err(),
+            CredentialFileError::OpenDirectory { .. }
+        ));
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(read(&p).unwrap(), "x");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(read(&link).unwrap(), "x");
     }
 
     /// Ownership: only where the test can make a file another user's.

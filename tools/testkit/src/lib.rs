@@ -63,6 +63,8 @@ pub struct TempPostgres {
     data: PathBuf,
     log: PathBuf,
     watchdog: Option<watchdog::Watchdog>,
+    /// Holds the password file, ours alone.
+    _secrets: TempDir,
     /// Declared last so it is removed after the server is stopped.
     dir: TempDir,
 }
@@ -132,7 +134,16 @@ impl TempPostgres {
         };
 
         let password = random_hex()?;
-        let password_file = dir.path().join("password");
+        // In a directory of our own: the server's belongs to postgres, who
+        // could swap a file in it, so a client checking where its
+        // password comes from would rightly refuse it there.
+        let secrets = tempfile::Builder::new()
+            .prefix("airlock-pg-secret-")
+            .tempdir()
+            .map_err(|e| {
+                format!("PostgreSQL: cannot create a temporary directory: {e}; check TMPDIR")
+            })?;
+        let password_file = secrets.path().join("password");
         write_secret(&password_file, &password)?;
 
         let mut pg = TempPostgres {
@@ -144,6 +155,7 @@ impl TempPostgres {
             data: dir.path().join("data"),
             log: dir.path().join("server.log"),
             watchdog: None,
+            _secrets: secrets,
             dir,
         };
         pg.initdb(owner)?;
