@@ -21,7 +21,9 @@ use std::{
     path::Path,
 };
 
-use crate::private_files::{effective_uid, FILE_MODE};
+use crate::private_files::{
+    effective_uid, let_in, parent_of, FILE_MODE, GROUP_WRITE, OTHERS_WRITE,
+};
 
 /// The most a credential file may hold: a token, a key or a password is a
 /// line; an enrollment file a few lines per client.
@@ -64,9 +66,12 @@ pub fn read(path: &Path) -> Result<String, CredentialFileError> {
     let shown = || path.display().to_string();
     // The directories the name passes through last: the link's, and the
     // file's. Whoever can write one can swap what the name finds.
-    let mut dirs = vec![crate::private_files::parent_of(path).to_path_buf()];
+    let mut dirs = vec![parent_of(path).to_path_buf()];
     if let Ok(real) = std::fs::canonicalize(path) {
-        dirs.push(crate::private_files::parent_of(&real).to_path_buf());
+        let real_dir = parent_of(&real);
+        if real_dir != dirs[0] {
+            dirs.push(real_dir.to_path_buf());
+        }
     }
     for dir in dirs {
         let Ok(meta) = std::fs::metadata(&dir) else {
@@ -75,13 +80,11 @@ pub fn read(path: &Path) -> Result<String, CredentialFileError> {
         let mode = meta.mode() & 0o7777;
         let sticky = mode & 0o1000 != 0;
         let owner_ok = meta.uid() == effective_uid() || meta.uid() == 0;
-        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
-            _ if sticky => None,
-            (false, false) if owner_ok => None,
-            (false, false) => Some("its owner, another user,"),
-            (true, false) => Some("its group"),
-            (false, true) => Some("every user"),
-            (true, true) => Some("its group and every user"),
+        let who = if sticky {
+            None
+        } else {
+            let_in(mode, GROUP_WRITE, OTHERS_WRITE)
+                .or((!owner_ok).then_some("its owner, another user,"))
         };
         if let Some(who) = who {
             return Err(CredentialFileError::OpenDirectory {
@@ -116,13 +119,7 @@ pub fn read(path: &Path) -> Result<String, CredentialFileError> {
         });
     }
     let mode = meta.mode() & 0o7777;
-    let who = match (mode & 0o070 != 0, mode & 0o007 != 0) {
-        (false, false) => None,
-        (true, false) => Some("its group"),
-        (false, true) => Some("every user"),
-        (true, true) => Some("its group and every user"),
-    };
-    if let Some(who) = who {
+    if let Some(who) = let_in(mode, 0o070, 0o007) {
         return Err(CredentialFileError::Exposed {
             path: shown(),
             who,

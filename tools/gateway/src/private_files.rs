@@ -99,17 +99,30 @@ pub fn private_dir(dir: &Path) -> Result<(), StateDirError> {
         });
     }
     let mode = meta.mode() & 0o7777;
-    let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
-        (false, false) => return Ok(()),
-        (true, false) => "its group",
-        (false, true) => "every user",
-        (true, true) => "its group and every user",
-    };
-    Err(StateDirError::Writable {
-        path: path(),
-        who,
-        mode,
-    })
+    match let_in(mode, GROUP_WRITE, OTHERS_WRITE) {
+        None => Ok(()),
+        Some(who) => Err(StateDirError::Writable {
+            path: path(),
+            who,
+            mode,
+        }),
+    }
+}
+
+/// Mode bits by which the group may write.
+pub(crate) const GROUP_WRITE: u32 = 0o020;
+/// Mode bits by which every other user may write.
+pub(crate) const OTHERS_WRITE: u32 = 0o002;
+
+/// Who besides the owner `mode` lets in through its `group` and `others`
+/// bits, as the refusals name them; `None` when nobody.
+pub(crate) fn let_in(mode: u32, group: u32, others: u32) -> Option<&'static str> {
+    match (mode & group != 0, mode & others != 0) {
+        (false, false) => None,
+        (true, false) => Some("its group"),
+        (false, true) => Some("every user"),
+        (true, true) => Some("its group and every user"),
+    }
 }
 
 /// Creates `file` 0600 if it does not exist; an existing file is left as

@@ -56,8 +56,13 @@ impl SummaryKey {
     fn tag(&self, value: &str) -> String {
         let mut mac = self.mac();
         mac.update(value.as_bytes());
-        hex::encode(&mac.finalize().into_bytes()[..4])
+        short_tag(mac)
     }
+}
+
+/// What an approver is shown of a MAC: its first 8 hex digits.
+fn short_tag(mac: Hmac<Sha256>) -> String {
+    hex::encode(&mac.finalize().into_bytes()[..4])
 }
 
 impl std::fmt::Debug for SummaryKey {
@@ -307,7 +312,7 @@ impl Renderer<'_> {
             // UTF-8: every byte but a continuation byte starts a char.
             chars += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count();
         });
-        let tag = hex::encode(&mac.finalize().into_bytes()[..4]);
+        let tag = short_tag(mac);
         self.push(&format!("set({chars} chars of JSON, hmac:{tag})"))
     }
 
