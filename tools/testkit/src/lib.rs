@@ -63,8 +63,8 @@ pub struct TempPostgres {
     data: PathBuf,
     log: PathBuf,
     watchdog: Option<watchdog::Watchdog>,
-    /// Holds the password file, ours alone.
-    _secrets: TempDir,
+    /// Holds the password file, ours alone; removed by the watchdog too.
+    secrets: TempDir,
     /// Declared last so it is removed after the server is stopped.
     dir: TempDir,
 }
@@ -155,7 +155,7 @@ impl TempPostgres {
             data: dir.path().join("data"),
             log: dir.path().join("server.log"),
             watchdog: None,
-            _secrets: secrets,
+            secrets,
             dir,
         };
         pg.initdb(owner)?;
@@ -256,13 +256,19 @@ impl TempPostgres {
     /// environment, so a developer's PGHOST or PGDATABASE cannot redirect
     /// it to another server.
     fn as_pg_user(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut cmd = if self.as_postgres {
+        let cmd = if self.as_postgres {
             let mut cmd = Command::new("runuser");
             cmd.args(["-u", "postgres", "--"]).arg(program);
             cmd
         } else {
             Command::new(program)
         };
+        self.in_dir(cmd)
+    }
+
+    /// `cmd` run in the temporary directory, without the caller's `PG*`
+    /// variables.
+    fn in_dir(&self, mut cmd: Command) -> Command {
         cmd.current_dir(self.dir.path()).stdin(Stdio::null());
         for (name, _) in std::env::vars_os() {
             if name.to_string_lossy().starts_with("PG") {
@@ -383,17 +389,23 @@ impl TempPostgres {
     }
 
     /// A process that waits for end-of-file on its stdin, then stops the
-    /// server and removes the directory. Its own process group, so a
-    /// Ctrl-C meant for the tests does not end it before it has done so.
+    /// server (as its user) and removes both directories (as ours: the
+    /// password's is ours alone). Its own process group, so a Ctrl-C meant
+    /// for the tests does not end it before it has done so.
     fn spawn_watchdog(&self) -> Result<watchdog::Watchdog, String> {
-        let script =
-            r#"read -r _ignored; "$0" stop -s -m immediate -D "$1" >/dev/null 2>&1; rm -rf "$2""#;
-        let mut cmd = self.as_pg_user("sh");
+        let script = r#"dir=$1; secrets=$2; shift 2; read -r _ignored; "$@" >/dev/null 2>&1; rm -rf "$dir" "$secrets""#;
+        let mut cmd = self.in_dir(Command::new("sh"));
         cmd.arg("-c")
             .arg(script)
-            .arg(self.bin.join("pg_ctl"))
-            .arg(&self.data)
-            .arg(self.dir.path());
+            .arg("airlock-pg-watchdog")
+            .arg(self.dir.path())
+            .arg(self.secrets.path());
+        if self.as_postgres {
+            cmd.args(["runuser", "-u", "postgres", "--"]);
+        }
+        cmd.arg(self.bin.join("pg_ctl"))
+            .args(["stop", "-s", "-m", "immediate", "-D"])
+            .arg(&self.data);
         watchdog::Watchdog::spawn(cmd, "PostgreSQL")
     }
 }
