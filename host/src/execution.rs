@@ -113,7 +113,12 @@ impl Execution {
             Ended::Cancelled { calls } => ("Cancelled", calls, None),
         };
         let took = self.started.elapsed();
-        crate::metrics::global().execution(kind, limit, took);
+        let metrics = crate::metrics::global();
+        metrics.execution(kind, limit, took);
+        if let Ended::Ran(o) = ended {
+            let waited = Duration::from_micros(o.stats.queue_us);
+            metrics.admission(&self.caller.identity, waited, limit);
+        }
         let id = self.id().to_string();
         if let Err(e) = self.gateway.execution_finished(&id, kind, calls, took) {
             tracing::warn!(execution = %id, error = %e, "could not record the end of an execution in the audit log");

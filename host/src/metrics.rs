@@ -2,19 +2,22 @@
 //! --metrics ADDR`): executions by outcome and their latency, limit hits
 //! by limit, tool calls by tool and decision and their latency, audit
 //! appends and their latency, approval requests waiting, HTTP requests
-//! refused at the door (no credential, a bad key or token, too many). In the
+//! refused at the door (no credential, a bad key or token, too many),
+//! admissions to a sandbox slot and the time waited for one by identity. In the
 //! OpenMetrics text format, from the Prometheus project's own Rust client.
 //!
 //! The counts are process-wide ([`global`]): every execution and gateway
 //! call of this process is counted, whichever transport started it. Every
 //! label value comes from a bounded set (tool names the catalog has, the
-//! audit's decision words, error kinds, limit names), so a script cannot
-//! make the registry grow.
+//! audit's decision words, error kinds, limit names, the first
+//! [`MAX_IDENTITY_SERIES`] identities), so neither a script nor a crowd of
+//! identities can make the registry grow.
 
 use std::{
+    collections::HashSet,
     net::SocketAddr,
     path::PathBuf,
-    sync::{Arc, OnceLock},
+    sync::{atomic::AtomicU64, Arc, Mutex, OnceLock},
     time::Duration,
 };
 
@@ -52,6 +55,32 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AdmissionLabel {
+    identity: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IdentityLabel {
+    identity: String,
+}
+
+/// Identities given series of their own; executions of any further
+/// identity are counted under [`OTHER_IDENTITIES`], so identities from an
+/// OpenID provider cannot grow the registry without bound.
+pub const MAX_IDENTITY_SERIES: usize = 1000;
+pub const OTHER_IDENTITIES: &str = "_other";
+
+/// The limits that refuse an execution before it runs.
+const ADMISSION_LIMITS: [&str; 5] = [
+    "executions_in_flight",
+    "queue_depth",
+    "queue_wait_ms",
+    "executions_per_identity",
+    "queued_per_identity",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WrittenLabel {
     written: &'static str,
 }
@@ -67,6 +96,9 @@ pub struct Metrics {
     audit_seconds: Histogram,
     approvals_pending: Gauge,
     http_refusals: Family<ReasonLabel, Counter>,
+    admissions: Family<AdmissionLabel, Counter>,
+    admission_wait: Family<IdentityLabel, Counter<f64, AtomicU64>>,
+    labelled: Mutex<HashSet<String>>,
 }
 
 /// This process's metrics.
@@ -138,7 +170,22 @@ impl Metrics {
             "HTTP requests refused before reaching MCP, by reason (no_credential, bad_key, a token's failure such as expired or audience, rate_limited, not_your_session, unknown_session)",
             http_refusals.clone(),
         );
+        let admissions = Family::<AdmissionLabel, Counter>::default();
+        registry.register(
+            "admissions",
+            "Executions admitted to a sandbox slot (outcome=admitted) or refused before running (outcome=the limit's name), by identity",
+            admissions.clone(),
+        );
+        let admission_wait = Family::<IdentityLabel, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "admission_wait_seconds",
+            "Time executions waited for a sandbox slot, by identity (admitted and refused alike)",
+            admission_wait.clone(),
+        );
         Self {
+            admissions,
+            admission_wait,
+            labelled: Mutex::default(),
             registry,
             executions,
             execution_seconds,
@@ -170,6 +217,35 @@ impl Metrics {
         if let Some(limit) = limit {
             self.limit_hits.get_or_create(&LimitLabel { limit }).inc();
         }
+    }
+
+    /// One execution's admission: how long `identity` waited for a slot,
+    /// and the limit that refused it if one did (`limit` of an
+    /// execution's end; limits that are not about admission count it as
+    /// admitted).
+    pub fn admission(&self, identity: &str, waited: Duration, limit: Option<&'static str>) {
+        let identity = {
+            let mut labelled = self.labelled.lock().unwrap_or_else(|p| p.into_inner());
+            if labelled.contains(identity) {
+                identity.to_string()
+            } else if labelled.len() < MAX_IDENTITY_SERIES {
+                labelled.insert(identity.to_string());
+                identity.to_string()
+            } else {
+                OTHER_IDENTITIES.to_string()
+            }
+        };
+        let outcome = limit
+            .filter(|l| ADMISSION_LIMITS.contains(l))
+            .unwrap_or("admitted");
+        self.admission_wait
+            .get_or_create(&IdentityLabel {
+                identity: identity.clone(),
+            })
+            .inc_by(waited.as_secs_f64());
+        self.admissions
+            .get_or_create(&AdmissionLabel { identity, outcome })
+            .inc();
     }
 
     /// The exposition, with the pending approvals as counted just now
@@ -306,4 +382,31 @@ pub async fn serve(
         }
     });
     Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_past_the_first_thousand_share_one_series() {
+        let m = Metrics::new();
+        for i in 0..MAX_IDENTITY_SERIES + 500 {
+            m.admission(&format!("id-{i}"), Duration::from_millis(1), None);
+        }
+        m.admission("id-0", Duration::ZERO, Some("queued_per_identity"));
+        let text = m.render(None);
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("airlock_admissions_total{"))
+            .count();
+        // One per labelled identity, one for the rest, and id-0's refusal.
+        assert_eq!(series, MAX_IDENTITY_SERIES + 2, "{series}");
+        assert!(
+            text.contains("airlock_admissions_total{identity=\"_other\",outcome=\"admitted\"} 500")
+        );
+        assert!(text.contains(
+            "airlock_admissions_total{identity=\"id-0\",outcome=\"queued_per_identity\"} 1"
+        ));
+    }
 }

@@ -352,6 +352,14 @@ pub struct SandboxFlags {
     /// Longest wait for a slot, in ms.
     #[arg(long, env = "AIRLOCK_QUEUE_WAIT_MS")]
     pub queue_wait_ms: Option<u64>,
+    /// Executions of one identity running at once (default: half of
+    /// executions in flight).
+    #[arg(long, env = "AIRLOCK_EXECUTIONS_PER_IDENTITY")]
+    pub executions_per_identity: Option<u32>,
+    /// Executions of one identity waiting for a slot (default: half of
+    /// the queue depth).
+    #[arg(long, env = "AIRLOCK_QUEUED_PER_IDENTITY")]
+    pub queued_per_identity: Option<u32>,
     /// Where the compiled guest is cached.
     #[arg(long, env = "AIRLOCK_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -409,6 +417,12 @@ impl SandboxFlags {
         );
         set(&mut sandbox.capacity.queue_depth, self.queue_depth);
         set(&mut sandbox.capacity.queue_wait_ms, self.queue_wait_ms);
+        if let Some(n) = self.executions_per_identity {
+            sandbox.capacity.executions_per_identity = Some(n);
+        }
+        if let Some(n) = self.queued_per_identity {
+            sandbox.capacity.queued_per_identity = Some(n);
+        }
         if let Some(dir) = &self.cache_dir {
             sandbox.cache_dir = Some(dir.clone());
         }

@@ -192,3 +192,84 @@ async fn sighup_rereads_the_enrollment_file() {
     let r = post(&server, Some(&alice), &[], initialize().to_string()).await;
     assert_eq!(r.status(), 401, "a removed key stops working");
 }
+
+/// Twenty executions of rita's (read-only) that only await a timer, over
+/// HTTP: she runs her share of the slots (half of them, by default) and
+/// the rest of hers wait, so olga's execution runs beside them instead
+/// of waiting for one to end (they sleep far past the queue's wait, so
+/// waiting behind them would be a refusal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_identity_s_sleepers_leave_the_others_their_slots() {
+    let (_sim, dir, config) = common::configured(std::time::Duration::ZERO, "").await;
+    let audit = dir.path().join("audit.jsonl");
+    let enrollment = dir.path().join(common::ENROLLMENT);
+    let rita = enroll(&enrollment, "rita");
+    let olga = enroll(&enrollment, "olga");
+    let mut args: Vec<std::ffi::OsString> = vec!["--config".into(), config.into()];
+    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(Into::into));
+    args.push(enrollment.into());
+    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
+        .await
+        .unwrap();
+
+    let rita = std::sync::Arc::new(server.connect(&rita).await);
+    let sleepers: Vec<_> = (0..20)
+        .map(|_| {
+            let rita = rita.clone();
+            tokio::spawn(async move {
+                call(
+                    &rita,
+                    "execute",
+                    json!({"script": "await tools.node_list({}); await new Promise(r => setTimeout(r, 50000)); 'slept'"}),
+                )
+                .await
+            })
+        })
+        .collect();
+    // Every sleeper has started (its start is audited before it asks for
+    // a slot), and those given a slot have made their call.
+    let ritas = |event: &str| {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["event"] == event && l["identity"] == "rita")
+            .filter_map(|l| {
+                l.get("call")
+                    .or_else(|| l.get("execution"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    while ritas("execution_start") < 20 || ritas("call") < 8 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let olga = server.connect(&olga).await;
+    let r = call(
+        &olga,
+        "execute",
+        json!({"script": "(await tools.node_list({})).length"}),
+    )
+    .await;
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["result"],
+        3,
+        "olga's execution ran: {}",
+        text(&r)
+    );
+    assert_eq!(
+        ritas("call"),
+        8,
+        "rita ran her share, 8 of the 16 slots, and no more"
+    );
+    assert!(
+        sleepers.iter().all(|s| !s.is_finished()),
+        "rita's sleepers are all still asleep or waiting"
+    );
+    for s in sleepers {
+        s.abort();
+    }
+}

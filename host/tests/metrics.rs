@@ -162,6 +162,13 @@ async fn a_scrape_counts_what_the_executions_did() {
     );
     assert_eq!(get("airlock_tool_call_seconds_count{}"), 8.0);
     assert_eq!(get("airlock_approvals_pending{}"), 1.0);
+    // Every one of alice's six executions was admitted to a slot, and
+    // her time waiting for one is counted.
+    assert_eq!(
+        get("airlock_admissions_total{identity=alice,outcome=admitted}"),
+        6.0
+    );
+    assert!(get("airlock_admission_wait_seconds_total{identity=alice}") >= 0.0);
     assert_eq!(get("airlock_http_refusals_total{reason=bad_key}"), 1.0);
     // Lines: 6 starts, 6 ends, a line per call refused or allowed but the
     // rate-limited ones after the first (counted on the next line), and a

@@ -19,6 +19,7 @@
 // most once per execution, never in a loop: its size does not matter.
 #![allow(clippy::result_large_err)]
 
+mod admission;
 mod cache;
 mod dispatch;
 mod engine;

@@ -195,6 +195,14 @@ pub struct Capacity {
     pub queue_depth: u32,
     /// Longest an execution waits for a slot before it is refused.
     pub queue_wait_ms: u64,
+    /// Executions of one identity running at once, so that one identity's
+    /// work (busy or only waiting on a timer) cannot hold every slot; its
+    /// further executions wait their turn. Unset: half of
+    /// `executions_in_flight` (at least 1).
+    pub executions_per_identity: Option<u32>,
+    /// Executions of one identity waiting at once; one more is refused.
+    /// Unset: half of `queue_depth`.
+    pub queued_per_identity: Option<u32>,
 }
 
 impl Default for Capacity {
@@ -203,16 +211,56 @@ impl Default for Capacity {
             executions_in_flight: 16,
             queue_depth: 64,
             queue_wait_ms: 10_000,
+            executions_per_identity: None,
+            queued_per_identity: None,
         }
     }
 }
 
 impl Capacity {
+    /// One identity's share: executions running and executions waiting.
+    pub fn identity_share(&self) -> (u32, u32) {
+        (
+            self.executions_per_identity
+                .unwrap_or((self.executions_in_flight / 2).max(1)),
+            self.queued_per_identity
+                .unwrap_or((self.queue_depth / 2).max(1).min(self.queue_depth)),
+        )
+    }
+
     pub fn validate(&self) -> Result<(), LimitsError> {
         if self.executions_in_flight == 0 {
             return Err(LimitsError::Zero {
                 field: "executions_in_flight",
             });
+        }
+        if self.executions_per_identity == Some(0) {
+            return Err(LimitsError::Zero {
+                field: "executions_per_identity",
+            });
+        }
+        for (field, value, max, of) in [
+            (
+                "executions_per_identity",
+                self.executions_per_identity,
+                self.executions_in_flight,
+                "executions_in_flight",
+            ),
+            (
+                "queued_per_identity",
+                self.queued_per_identity,
+                self.queue_depth,
+                "queue_depth",
+            ),
+        ] {
+            if let Some(value) = value.filter(|v| *v > max) {
+                return Err(LimitsError::AboveShared {
+                    field,
+                    value,
+                    of,
+                    max,
+                });
+            }
         }
         if self.executions_in_flight > MAX_EXECUTIONS_IN_FLIGHT {
             return Err(LimitsError::TooLarge {
@@ -240,6 +288,13 @@ pub enum LimitsError {
         value: u64,
         max: u64,
     },
+    #[error("limit `{field}` is {value}, above `{of}` ({max}), which it is a share of; lower it or raise `{of}`")]
+    AboveShared {
+        field: &'static str,
+        value: u32,
+        of: &'static str,
+        max: u32,
+    },
     #[error("limit `fuel` is set but the sandbox was built without fuel metering; build it with `fuel_metering: true` (CLI: --fuel)")]
     FuelNotMetered,
 }
@@ -262,6 +317,8 @@ pub enum Limit {
     ExecutionsInFlight,
     QueueDepth,
     QueueWaitMs,
+    ExecutionsPerIdentity,
+    QueuedPerIdentity,
     /// The guest's native stack (fixed; JS recursion is stopped earlier by
     /// `recursion_depth`).
     StackBytes,
@@ -288,6 +345,8 @@ impl Limit {
             Self::ExecutionsInFlight => "executions_in_flight",
             Self::QueueDepth => "queue_depth",
             Self::QueueWaitMs => "queue_wait_ms",
+            Self::ExecutionsPerIdentity => "executions_per_identity",
+            Self::QueuedPerIdentity => "queued_per_identity",
             Self::StackBytes => "stack_bytes",
             Self::RecursionDepth => "recursion_depth",
             Self::JsStackSize => "js_stack_size",
@@ -308,6 +367,9 @@ impl Limit {
             Self::ArgsBytes => "pass smaller arguments (send identifiers, not data), or split the work across executions",
             Self::Timers => "arm fewer timers at once (await one before arming the next)",
             Self::ExecutionsInFlight | Self::QueueDepth | Self::QueueWaitMs => "the sandbox is busy; retry shortly",
+            Self::ExecutionsPerIdentity | Self::QueuedPerIdentity => {
+                "this identity already has its share of executions running and waiting; await them before starting more"
+            }
             Self::StackBytes | Self::RecursionDepth | Self::JsStackSize => {
                 "recurse less deeply (use a loop with an explicit stack) or nest data less"
             }

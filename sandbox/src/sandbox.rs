@@ -1,13 +1,11 @@
 //! The public face of the crate: a [`Sandbox`] built once, then
 //! [`Sandbox::execute`] per script, in `fresh` or `reuse` mode, behind an
-//! admission gate (`executions_in_flight`, `queue_depth`, `queue_wait_ms`).
+//! admission gate (`executions_in_flight`, `queue_depth`, `queue_wait_ms`,
+//! shared between identities: see [`crate::admission`]).
 
 use std::{
     path::PathBuf,
-    sync::{
-        atomic::{AtomicU32, Ordering},
-        Arc, Mutex,
-    },
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -16,6 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::{Engine, InstancePre, Store, UpdateDeadline};
 
 use crate::{
+    admission::Admission,
     cache,
     engine::{self, EngineOptions},
     execution::{self, GuestFns},
@@ -119,8 +118,7 @@ struct Inner {
     engine: Engine,
     pre: InstancePre<StoreData>,
     compiled_now: bool,
-    slots: Arc<Semaphore>,
-    waiting: AtomicU32,
+    admission: Arc<Admission>,
     warm: Mutex<Vec<Warm>>,
     /// Bounds instances being reset in the background.
     reset_slots: Arc<Semaphore>,
@@ -174,8 +172,7 @@ impl Sandbox {
                 engine: compiled.engine,
                 pre: compiled.pre,
                 compiled_now: compiled.compiled_now,
-                slots: Arc::new(Semaphore::new(e as usize)),
-                waiting: AtomicU32::new(0),
+                admission: Admission::new(config.capacity.clone()),
                 warm: Mutex::new(Vec::new()),
                 reset_slots: Arc::new(Semaphore::new(e as usize)),
                 resetting: tokio::sync::watch::channel(0).0,
@@ -203,7 +200,7 @@ impl Sandbox {
 
     /// Executions waiting for a slot right now.
     pub fn queued(&self) -> u32 {
-        self.inner.waiting.load(Ordering::SeqCst)
+        self.inner.admission.waiting()
     }
 
     /// Instances idle and ready in the reuse pool.
@@ -223,7 +220,12 @@ impl Sandbox {
         if let Err(e) = self.check_request(script, limits) {
             return failed(e, stats);
         }
-        let _permit = match self.admit().await {
+        let _slot = match self
+            .inner
+            .admission
+            .admit(host.principal().unwrap_or(""))
+            .await
+        {
             Ok(p) => p,
             Err(e) => {
                 stats.queue_us = t0.elapsed().as_micros() as u64;
@@ -283,44 +285,6 @@ impl Sandbox {
             ));
         }
         Ok(())
-    }
-
-    async fn admit(&self) -> Result<OwnedSemaphorePermit, ExecError> {
-        let inner = &self.inner;
-        if let Ok(p) = inner.slots.clone().try_acquire_owned() {
-            return Ok(p);
-        }
-        let cap = &inner.config.capacity;
-        if cap.queue_depth == 0 {
-            let e = cap.executions_in_flight as u64;
-            return Err(ExecError::limit(Limit::ExecutionsInFlight, e, e + 1));
-        }
-        let ahead = inner.waiting.fetch_add(1, Ordering::SeqCst);
-        let _place = QueuePlace(&inner.waiting);
-        if ahead >= cap.queue_depth {
-            return Err(ExecError::limit(
-                Limit::QueueDepth,
-                cap.queue_depth as u64,
-                ahead as u64 + 1,
-            ));
-        }
-        let t0 = Instant::now();
-        match tokio::time::timeout(
-            Duration::from_millis(cap.queue_wait_ms),
-            inner.slots.clone().acquire_owned(),
-        )
-        .await
-        {
-            Ok(Ok(p)) => Ok(p),
-            Ok(Err(_)) => Err(ExecError::Internal {
-                message: "the sandbox is shutting down".into(),
-            }),
-            Err(_) => Err(ExecError::limit(
-                Limit::QueueWaitMs,
-                cap.queue_wait_ms,
-                (t0.elapsed().as_millis() as u64).max(cap.queue_wait_ms),
-            )),
-        }
     }
 
     /// An idle instance that served `principal` before, newest first.
@@ -577,14 +541,6 @@ impl Drop for Reset {
         if let Some(inner) = self.inner.upgrade() {
             inner.resetting.send_modify(|n| *n -= 1);
         }
-    }
-}
-
-struct QueuePlace<'a>(&'a AtomicU32);
-
-impl Drop for QueuePlace<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use airlock_sandbox::{
     Capacity, ExecError, Limit, Limits, SandboxConfig, ARGS_VALUE_OVERHEAD, LOG_LINE_OVERHEAD,
@@ -333,6 +333,7 @@ fn one_at_a_time(queue_depth: u32, queue_wait_ms: u64) -> SandboxConfig {
             executions_in_flight: 1,
             queue_depth,
             queue_wait_ms,
+            ..Capacity::default()
         },
         ..SandboxConfig::default()
     }
@@ -384,6 +385,199 @@ async fn queue_wait_ms_bounds_the_wait_for_a_slot() {
     assert!(o.stats.queue_us >= 100_000);
     host.gate.add_permits(1);
     ok(&first.await.unwrap());
+}
+
+/// `sb` holds `n` of `host`'s executions parked in a gate.
+async fn hold(
+    sb: &airlock_sandbox::Sandbox,
+    host: &Arc<TestHost>,
+    n: u32,
+) -> Vec<tokio::task::JoinHandle<airlock_sandbox::Outcome>> {
+    let held = (0..n)
+        .map(|_| spawn(sb, host, "await tools.gate({})"))
+        .collect();
+    host.wait_for_calls(n).await;
+    held
+}
+
+async fn queued(sb: &airlock_sandbox::Sandbox, n: u32) {
+    while sb.queued() < n {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Waits for `host`'s `n`th call, failing (not hanging) when the
+/// scheduler gave the slot to someone else.
+async fn called(host: &TestHost, n: u32, why: &str) {
+    tokio::time::timeout(Duration::from_secs(30), host.wait_for_calls(n))
+        .await
+        .unwrap_or_else(|_| panic!("{why}"));
+}
+
+#[tokio::test]
+async fn one_identity_cannot_hold_every_slot() {
+    let sb = common::sandbox(SandboxConfig {
+        capacity: Capacity {
+            executions_in_flight: 4,
+            queue_depth: 16,
+            ..Capacity::default()
+        },
+        ..SandboxConfig::default()
+    })
+    .await;
+    let rita = Arc::new(TestHost::for_principal(Some("rita")));
+    let olga = Arc::new(TestHost::for_principal(Some("olga")));
+    // Rita's share is half the slots; her other six wait.
+    let mut held = hold(&sb, &rita, 2).await;
+    held.extend((0..6).map(|_| spawn(&sb, &rita, "await tools.gate({})")));
+    queued(&sb, 6).await;
+    assert_eq!(rita.count(), 2, "rita runs no more than her share");
+    // Olga is not behind rita's backlog: she runs while all of rita's
+    // executions are still parked.
+    let o = tokio::time::timeout(
+        Duration::from_secs(30),
+        sb.execute("await tools.echo({n: 1})", &Limits::default(), &*olga),
+    )
+    .await
+    .expect("olga's execution runs while rita's are parked");
+    assert_eq!(ok(&o), &json!({"n": 1}));
+    assert_eq!(rita.count(), 2);
+    rita.gate.add_permits(8);
+    for h in held {
+        assert_eq!(ok(&h.await.unwrap()), &json!("opened"));
+    }
+    assert_eq!(rita.peak(), 2, "never more than rita's share at once");
+}
+
+#[tokio::test]
+async fn identities_waiting_are_served_in_turn() {
+    let sb = common::sandbox(one_at_a_time(8, 60_000)).await;
+    let first = Arc::new(TestHost::for_principal(Some("first")));
+    let rita = Arc::new(TestHost::for_principal(Some("rita")));
+    let olga = Arc::new(TestHost::for_principal(Some("olga")));
+    let held = hold(&sb, &first, 1).await;
+    let ritas: Vec<_> = (0..3)
+        .map(|_| spawn(&sb, &rita, "await tools.gate({})"))
+        .collect();
+    queued(&sb, 3).await;
+    let olgas = spawn(&sb, &olga, "await tools.gate({})");
+    queued(&sb, 4).await;
+
+    first.gate.add_permits(1);
+    called(&rita, 1, "rita queued first, so she is served first").await;
+    rita.gate.add_permits(1);
+    called(&olga, 1, "olga's turn comes before rita's second").await;
+    assert_eq!(rita.count(), 1, "rita's second waited for olga's turn");
+    olga.gate.add_permits(1);
+    rita.gate.add_permits(2);
+    for h in held.into_iter().chain(ritas).chain([olgas]) {
+        assert_eq!(ok(&h.await.unwrap()), &json!("opened"));
+    }
+    assert_eq!(sb.queued(), 0);
+}
+
+#[tokio::test]
+async fn queued_per_identity_refuses_one_identity_not_the_others() {
+    let sb = common::sandbox(SandboxConfig {
+        capacity: Capacity {
+            executions_in_flight: 1,
+            queue_depth: 8,
+            queued_per_identity: Some(2),
+            ..Capacity::default()
+        },
+        ..SandboxConfig::default()
+    })
+    .await;
+    let rita = Arc::new(TestHost::for_principal(Some("rita")));
+    let olga = Arc::new(TestHost::for_principal(Some("olga")));
+    let mut held = hold(&sb, &rita, 1).await;
+    held.extend((0..2).map(|_| spawn(&sb, &rita, "await tools.gate({})")));
+    queued(&sb, 2).await;
+    let o = sb.execute("1", &Limits::default(), &*rita).await;
+    assert_eq!(limit_of(&o.result), (Limit::QueuedPerIdentity, 2, 3));
+    let text = o.result.unwrap_err().to_string();
+    assert!(text.contains("queued_per_identity"), "{text}");
+    let olgas = spawn(&sb, &olga, "'olga ran'");
+    queued(&sb, 3).await;
+    rita.gate.add_permits(3);
+    for h in held {
+        assert_eq!(ok(&h.await.unwrap()), &json!("opened"));
+    }
+    assert_eq!(ok(&olgas.await.unwrap()), &json!("olga ran"));
+}
+
+#[tokio::test]
+async fn executions_per_identity_without_a_queue_is_refused_by_name() {
+    let sb = common::sandbox(SandboxConfig {
+        capacity: Capacity {
+            executions_in_flight: 4,
+            queue_depth: 0,
+            executions_per_identity: Some(1),
+            ..Capacity::default()
+        },
+        ..SandboxConfig::default()
+    })
+    .await;
+    let rita = Arc::new(TestHost::for_principal(Some("rita")));
+    let held = hold(&sb, &rita, 1).await;
+    let o = sb.execute("1", &Limits::default(), &*rita).await;
+    assert_eq!(limit_of(&o.result), (Limit::ExecutionsPerIdentity, 1, 2));
+    let olga = TestHost::for_principal(Some("olga"));
+    assert_eq!(
+        ok(&sb.execute("2", &Limits::default(), &olga).await),
+        &json!(2)
+    );
+    rita.gate.add_permits(1);
+    for h in held {
+        ok(&h.await.unwrap());
+    }
+}
+
+#[tokio::test]
+async fn a_waiter_cancelled_leaves_no_place_and_no_slot_behind() {
+    let sb = common::sandbox(one_at_a_time(4, 60_000)).await;
+    let rita = Arc::new(TestHost::for_principal(Some("rita")));
+    let held = hold(&sb, &rita, 1).await;
+    let gone = spawn(&sb, &rita, "'never'");
+    queued(&sb, 1).await;
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    assert_eq!(sb.queued(), 0, "the cancelled waiter left the queue");
+    rita.gate.add_permits(1);
+    for h in held {
+        ok(&h.await.unwrap());
+    }
+    // The slot came back: one execution at a time still runs.
+    assert_eq!(
+        ok(&sb.execute("3", &Limits::default(), &*rita).await),
+        &json!(3)
+    );
+}
+
+#[tokio::test]
+async fn shares_above_the_whole_are_refused_naming_both() {
+    for capacity in [
+        Capacity {
+            executions_in_flight: 2,
+            executions_per_identity: Some(3),
+            ..Capacity::default()
+        },
+        Capacity {
+            queue_depth: 4,
+            queued_per_identity: Some(5),
+            ..Capacity::default()
+        },
+    ] {
+        let e = airlock_sandbox::Sandbox::new(SandboxConfig {
+            capacity,
+            ..SandboxConfig::default()
+        })
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(e.contains("_per_identity") && e.contains("raise"), "{e}");
+    }
 }
 
 #[tokio::test]

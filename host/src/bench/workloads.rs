@@ -33,6 +33,9 @@ pub async fn sandbox(mode: Mode, in_flight: u32, reuse_runs: u32) -> Result<Sand
             executions_in_flight: in_flight,
             queue_depth: 4096,
             queue_wait_ms: 600_000,
+            // One principal drives every bench: its share is the whole.
+            executions_per_identity: Some(in_flight),
+            queued_per_identity: Some(4096),
         },
         ..SandboxConfig::default()
     })
