@@ -73,6 +73,12 @@ struct Gate {
     oauth: Option<Arc<ResourceServer>>,
     /// POST answers not yet sent in full.
     answers: tokio_util::task::TaskTracker,
+    /// Set on SIGTERM: new sessions are sent elsewhere (503), the open
+    /// ones are still served until they go quiet.
+    draining: std::sync::atomic::AtomicBool,
+    /// When the last request arrived (ms since [`STARTED`]), for the drain
+    /// to tell when the open sessions have gone quiet.
+    last_request_ms: std::sync::atomic::AtomicU64,
     /// Whom `[identities]` names: a token whose groups map to no mode is
     /// accepted only for them.
     listed: Arc<dyn Fn(&str) -> bool + Send + Sync>,
@@ -238,6 +244,21 @@ fn with_challenge(mut r: Response, challenge: &str) -> Response {
 }
 
 async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
+    use std::sync::atomic::Ordering;
+    gate.last_request_ms.fetch_max(
+        STARTED.get_or_init(Instant::now).elapsed().as_millis() as u64,
+        Ordering::SeqCst,
+    );
+    if gate.draining.load(Ordering::SeqCst) && !req.headers().contains_key(SESSION_HEADER) {
+        // A load balancer retries this on another replica; a client told
+        // 503 on initialize tries again.
+        let mut r = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this server is stopping: open the session again (on another replica)",
+        );
+        r.headers_mut().insert(header::RETRY_AFTER, 1.into());
+        return r;
+    }
     let authorization = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -369,6 +390,8 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         owners: crate::sessions::SessionOwners::new(shared.gateway.state().sessions.clone()),
         oauth: oauth.clone(),
         answers: tokio_util::task::TaskTracker::new(),
+        draining: Default::default(),
+        last_request_ms: Default::default(),
         listed: {
             let gateway = shared.gateway.clone();
             Arc::new(move |identity: &str| gateway.lists_identity(identity))
@@ -415,8 +438,21 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     let mcp = Router::new()
         .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(gate.clone(), guard));
-    let answers = gate.answers.clone();
-    let mut app = Router::new().route("/healthz", get(|| async { "ok" }));
+    let mut app = Router::new().route(
+        "/healthz",
+        get({
+            let gate = gate.clone();
+            // A load balancer stops sending new sessions here once the
+            // server is stopping.
+            move || async move {
+                if gate.draining.load(std::sync::atomic::Ordering::SeqCst) {
+                    (StatusCode::SERVICE_UNAVAILABLE, "stopping")
+                } else {
+                    (StatusCode::OK, "ok")
+                }
+            }
+        }),
+    );
     if let Some(server) = &oauth {
         for path in server.metadata_paths() {
             let body = serde_json::to_string_pretty(server.document()).unwrap_or_default();
@@ -445,30 +481,69 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             stop.received().await;
-            tracing::info!("stopping: no new requests; open ones finish");
-            // No new connections from here on (and no keep-alive for the
-            // open ones); executions in flight finish and answer, up to
-            // the grace period. Then the MCP sessions are cancelled: what
-            // still runs ends as Cancelled in the audit, and open event
-            // streams close so the server can stop.
-            tokio::spawn(async move {
-                let deadline = tokio::time::Instant::now() + grace;
-                let left = draining.executions_ended(grace).await;
-                // Their answers still travel to their clients.
-                answers.close();
-                let sent = tokio::time::timeout_at(deadline, answers.wait()).await.is_ok();
-                if left > 0 {
-                    tracing::warn!(executions = left, grace = ?grace, "cancelling the executions still running after the shutdown grace period");
-                } else if sent {
-                    tracing::info!("every execution in flight finished and answered; stopping");
-                } else {
-                    tracing::warn!(answers = answers.len(), "answers still unsent after the shutdown grace period; stopping");
-                }
-                cancel.cancel();
-            });
+            drain(&gate, &draining, grace).await;
+            // Stop accepting, and end the MCP sessions: what still runs
+            // ends as Cancelled in the audit, and open event streams
+            // close so the server can stop.
+            cancel.cancel();
         })
         .await
         .map_err(|e| e.to_string())
+}
+
+/// How long the open sessions must have sent nothing, once every answer
+/// is out, before a stopping server closes them. Clients follow an answer
+/// at once with what they need to read it (the Python SDK fetches
+/// `tools/list` to check a result against its output schema, on a new
+/// connection): a server that stopped listening with the answer made that
+/// client fail the call it had just been answered.
+const QUIET_BEFORE_STOP: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// SIGTERM's drain, bounded by `grace`: new sessions are refused (503,
+/// for the load balancer to send elsewhere) and new executions too; the
+/// executions in flight finish and their answers are sent; then the open
+/// sessions are served until they have been quiet for
+/// [`QUIET_BEFORE_STOP`].
+async fn drain(gate: &Gate, shared: &Shared, grace: std::time::Duration) {
+    use std::sync::atomic::Ordering;
+    gate.draining.store(true, Ordering::SeqCst);
+    tracing::info!("stopping: no new sessions or executions; those in flight finish and answer");
+    let deadline = tokio::time::Instant::now() + grace;
+    let left = shared.executions_ended(grace).await;
+    // Their answers still travel to their clients.
+    gate.answers.close();
+    let sent = tokio::time::timeout_at(deadline, gate.answers.wait())
+        .await
+        .is_ok();
+    // The quiet is counted from the last answer sent, or the last
+    // request after it.
+    let started = *STARTED.get_or_init(Instant::now);
+    gate.last_request_ms
+        .fetch_max(started.elapsed().as_millis() as u64, Ordering::SeqCst);
+    loop {
+        let last = std::time::Duration::from_millis(gate.last_request_ms.load(Ordering::SeqCst));
+        let quiet_at = tokio::time::Instant::from_std(started + last + QUIET_BEFORE_STOP);
+        let now = tokio::time::Instant::now();
+        if (quiet_at <= now && gate.answers.is_empty()) || now >= deadline {
+            break;
+        }
+        tokio::time::sleep_until(
+            quiet_at
+                .max(now + std::time::Duration::from_millis(10))
+                .min(deadline),
+        )
+        .await;
+    }
+    if left > 0 {
+        tracing::warn!(executions = left, grace = ?grace, "cancelling the executions still running after the shutdown grace period");
+    } else if sent {
+        tracing::info!("every execution in flight finished and answered; stopping");
+    } else {
+        tracing::warn!(
+            answers = gate.answers.len(),
+            "answers still unsent after the shutdown grace period; stopping"
+        );
+    }
 }
 
 /// The origins of this server itself on loopback.
@@ -559,6 +634,8 @@ mod tests {
             owners: crate::sessions::SessionOwners::new(None),
             oauth: None,
             answers: tokio_util::task::TaskTracker::new(),
+            draining: Default::default(),
+            last_request_ms: Default::default(),
             listed: Arc::new(|_: &str| false),
         };
         assert_eq!(gate.identify(&a).as_deref(), Some("alice"));

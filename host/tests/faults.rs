@@ -143,6 +143,154 @@ async fn sigterm_lets_an_execution_in_flight_finish_and_answer() {
     assert_eq!(outcomes, ["ok"]);
 }
 
+/// The script the SDK clients run across a SIGTERM: a call the server
+/// logs (so the test knows it runs), then three seconds on a timer.
+const ACROSS_SIGTERM: &str = "try { await tools.node_status({node: 'nowhere'}) } catch (e) {} \
+                              await new Promise((r) => setTimeout(r, 3000)); 'finished'";
+
+/// Sends SIGTERM to the server once its execution runs, and returns what
+/// the client program `client` (which prints one JSON line: the result)
+/// printed.
+async fn across_sigterm(mut client: Command, what: &str) {
+    let (_sim, server, alice, audit_file) = serve_configured(TASK_DELAY, "", &[]).await;
+    let child = client
+        .arg(&server.url)
+        .arg(&alice)
+        .arg(ACROSS_SIGTERM)
+        .env_remove("AIRLOCK_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let server = tokio::task::spawn_blocking(move || {
+        server.wait_for("tools.node_status →");
+        let pid = server.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        server
+    })
+    .await
+    .unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let answer: Value = stdout
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "the {what} client got no answer across SIGTERM:\n{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert_eq!(answer["result"]["result"], "finished", "{what}: {answer}");
+    assert_eq!(answer["is_error"], false, "{what}: {answer}");
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut server = server;
+    let child = std::mem::replace(&mut server.child, Command::new("true").spawn().unwrap());
+    let status = exit_within(child, Duration::from_secs(20), "SIGTERM");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(everything_ended(&audit_lines(&audit_file)), ["ok"]);
+}
+
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The official Python SDK (2.x) follows an answer at once with
+/// `tools/list` (to check the result against the tool's output schema),
+/// on a new connection: a server that stopped listening with the answer
+/// failed the very call it had answered. The drain serves open sessions
+/// until they go quiet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drain_answers_the_python_sdk_client() {
+    let mut client = Command::new(common::test_python());
+    client.arg(repo().join("host/tests/clients/drain.py"));
+    across_sigterm(client, "Python SDK").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drain_answers_the_typescript_sdk_client() {
+    let Some((node, packages)) = common::node_packages() else {
+        return;
+    };
+    // ES modules resolve packages from where the script is: next to them.
+    let program = packages.join("drain.mjs");
+    std::fs::copy(repo().join("host/tests/clients/drain.mjs"), &program).unwrap();
+    let mut client = Command::new(node);
+    client.arg(program);
+    across_sigterm(client, "TypeScript SDK").await;
+}
+
+/// While it drains, a server sends new sessions elsewhere (503 with
+/// Retry-After, and /healthz says so for the load balancer) and starts
+/// no new execution in the sessions it still serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_server_takes_no_new_sessions_or_executions() {
+    let (_sim, server, alice, _) = serve_configured(TASK_DELAY, "", &[]).await;
+    let client = server.connect(&alice).await;
+    let other = server.connect(&alice).await;
+    let running =
+        tokio::spawn(
+            async move { call(&client, "execute", json!({"script": ACROSS_SIGTERM})).await },
+        );
+    let server = tokio::task::spawn_blocking(move || {
+        server.wait_for("tools.node_status →");
+        let pid = server.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        server.wait_for("stopping: no new sessions");
+        server
+    })
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let health = http
+        .get(format!("{}/healthz", server.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 503);
+    let new = http
+        .post(&server.url)
+        .bearer_auth(&alice)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(new.status(), 503);
+    assert_eq!(new.headers()["retry-after"], "1");
+    let r = call(&other, "execute", json!({"script": "1 + 1"})).await;
+    let error = &r.structured_content.as_ref().unwrap()["error"];
+    assert_eq!(error["kind"], "ServerStopping", "{}", text(&r));
+    let r = running.await.unwrap();
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["result"],
+        "finished",
+        "{}",
+        text(&r)
+    );
+}
+
 /// Past the grace period, what still runs is cancelled and audited so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {

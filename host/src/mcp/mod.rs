@@ -185,6 +185,13 @@ impl AirlockServer {
                 Err(e) => return Self::invalid(format!("{}: {e}", e.code())),
             };
         let identity = caller.identity.clone();
+        if self.shared.executions.is_closed() {
+            // Stopping: what is running finishes, nothing new starts.
+            return CallToolResult::structured_error(json!({"error": {
+                "kind": "ServerStopping",
+                "message": "this server is stopping and starts no new executions; run the script again in a new session (which lands on a server that is up)",
+            }}));
+        }
         let _running = self.shared.executions.token();
         let execution = match Execution::start(&self.shared.gateway, caller, script) {
             Ok(e) => e,
