@@ -14,7 +14,7 @@
 use std::{
     net::SocketAddr,
     path::PathBuf,
-    sync::{Arc, Mutex, RwLock},
+    sync::{Arc, RwLock},
     time::Instant,
 };
 
@@ -54,6 +54,11 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
     pub requests_per_minute: u32,
+    /// Requests without a valid credential per client address and
+    /// minute (0 = unlimited); past it, 429 before any check.
+    pub failed_auth_per_minute: u32,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// On SIGTERM/Ctrl-C: how long executions in flight may finish
     /// before the rest are cancelled.
     pub shutdown_grace: std::time::Duration,
@@ -67,8 +72,12 @@ struct Gate {
     keys: RwLock<Vec<(KeyHash, String)>>,
     no_auth: bool,
     default_identity: String,
-    per_minute: u32,
-    buckets: Mutex<airlock_gateway::rate::Swept<(f64, Instant)>>,
+    /// Requests per identity (`--requests-per-minute`).
+    requests: crate::door::Buckets,
+    /// Failed authentications per client address
+    /// (`--failed-auth-per-minute`).
+    failures: crate::door::Buckets,
+    trusted_proxies: Vec<ipnet::IpNet>,
     owners: crate::sessions::SessionOwners,
     oauth: Option<Arc<ResourceServer>>,
     /// POST answers not yet sent in full.
@@ -101,39 +110,6 @@ impl Gate {
         }
         found
     }
-
-    /// Takes a request token from `client`'s bucket, or says how many
-    /// whole seconds until the next one is due.
-    fn allow(&self, client: &str) -> Result<(), u64> {
-        let per_minute = self.per_minute as f64;
-        if per_minute == 0.0 {
-            return Ok(());
-        }
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        // Identities from a provider are not a fixed, small set: buckets
-        // idle a minute (full again, so the same as none) are swept out.
-        if !buckets.map.contains_key(client) {
-            let refill = std::time::Duration::from_secs(60);
-            let now_ms = now
-                .saturating_duration_since(*STARTED.get_or_init(Instant::now))
-                .as_millis() as i64;
-            buckets.make_room(now_ms, |(_, at)| now.duration_since(*at) < refill);
-        }
-        let (tokens, at) = buckets
-            .map
-            .entry(client.to_string())
-            .or_insert((per_minute, now));
-        *tokens =
-            (*tokens + now.duration_since(*at).as_secs_f64() * per_minute / 60.0).min(per_minute);
-        *at = now;
-        if *tokens < 1.0 {
-            let wait = (1.0 - *tokens) * 60.0 / per_minute;
-            return Err(wait.ceil().max(1.0) as u64);
-        }
-        *tokens -= 1.0;
-        Ok(())
-    }
 }
 
 fn plain(status: StatusCode, text: &str) -> Response {
@@ -152,11 +128,7 @@ impl Gate {
         if self.no_auth {
             return Ok(Caller::new(self.default_identity.clone()));
         }
-        let bearer = authorization.and_then(|v| {
-            let (scheme, rest) = v.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        });
-        let Some(bearer) = bearer else {
+        let Some(bearer) = bearer_of(authorization) else {
             crate::metrics::global().refused("no_credential");
             return Err(self.unauthorized(None));
         };
@@ -231,6 +203,12 @@ impl Gate {
 const BAD_KEY: &str =
     "the bearer key is not enrolled (or was revoked); `airlock enroll` issues one";
 
+/// The credential of an `Authorization: Bearer …` header.
+fn bearer_of(authorization: Option<&str>) -> Option<&str> {
+    let (scheme, rest) = authorization?.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+}
+
 /// A JWT is three base64url parts; an enrolled key (`alk_…`) is one.
 fn looks_like_jwt(bearer: &str) -> bool {
     bearer.split('.').count() == 3
@@ -264,16 +242,54 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    // Who is at the door: an address whose failures used its bucket up
+    // is refused before its credential costs anything.
+    let address = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| {
+            let ip = crate::door::client_address(c.0.ip(), req.headers(), &gate.trusted_proxies);
+            crate::door::address_key(ip)
+        });
+    if let Some(address) = &address {
+        // An enrolled key costs a hash to recognise and is let in all the
+        // same: a crowd behind one address (a proxy not declared with
+        // --trusted-proxy) failing does not lock its key holders out.
+        let enrolled =
+            || bearer_of(authorization.as_deref()).is_some_and(|b| gate.identify(b).is_some());
+        if let Err(wait) =
+            gate.failures
+                .check(address)
+                .or_else(|w| if enrolled() { Ok(()) } else { Err(w) })
+        {
+            crate::metrics::global().refused("auth_rate_limited");
+            let mut r = plain(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("too many requests without a valid credential from this address (serve --failed-auth-per-minute {}); the next is allowed in {wait} s", gate.failures.per_minute()),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, wait.into());
+            return r;
+        }
+    }
     let caller = match gate.authenticate(authorization.as_deref()).await {
         Ok(c) => c,
-        Err(refusal) => return refusal,
+        Err(refusal) => {
+            // A provider that cannot be asked (503) is not the client's
+            // failure.
+            if let Some(address) =
+                address.filter(|_| refusal.status() != StatusCode::SERVICE_UNAVAILABLE)
+            {
+                let _ = gate.failures.take(&address);
+            }
+            return refusal;
+        }
     };
     let identity = caller.identity.clone();
-    if let Err(wait) = gate.allow(&identity) {
+    if let Err(wait) = gate.requests.take(&identity) {
         crate::metrics::global().refused("rate_limited");
         let mut r = plain(
             StatusCode::TOO_MANY_REQUESTS,
-            &format!("too many requests from this client (serve --requests-per-minute {}); the next is allowed in {wait} s", gate.per_minute),
+            &format!("too many requests from this client (serve --requests-per-minute {}); the next is allowed in {wait} s", gate.requests.per_minute()),
         );
         r.headers_mut().insert(header::RETRY_AFTER, wait.into());
         return r;
@@ -385,8 +401,9 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         keys: RwLock::new(keys),
         no_auth: options.no_auth,
         default_identity: options.default_identity.clone(),
-        per_minute: options.requests_per_minute,
-        buckets: Mutex::new(airlock_gateway::rate::Swept::new()),
+        requests: crate::door::Buckets::new(options.requests_per_minute),
+        failures: crate::door::Buckets::new(options.failed_auth_per_minute),
+        trusted_proxies: options.trusted_proxies.clone(),
         owners: crate::sessions::SessionOwners::new(shared.gateway.state().sessions.clone()),
         oauth: oauth.clone(),
         answers: tokio_util::task::TaskTracker::new(),
@@ -478,17 +495,20 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     let mut stop = crate::shutdown::StopSignal::register();
     eprintln!("airlock: serving MCP at http://{addr}/mcp");
     let grace = options.shutdown_grace;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            stop.received().await;
-            drain(&gate, &draining, grace).await;
-            // Stop accepting, and end the MCP sessions: what still runs
-            // ends as Cancelled in the audit, and open event streams
-            // close so the server can stop.
-            cancel.cancel();
-        })
-        .await
-        .map_err(|e| e.to_string())
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        stop.received().await;
+        drain(&gate, &draining, grace).await;
+        // Stop accepting, and end the MCP sessions: what still runs
+        // ends as Cancelled in the audit, and open event streams
+        // close so the server can stop.
+        cancel.cancel();
+    })
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// How long the open sessions must have sent nothing, once every answer
@@ -629,8 +649,9 @@ mod tests {
             keys: RwLock::new(file.all().unwrap()),
             no_auth: false,
             default_identity: "local".into(),
-            per_minute: 2,
-            buckets: Mutex::new(airlock_gateway::rate::Swept::new()),
+            requests: crate::door::Buckets::new(2),
+            failures: crate::door::Buckets::new(0),
+            trusted_proxies: Vec::new(),
             owners: crate::sessions::SessionOwners::new(None),
             oauth: None,
             answers: tokio_util::task::TaskTracker::new(),
@@ -641,14 +662,14 @@ mod tests {
         assert_eq!(gate.identify(&a).as_deref(), Some("alice"));
         assert_eq!(gate.identify(&b).as_deref(), Some("bob"));
         assert_eq!(gate.identify("alk_wrong"), None);
-        assert!(gate.allow("alice").is_ok() && gate.allow("alice").is_ok());
-        let wait = gate.allow("alice").unwrap_err();
+        assert!(gate.requests.take("alice").is_ok() && gate.requests.take("alice").is_ok());
+        let wait = gate.requests.take("alice").unwrap_err();
         // 2 a minute: the next token is due in up to 30 s, not 1.
         assert!(
             (29..=30).contains(&wait),
             "the third request within a minute waits {wait} s"
         );
-        assert!(gate.allow("bob").is_ok());
+        assert!(gate.requests.take("bob").is_ok());
         assert!(enroll(&file, "evil\"]\n[x").is_err());
     }
 }

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod bench;
 pub mod demo;
+pub mod door;
 pub mod execution;
 pub mod http;
 pub mod log_output;

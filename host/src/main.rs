@@ -150,6 +150,16 @@ enum Command {
         /// HTTP: requests per minute per client (0 = unlimited).
         #[arg(long, default_value_t = 600)]
         requests_per_minute: u32,
+        /// HTTP: requests without a valid credential (none, an unknown
+        /// key, a refused token) per client address and minute; past it
+        /// the address gets 429 before any check (0 = unlimited).
+        #[arg(long, default_value_t = 60)]
+        failed_auth_per_minute: u32,
+        /// HTTP: a reverse proxy (address or network, e.g. 127.0.0.1 or
+        /// 10.0.0.0/8) whose X-Forwarded-For names the client; repeat for
+        /// several. Without one the header is ignored.
+        #[arg(long = "trusted-proxy", value_name = "ADDR", value_parser = airlock::door::parse_trusted_proxy)]
+        trusted_proxies: Vec<ipnet::IpNet>,
         /// HTTP: on SIGTERM or Ctrl-C, how long executions in flight may
         /// go on finishing (no new requests are taken) before the rest
         /// are cancelled, e.g. 30s, 2m.
@@ -299,6 +309,8 @@ fn main() -> ExitCode {
                 allowed_origins,
                 max_body_bytes,
                 requests_per_minute,
+                failed_auth_per_minute,
+                trusted_proxies,
                 shutdown_grace,
                 metrics,
                 metrics_key_file,
@@ -332,6 +344,8 @@ fn main() -> ExitCode {
                             allowed_origins,
                             max_body_bytes: max_body_bytes as usize,
                             requests_per_minute,
+                            failed_auth_per_minute,
+                            trusted_proxies,
                             shutdown_grace,
                             metrics: metrics.map(|listen| airlock::metrics::MetricsOptions {
                                 listen,

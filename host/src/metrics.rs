@@ -167,7 +167,7 @@ impl Metrics {
         let http_refusals = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "http_refusals",
-            "HTTP requests refused before reaching MCP, by reason (no_credential, bad_key, a token's failure such as expired or audience, rate_limited, not_your_session, unknown_session)",
+            "HTTP requests refused before reaching MCP, by reason (no_credential, bad_key, a token's failure such as expired or audience, rate_limited, auth_rate_limited (an address past --failed-auth-per-minute), not_your_session, unknown_session)",
             http_refusals.clone(),
         );
         let admissions = Family::<AdmissionLabel, Counter>::default();

@@ -273,3 +273,50 @@ async fn one_identity_s_sleepers_leave_the_others_their_slots() {
         s.abort();
     }
 }
+
+/// Requests without a valid credential are limited per client address
+/// (here the one a trusted proxy forwards for): past the limit, 429
+/// before any check, for that address only, and enrolled keys from it
+/// are still let in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_authentications_are_limited_per_client_address() {
+    let (server, alice, _) = Server::start(&[
+        "--failed-auth-per-minute",
+        "3",
+        "--trusted-proxy",
+        "127.0.0.1",
+    ]);
+    let from = |ip: &'static str| [("x-forwarded-for", ip)];
+    let body = || initialize().to_string();
+    for _ in 0..3 {
+        let r = post(&server, Some("alk_wrong"), &from("198.51.100.7"), body()).await;
+        assert_eq!(r.status(), 401);
+    }
+    let r = post(&server, Some("alk_wrong"), &from("198.51.100.7"), body()).await;
+    assert_eq!(r.status(), 429);
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=20).contains(&wait), "Retry-After {wait}");
+    let text = r.text().await.unwrap();
+    assert!(text.contains("--failed-auth-per-minute 3"), "{text}");
+    let r = post(&server, None, &from("198.51.100.7"), body()).await;
+    assert_eq!(r.status(), 429, "no credential at all counts the same");
+    let r = post(&server, Some("alk_wrong"), &from("198.51.100.8"), body()).await;
+    assert_eq!(r.status(), 401, "another address has its own bucket");
+    let r = post(&server, Some(&alice), &from("198.51.100.7"), body()).await;
+    assert_eq!(r.status(), 200, "an enrolled key is let in all the same");
+    // A client cannot escape its bucket by writing addresses of its own
+    // into X-Forwarded-For: the proxy appends the address it saw, and
+    // only the right-most entry no trusted proxy wrote counts.
+    let r = post(
+        &server,
+        Some("alk_wrong"),
+        &from("192.0.2.1, 198.51.100.7"),
+        body(),
+    )
+    .await;
+    assert_eq!(r.status(), 429, "the right-most untrusted entry counts");
+}
