@@ -16,7 +16,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use airlock_gateway::state::{SessionRecords, MAX_SESSION_RECORD_BYTES};
+use airlock_gateway::state::{SessionRecords, MAX_SESSIONS_PER_IDENTITY, MAX_SESSION_RECORD_BYTES};
 use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
@@ -109,8 +109,54 @@ const MAX_REMEMBERED: usize = 100_000;
 
 /// Which identity opened which session.
 pub struct SessionOwners {
-    known: Mutex<(HashMap<String, String>, VecDeque<String>)>,
+    known: Mutex<Remembered>,
     records: Option<Arc<dyn SessionRecords>>,
+}
+
+/// Owners remembered: oldest first overall, and per identity, so that
+/// one identity opening many sessions forgets its own oldest
+/// ([`MAX_SESSIONS_PER_IDENTITY`]) and never anyone else's.
+#[derive(Default)]
+struct Remembered {
+    owners: HashMap<String, String>,
+    /// Ids in the order they were opened; may hold ids already forgotten,
+    /// compacted when it grows to twice what is remembered.
+    order: VecDeque<String>,
+    by_identity: HashMap<String, VecDeque<String>>,
+}
+
+impl Remembered {
+    fn insert(&mut self, id: &str, identity: &str) {
+        if self.owners.contains_key(id) {
+            return;
+        }
+        self.owners.insert(id.to_string(), identity.to_string());
+        self.order.push_back(id.to_string());
+        let own = self.by_identity.entry(identity.to_string()).or_default();
+        own.push_back(id.to_string());
+        if own.len() > MAX_SESSIONS_PER_IDENTITY {
+            if let Some(oldest) = own.pop_front() {
+                self.owners.remove(&oldest);
+            }
+        }
+        while self.owners.len() > MAX_REMEMBERED {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(owner) = self.owners.remove(&oldest) {
+                if let Some(own) = self.by_identity.get_mut(&owner) {
+                    own.retain(|i| i != &oldest);
+                    if own.is_empty() {
+                        self.by_identity.remove(&owner);
+                    }
+                }
+            }
+        }
+        if self.order.len() > 2 * self.owners.len().max(1024) {
+            let owners = &self.owners;
+            self.order.retain(|i| owners.contains_key(i));
+        }
+    }
 }
 
 /// Why a request may not use a session.
@@ -130,22 +176,25 @@ pub enum NotYours {
 impl SessionOwners {
     pub fn new(records: Option<Arc<dyn SessionRecords>>) -> Self {
         Self {
-            known: Mutex::new((HashMap::new(), VecDeque::new())),
+            known: Mutex::new(Remembered::default()),
             records,
         }
     }
 
     fn remember(&self, id: &str, identity: &str) {
-        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, order) = &mut *known;
-        if map.insert(id.to_string(), identity.to_string()).is_none() {
-            order.push_back(id.to_string());
-        }
-        while order.len() > MAX_REMEMBERED {
-            if let Some(old) = order.pop_front() {
-                map.remove(&old);
-            }
-        }
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, identity);
+    }
+
+    /// Sessions whose owner is remembered here (for tests).
+    pub fn remembered(&self) -> usize {
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .owners
+            .len()
     }
 
     /// Whether `identity` may use session `id`: only the identity
@@ -154,7 +203,7 @@ impl SessionOwners {
     pub async fn check(&self, id: &str, identity: &str) -> Result<(), NotYours> {
         let owner = {
             let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-            known.0.get(id).cloned()
+            known.owners.get(id).cloned()
         };
         let owner = match (owner, &self.records) {
             (Some(o), _) => Some(o),
@@ -245,5 +294,42 @@ mod tests {
         owners.bind("s1", "alice").await;
         assert_eq!(owners.check("s1", "alice").await, Ok(()));
         assert_eq!(owners.check("s1", "olga").await, Err(NotYours::Other));
+    }
+
+    /// The review's eviction: one key holder opening many sessions made
+    /// the replica forget everyone's owners (their sessions then got
+    /// 404). Now it forgets only its own oldest.
+    #[tokio::test]
+    async fn one_identity_s_many_sessions_forget_only_its_own() {
+        let owners = SessionOwners::new(None);
+        owners.bind("olga-1", "olga").await;
+        for i in 0..MAX_REMEMBERED + 10 {
+            owners.bind(&format!("mallory-{i}"), "mallory").await;
+        }
+        assert_eq!(owners.check("olga-1", "olga").await, Ok(()));
+        assert_eq!(owners.remembered(), MAX_SESSIONS_PER_IDENTITY + 1);
+        let newest = format!("mallory-{}", MAX_REMEMBERED + 9);
+        assert_eq!(owners.check(&newest, "mallory").await, Ok(()));
+        assert_eq!(
+            owners.check("mallory-0", "mallory").await,
+            Err(NotYours::NoOwner),
+            "its own oldest is forgotten: it opens a new session"
+        );
+        let held = owners.known.lock().unwrap().order.len();
+        assert!(held <= 2 * 1024 + 2, "order compacted: {held}");
+    }
+
+    /// 100,000 identities, one session each: at most MAX_REMEMBERED
+    /// owners, oldest forgotten first, and no identity's list left behind.
+    #[tokio::test]
+    async fn many_identities_stay_within_the_bound() {
+        let owners = SessionOwners::new(None);
+        for i in 0..MAX_REMEMBERED + 5 {
+            owners.bind(&format!("s-{i}"), &format!("user-{i}")).await;
+        }
+        assert_eq!(owners.remembered(), MAX_REMEMBERED);
+        let known = owners.known.lock().unwrap();
+        assert_eq!(known.by_identity.len(), MAX_REMEMBERED);
+        assert!(!known.owners.contains_key("s-0"));
     }
 }

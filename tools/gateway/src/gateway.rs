@@ -352,7 +352,9 @@ pub struct Gateway {
     order: Vec<String>,
     calls_per_minute: u32,
     /// Per identity: rate-limited refusals counted since its last line.
-    unwritten: Mutex<HashMap<String, Unwritten>>,
+    /// An identity quiet a minute has its count written as a line of its
+    /// own when the map sweeps (identities from a provider are many).
+    unwritten: Mutex<crate::rate::Swept<Unwritten>>,
     /// Running executions and their identities, so an execution's end can
     /// carry its identity's count.
     executions: Mutex<HashMap<String, String>>,
@@ -483,7 +485,7 @@ impl Gateway {
                 backends: by_id,
                 order,
                 calls_per_minute: config.rate.calls_per_minute,
-                unwritten: Mutex::new(HashMap::new()),
+                unwritten: Mutex::new(crate::rate::Swept::new()),
                 executions: Mutex::new(HashMap::new()),
                 next_call: AtomicU64::new(1),
                 observer: None,
@@ -1149,6 +1151,7 @@ impl Gateway {
                 self.unwritten
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
+                    .map
                     .remove(&caller.identity);
             })
         } else {
@@ -1411,7 +1414,17 @@ impl Gateway {
     fn first_rate_limited(&self, identity: &str) -> bool {
         let now = self.now_ms();
         let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-        match unwritten.get_mut(identity) {
+        if !unwritten.map.contains_key(identity) {
+            let quiet = unwritten.make_room_taking(now, |u| {
+                now.saturating_sub(u.last_ms) < crate::rate::REFILLED_AFTER_MS
+            });
+            if !quiet.is_empty() {
+                drop(unwritten);
+                self.write_counts(quiet);
+                unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        match unwritten.map.get_mut(identity) {
             Some(u) => {
                 if u.count == 0 {
                     u.first_ms = now;
@@ -1421,7 +1434,7 @@ impl Gateway {
                 false
             }
             None => {
-                unwritten.insert(
+                unwritten.map.insert(
                     identity.to_string(),
                     Unwritten {
                         count: 0,
@@ -1448,6 +1461,7 @@ impl Gateway {
             .unwritten
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .map
             .remove(identity);
         if let Some(u) = taken.as_ref().filter(|u| u.count > 0) {
             u.record_on(&mut line);
@@ -1455,16 +1469,35 @@ impl Gateway {
         self.state.audit.append(event, line).inspect_err(|_| {
             if let Some(u) = taken {
                 let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-                let now = unwritten.entry(identity.to_string()).or_insert(Unwritten {
-                    count: 0,
-                    first_ms: u.first_ms,
-                    last_ms: u.last_ms,
-                });
+                let now = unwritten
+                    .map
+                    .entry(identity.to_string())
+                    .or_insert(Unwritten {
+                        count: 0,
+                        first_ms: u.first_ms,
+                        last_ms: u.last_ms,
+                    });
                 now.count += u.count;
                 now.first_ms = now.first_ms.min(u.first_ms);
                 now.last_ms = now.last_ms.max(u.last_ms);
             }
         })
+    }
+
+    /// Entries kept per identity in this gateway's own maps (rate-limit
+    /// counts not yet written, running executions): bounded whatever
+    /// number of identities comes and goes (for tests and metrics).
+    pub fn identities_held(&self) -> usize {
+        self.unwritten
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map
+            .len()
+            + self
+                .executions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .len()
     }
 
     /// Records the start of a script's execution; returns its id.
@@ -1765,8 +1798,22 @@ impl Drop for Gateway {
     /// Counts of rate-limited refusals no line has carried yet are written
     /// as `rate_limited` events, one per identity.
     fn drop(&mut self) {
-        let unwritten = std::mem::take(self.unwritten.get_mut().unwrap_or_else(|p| p.into_inner()));
-        let mut identities: Vec<_> = unwritten.into_iter().filter(|(_, u)| u.count > 0).collect();
+        let unwritten = std::mem::take(
+            &mut self
+                .unwritten
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .map,
+        );
+        self.write_counts(unwritten.into_iter().collect());
+    }
+}
+
+impl Gateway {
+    /// Writes the counts of rate-limited refusals no line has carried,
+    /// as `rate_limited` events, one per identity.
+    fn write_counts(&self, counts: Vec<(String, Unwritten)>) {
+        let mut identities: Vec<_> = counts.into_iter().filter(|(_, u)| u.count > 0).collect();
         identities.sort_by(|a, b| a.0.cmp(&b.0));
         for (identity, u) in identities {
             let mut line = Map::new();

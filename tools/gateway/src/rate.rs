@@ -124,17 +124,30 @@ impl<V> Swept<V> {
 
     /// Before a new key goes in at `now_ms`: keeps only what `keep` says,
     /// when a sweep is due.
-    pub fn make_room(&mut self, now_ms: i64, mut keep: impl FnMut(&V) -> bool) {
+    pub fn make_room(&mut self, now_ms: i64, keep: impl FnMut(&V) -> bool) {
+        drop(self.make_room_taking(now_ms, keep));
+    }
+}
+
+impl<V> Swept<V> {
+    /// As [`Swept::make_room`], handing back what the sweep removed (for
+    /// maps whose entries must not vanish unrecorded).
+    pub fn make_room_taking(
+        &mut self,
+        now_ms: i64,
+        mut keep: impl FnMut(&V) -> bool,
+    ) -> Vec<(String, V)> {
         let len = self.map.len();
         let due = len >= self.mark
             || (len > SWEEP_FROM && now_ms.saturating_sub(self.swept_ms) >= REFILLED_AFTER_MS);
         if !due {
-            return;
+            return Vec::new();
         }
-        self.map.retain(|_, v| keep(v));
+        let gone: Vec<(String, V)> = self.map.extract_if(|_, v| !keep(v)).collect();
         self.map.shrink_to_fit();
         self.mark = (self.map.len() * 2).max(SWEEP_FROM);
         self.swept_ms = now_ms;
+        gone
     }
 }
 

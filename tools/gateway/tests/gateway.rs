@@ -1539,3 +1539,41 @@ async fn scripts_do_not_find_what_their_deny_list_refuses() {
         .unwrap_err();
     assert_eq!(e.code(), "invalid_arguments");
 }
+
+/// 100,000 identities (as an OpenID provider brings them), each
+/// rate-limited twice: the first refusal has its line, the second is
+/// counted for the next. A minute on, the next newcomer's refusal sweeps
+/// the quiet identities out, and their counts are written, not lost.
+#[tokio::test]
+async fn identity_state_stays_bounded_and_loses_no_count() {
+    let s = setup_adjusted(|config| config.rate.calls_per_minute = 1);
+    const N: usize = 100_000;
+    for i in 0..N {
+        let who = Caller::new(format!("user-{i}"));
+        for _ in 0..3 {
+            let _ = s.gateway.call(&who, "no_such_tool", args()).await;
+        }
+    }
+    // Within the minute every count still waits for its identity's next
+    // line (the map sweeps only what is a minute quiet).
+    assert_eq!(s.gateway.identities_held(), N);
+    s.clock.fetch_add(60_000, Ordering::SeqCst);
+    let newcomer = Caller::new("newcomer");
+    for _ in 0..2 {
+        let _ = s.gateway.call(&newcomer, "no_such_tool", args()).await;
+    }
+    assert!(
+        s.gateway.identities_held() <= 1,
+        "{} identities still held",
+        s.gateway.identities_held()
+    );
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    let counted: Vec<Value> = log
+        .lines()
+        .filter(|l| l.contains("\"event\":\"rate_limited\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(counted.len(), N, "every quiet identity's count is written");
+    assert!(counted.iter().all(|l| l["rate_limited_since"] == 1));
+    audit_is_sound(s.gateway.audit_path().unwrap());
+}

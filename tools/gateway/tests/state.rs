@@ -1129,3 +1129,53 @@ fn postgres_errors_never_show_the_password() {
     assert!(text.contains("password authentication failed"), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
 }
+
+/// One identity opening sessions past its share forgets its own oldest
+/// rows, never another identity's (the table's overall cap would have
+/// pushed out everyone else's).
+#[test]
+fn one_identity_s_sessions_trim_only_its_own() {
+    use airlock_gateway::state::MAX_SESSIONS_PER_IDENTITY;
+    let f = Fixture::postgres("sessions_per_identity");
+    let Fixture::Postgres { db } = &f else {
+        unreachable!()
+    };
+    let sessions = f.open().sessions.expect("PostgreSQL keeps sessions");
+    sessions.put("olga-1", "{}").unwrap();
+    sessions.bind("olga-1", "olga").unwrap();
+    // Mallory's rows, as many as her share, written at once; her next
+    // session trims her oldest.
+    server()
+        .psql(
+            db,
+            &format!(
+                "INSERT INTO airlock_sessions (id, record, stored_ms, identity) \
+                 SELECT 'mallory-' || i, '{{}}', i, 'mallory' FROM generate_series(1, {MAX_SESSIONS_PER_IDENTITY}) i"
+            ),
+        )
+        .unwrap();
+    sessions.put("mallory-new", "{}").unwrap();
+    sessions.bind("mallory-new", "mallory").unwrap();
+    let count = |sql: &str| {
+        server()
+            .psql(db, sql)
+            .unwrap()
+            .trim()
+            .parse::<usize>()
+            .unwrap()
+    };
+    assert_eq!(
+        count("SELECT count(*) FROM airlock_sessions WHERE identity = 'mallory'"),
+        MAX_SESSIONS_PER_IDENTITY
+    );
+    assert_eq!(
+        sessions.owner("mallory-1").unwrap(),
+        None,
+        "her oldest went"
+    );
+    assert_eq!(
+        sessions.owner("mallory-new").unwrap().as_deref(),
+        Some("mallory")
+    );
+    assert_eq!(sessions.owner("olga-1").unwrap().as_deref(), Some("olga"));
+}

@@ -44,6 +44,11 @@ pub const MAX_SESSION_RECORD_BYTES: usize = 4 * 1024;
 /// cap, the table stays under ~80 MiB whatever clients do.
 pub const MAX_SESSION_RECORDS: i64 = 20_000;
 
+/// The most sessions one identity keeps; opening another forgets its own
+/// oldest (that session's next request is told to open a new one), so
+/// one identity's sessions never push out everyone else's.
+pub const MAX_SESSIONS_PER_IDENTITY: usize = 1_000;
+
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the session store is unavailable: {0}")]
 pub struct SessionError(pub String);
@@ -57,7 +62,8 @@ pub trait SessionRecords: Send + Sync {
     fn delete(&self, id: &str) -> Result<(), SessionError>;
 
     /// Records who opened session `id` (once: the first owner stays), so
-    /// every replica can refuse the session to anyone else.
+    /// every replica can refuse the session to anyone else; past
+    /// [`MAX_SESSIONS_PER_IDENTITY`] of that identity's, its oldest go.
     fn bind(&self, id: &str, identity: &str) -> Result<(), SessionError>;
 
     /// Who opened session `id`, if it is known.

@@ -104,6 +104,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "rate buckets found by age, so full ones can be deleted",
         "CREATE INDEX airlock_rate_at ON airlock_rate (at_ms);",
     ),
+    (
+        9,
+        "sessions found by owner, so one identity's oldest can be trimmed",
+        "CREATE INDEX airlock_sessions_identity ON airlock_sessions (identity, stored_ms);",
+    ),
 ];
 
 /// The newest version this build knows.

@@ -10,8 +10,8 @@ use std::sync::{
 
 use super::{connection, unavailable, PgError, Postgres};
 use crate::state::{
-    SessionError, SessionRecords, MAX_SESSION_ID_BYTES, MAX_SESSION_RECORDS,
-    MAX_SESSION_RECORD_BYTES,
+    SessionError, SessionRecords, MAX_SESSIONS_PER_IDENTITY, MAX_SESSION_ID_BYTES,
+    MAX_SESSION_RECORDS, MAX_SESSION_RECORD_BYTES,
 };
 
 /// Every this many records stored by this process, the table is cut to
@@ -132,12 +132,23 @@ impl SessionRecords for PgSessions {
         self.db
             .run("binding a session", move |pool, at| async move {
                 let conn = connection(&pool, &at).await?;
-                conn.execute(
-                    "UPDATE airlock_sessions SET identity = $2 WHERE id = $1 AND identity IS NULL",
-                    &[&id, &identity],
-                )
-                .await
-                .map_err(|e| unavailable(&at, e))?;
+                let bound = conn
+                    .execute(
+                        "UPDATE airlock_sessions SET identity = $2 WHERE id = $1 AND identity IS NULL",
+                        &[&id, &identity],
+                    )
+                    .await
+                    .map_err(|e| unavailable(&at, e))?;
+                if bound > 0 {
+                    conn.execute(
+                        "DELETE FROM airlock_sessions WHERE id IN \
+                         (SELECT id FROM airlock_sessions WHERE identity = $1 \
+                          ORDER BY stored_ms DESC, id OFFSET $2)",
+                        &[&identity, &(MAX_SESSIONS_PER_IDENTITY as i64)],
+                    )
+                    .await
+                    .map_err(|e| unavailable(&at, e))?;
+                }
                 Ok::<_, PgError>(())
             })?;
         Ok(())
