@@ -14,15 +14,29 @@ use std::{
     time::{Duration, Instant},
 };
 
-use airlock_gateway::{audit::AuditError, Caller, Gateway};
+use airlock_gateway::{audit::AuditError, gateway::StartError, Caller, Gateway};
 use airlock_sandbox::{ExecError, Limits, Outcome, Sandbox, ToolHost};
 
 use crate::wiring::ScriptTools;
 
-/// The audit log refused the start line, so the script did not run.
+/// The script did not run: the audit log refused the start line, or
+/// the identity already holds its places across the deployment.
 #[derive(Debug, thiserror::Error)]
-#[error("the audit log cannot be written, so nothing runs: {0}")]
-pub struct NotStarted(#[from] pub AuditError);
+pub enum NotStarted {
+    #[error("the audit log cannot be written, so nothing runs: {0}")]
+    Audit(AuditError),
+    #[error("{0}")]
+    Refused(StartError),
+}
+
+impl From<StartError> for NotStarted {
+    fn from(e: StartError) -> Self {
+        match e {
+            StartError::Audit(a) => Self::Audit(a),
+            other => Self::Refused(other),
+        }
+    }
+}
 
 /// An execution whose start is in the audit log and whose end is not yet.
 /// Dropping it without [`Execution::finish`] leaves the end unwritten;

@@ -72,7 +72,8 @@ pub const MAX_IDENTITY_SERIES: usize = 1000;
 pub const OTHER_IDENTITIES: &str = "_other";
 
 /// The limits that refuse an execution before it runs.
-const ADMISSION_LIMITS: [&str; 5] = [
+const ADMISSION_LIMITS: [&str; 6] = [
+    "rate.executions_per_identity",
     "executions_in_flight",
     "queue_depth",
     "queue_wait_ms",

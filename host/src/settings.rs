@@ -452,6 +452,17 @@ impl SandboxFlags {
             .capacity
             .validate()
             .map_err(|e| SettingsError::Invalid(e.to_string()))?;
+        let rate = &file.rate;
+        let longest = sandbox
+            .capacity
+            .queue_wait_ms
+            .saturating_add(limits.wall_time_ms);
+        if rate.executions_per_identity > 0 && rate.execution_hold_ms <= longest {
+            return Err(SettingsError::Invalid(format!(
+                "rate.execution_hold_ms = {} must be longer than queue_wait_ms + wall_time_ms ({longest}): a place would be freed while its execution still runs; raise it",
+                rate.execution_hold_ms
+            )));
+        }
         Ok((sandbox, limits))
     }
 }
@@ -503,6 +514,30 @@ mod tests {
         let path = dir.path().join("airlock.toml");
         std::fs::write(&path, text).unwrap();
         (dir, path)
+    }
+
+    #[test]
+    fn a_place_held_shorter_than_an_execution_can_run_is_refused() {
+        let (_d, path) = write(
+            "[rate]\nexecutions_per_identity = 4\nexecution_hold_ms = 30000\n[limits]\nwall_time_ms = 60000\n",
+        );
+        let file = load_file(Some(&path)).unwrap();
+        let e = SandboxFlags::default()
+            .resolve(&file)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rate.execution_hold_ms = 30000") && e.contains("70000"),
+            "{e}"
+        );
+        // The sandbox's own per-identity share flags resolve too.
+        let flags = SandboxFlags {
+            wall_time_ms: Some(1000),
+            executions_per_identity: Some(2),
+            ..SandboxFlags::default()
+        };
+        let (sandbox, _) = flags.resolve(&file).unwrap();
+        assert_eq!(sandbox.capacity.executions_per_identity, Some(2));
     }
 
     #[test]

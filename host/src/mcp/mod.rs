@@ -195,6 +195,22 @@ impl AirlockServer {
         let _running = self.shared.executions.token();
         let execution = match Execution::start(&self.shared.gateway, caller, script) {
             Ok(e) => e,
+            Err(crate::execution::NotStarted::Refused(
+                e @ airlock_gateway::gateway::StartError::Busy { limit, .. },
+            )) => {
+                crate::metrics::global().admission(
+                    &identity,
+                    std::time::Duration::ZERO,
+                    Some("rate.executions_per_identity"),
+                );
+                return CallToolResult::structured_error(json!({"error": {
+                    "kind": "LimitExceeded",
+                    "limit": "rate.executions_per_identity",
+                    "value": limit,
+                    "used": limit as u64 + 1,
+                    "message": e.to_string(),
+                }}));
+            }
             Err(e) => return Self::invalid(e.to_string()),
         };
         let peer = context.peer.clone();

@@ -68,6 +68,14 @@ pub struct RateConfig {
     pub calls_per_minute: u32,
     /// Calls running at once against one backend.
     pub backend_concurrency: u32,
+    /// Executions one identity may have started and not ended across
+    /// the deployment (all replicas; see `shares`). 0: not counted (each
+    /// replica's sandbox still shares its slots between identities).
+    pub executions_per_identity: u32,
+    /// The longest an execution's place is held if its end is never
+    /// recorded (a replica that died); longer than `queue_wait_ms` plus
+    /// `wall_time_ms`.
+    pub execution_hold_ms: u64,
 }
 
 impl RateConfig {
@@ -86,6 +94,8 @@ impl Default for RateConfig {
         Self {
             calls_per_minute: 600,
             backend_concurrency: 16,
+            executions_per_identity: 0,
+            execution_hold_ms: 300_000,
         }
     }
 }

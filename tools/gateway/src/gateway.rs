@@ -351,6 +351,10 @@ pub struct Gateway {
     /// Backend ids in the order given: earlier ones keep a clashing name.
     order: Vec<String>,
     calls_per_minute: u32,
+    /// `rate.executions_per_identity` (0: not counted) and how long a
+    /// place is held at most.
+    executions_per_identity: u32,
+    execution_hold_ms: u64,
     /// Per identity: rate-limited refusals counted since its last line.
     /// An identity quiet a minute has its count written as a line of its
     /// own when the map sweeps (identities from a provider are many).
@@ -485,6 +489,8 @@ impl Gateway {
                 backends: by_id,
                 order,
                 calls_per_minute: config.rate.calls_per_minute,
+                executions_per_identity: config.rate.executions_per_identity,
+                execution_hold_ms: config.rate.execution_hold_ms,
                 unwritten: Mutex::new(crate::rate::Swept::new()),
                 executions: Mutex::new(HashMap::new()),
                 next_call: AtomicU64::new(1),
@@ -1501,12 +1507,57 @@ impl Gateway {
     }
 
     /// Records the start of a script's execution; returns its id.
-    pub fn execution_started(&self, caller: &Caller, script: &str) -> Result<String, AuditError> {
+    /// With `rate.executions_per_identity` set, the execution first takes
+    /// one of its identity's places across the deployment; without one,
+    /// nothing is written and nothing runs.
+    pub fn execution_started(&self, caller: &Caller, script: &str) -> Result<String, StartError> {
         let id = format!(
             "{}-x{}",
             self.instance,
             self.next_call.fetch_add(1, Ordering::Relaxed)
         );
+        if self.executions_per_identity > 0 {
+            let now = self.now_ms();
+            let until = now.saturating_add(self.execution_hold_ms.min(i64::MAX as u64) as i64);
+            let max = self.executions_per_identity;
+            match self
+                .state
+                .shares
+                .take(&caller.identity, &id, max, now, until)
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    if let Some(o) = &self.observer {
+                        o.limit_hit("rate.executions_per_identity");
+                    }
+                    return Err(StartError::Busy {
+                        identity: caller.identity.clone(),
+                        limit: max,
+                    });
+                }
+                Err(e) => return Err(StartError::SharesUnavailable(told(&e))),
+            }
+        }
+        self.execution_started_as(caller, script, id.clone())
+            .inspect_err(|_| self.give_place_back(&caller.identity, &id))
+            .map_err(StartError::Audit)
+    }
+
+    fn give_place_back(&self, identity: &str, execution: &str) {
+        if self.executions_per_identity == 0 {
+            return;
+        }
+        if let Err(e) = self.state.shares.give_back(identity, execution) {
+            tracing::warn!(execution, error = %e, "could not give an execution's place back; it is freed when its hold time ends");
+        }
+    }
+
+    fn execution_started_as(
+        &self,
+        caller: &Caller,
+        script: &str,
+        id: String,
+    ) -> Result<String, AuditError> {
         let mut line = Map::new();
         line.insert("execution".into(), Value::String(id.clone()));
         line.insert("identity".into(), Value::String(caller.identity.clone()));
@@ -1557,12 +1608,29 @@ impl Gateway {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(execution);
+        if let Some(identity) = &identity {
+            self.give_place_back(identity, execution);
+        }
         match identity {
             Some(identity) => self.append_for(&identity, "execution_end", line),
             None => self.state.audit.append("execution_end", line),
         }
         .map(|_| ())
     }
+}
+
+/// Why an execution was not started (nothing ran, nothing was audited
+/// as started).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    /// `rate.executions_per_identity` across the deployment.
+    #[error("limit `rate.executions_per_identity` ({limit}): identity {identity} already has {limit} executions started and not ended on this deployment; await them before starting more")]
+    Busy { identity: String, limit: u32 },
+    /// The places could not be counted, so none was taken (fail closed).
+    #[error("the execution places store is unavailable, so nothing runs: {0}")]
+    SharesUnavailable(String),
 }
 
 /// What became of a recorded plan at the end of its execution.

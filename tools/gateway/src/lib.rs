@@ -29,6 +29,7 @@ pub mod private_files;
 pub mod rate;
 pub mod redact;
 pub mod search;
+pub mod shares;
 pub mod spec;
 pub mod ssh_keys;
 pub mod state;

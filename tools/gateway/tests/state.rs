@@ -1179,3 +1179,66 @@ fn one_identity_s_sessions_trim_only_its_own() {
     );
     assert_eq!(sessions.owner("olga-1").unwrap().as_deref(), Some("olga"));
 }
+
+both!(
+    an_identity_holds_at_most_its_execution_places,
+    |f: Fixture| {
+        let (a, b) = (f.open().shares, f.open().shares);
+        // Two replicas of one deployment (on one machine, one process's map
+        // opened twice: each counts its own).
+        assert!(a.take("rita", "x1", 2, T0, T0 + 1_000).unwrap());
+        assert!(a.take("rita", "x2", 2, T0, T0 + 1_000).unwrap());
+        assert!(!a.take("rita", "x3", 2, T0, T0 + 1_000).unwrap());
+        assert!(
+            a.take("olga", "x4", 2, T0, T0 + 1_000).unwrap(),
+            "per identity"
+        );
+        a.give_back("rita", "x1").unwrap();
+        assert!(a.take("rita", "x3", 2, T0, T0 + 1_000).unwrap());
+        if matches!(f, Fixture::Postgres { .. }) {
+            // Every replica counts the same places.
+            assert!(!b.take("rita", "x5", 2, T0, T0 + 1_000).unwrap());
+            // A replica that died holds its places only until their time.
+            assert!(b.take("rita", "x5", 2, T0 + 1_001, T0 + 2_000).unwrap());
+        } else {
+            assert!(b.take("rita", "x5", 2, T0, T0 + 1_000).unwrap());
+        }
+    }
+);
+
+/// Through the gateway: an execution takes a place when it starts and
+/// gives it back when it ends; past the share nothing is audited or run.
+#[test]
+fn executions_past_the_deployment_share_are_refused_by_name() {
+    let f = Fixture::postgres("execution_places");
+    let replica = || {
+        let mut c = f.config();
+        c.rate.executions_per_identity = 1;
+        airlock_gateway::Gateway::new(c, vec![]).unwrap().0
+    };
+    let (one, two) = (replica(), replica());
+    let rita = airlock_gateway::Caller::new("rita");
+    let started = one.execution_started(&rita, "1").unwrap();
+    let e = two.execution_started(&rita, "1").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            airlock_gateway::gateway::StartError::Busy { limit: 1, .. }
+        ),
+        "{e}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("rate.executions_per_identity") && text.contains("rita"),
+        "{text}"
+    );
+    assert!(two
+        .execution_started(&airlock_gateway::Caller::new("olga"), "1")
+        .is_ok());
+    one.execution_finished(&started, "ok", 0, Duration::ZERO)
+        .unwrap();
+    assert!(
+        two.execution_started(&rita, "1").is_ok(),
+        "the place came back"
+    );
+}

@@ -15,6 +15,7 @@ use crate::{
     config::GatewayConfig,
     keys::KeyStore,
     rate::{LocalRate, RateLimits},
+    shares::{ExecutionShares, LocalShares},
 };
 
 pub use postgres::{PgError, PostgresConfig};
@@ -25,6 +26,8 @@ pub struct State {
     pub approvals: Arc<dyn ApprovalStore>,
     pub audit: Arc<dyn AuditStore>,
     pub rate: Arc<dyn RateLimits>,
+    /// Places of executions per identity (`rate.executions_per_identity`).
+    pub shares: Arc<dyn ExecutionShares>,
     /// Bearer keys kept with the rest of the state (PostgreSQL); on one
     /// machine they are in the enrollment file `serve --http` is given.
     pub keys: Option<Arc<dyn KeyStore>>,
@@ -97,6 +100,7 @@ impl State {
                     ),
                     audit: Arc::new(postgres::audit::PgAudit::new(db.clone())),
                     rate: Arc::new(postgres::rate::PgRate::new(db.clone())),
+                    shares: Arc::new(postgres::shares::PgShares::new(db.clone())),
                     keys: Some(Arc::new(postgres::keys::PgKeys::new(db.clone()))),
                     sessions: Some(Arc::new(postgres::sessions::PgSessions::new(db))),
                 })
@@ -107,6 +111,7 @@ impl State {
                 ),
                 audit: Arc::new(AuditLog::open(&config.audit_file)?),
                 rate: Arc::new(LocalRate::default()),
+                shares: Arc::new(LocalShares::default()),
                 keys: None,
                 sessions: None,
             }),

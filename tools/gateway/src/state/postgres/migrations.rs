@@ -109,6 +109,18 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "sessions found by owner, so one identity's oldest can be trimmed",
         "CREATE INDEX airlock_sessions_identity ON airlock_sessions (identity, stored_ms);",
     ),
+    (
+        10,
+        "places of executions running, per identity, across replicas",
+        "
+    CREATE TABLE airlock_shares (
+        execution  TEXT PRIMARY KEY,
+        identity   TEXT NOT NULL,
+        until_ms   BIGINT NOT NULL
+    );
+    CREATE INDEX airlock_shares_identity ON airlock_shares (identity, until_ms);
+    ",
+    ),
 ];
 
 /// The newest version this build knows.

@@ -19,6 +19,7 @@ pub mod keys;
 mod migrations;
 pub mod rate;
 pub mod sessions;
+pub mod shares;
 
 use std::{
     future::Future,
