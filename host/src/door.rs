@@ -98,6 +98,15 @@ impl Buckets {
         Ok(())
     }
 
+    /// Gives a token taken back (the request it was taken for was not
+    /// what the bucket counts).
+    pub fn refund(&self, key: &str) {
+        let mut buckets = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((tokens, _)) = buckets.map.get_mut(key) {
+            *tokens = (*tokens + 1.0).min(self.per_minute as f64);
+        }
+    }
+
     /// Keys with a bucket kept (for tests).
     pub fn tracked(&self) -> usize {
         self.map.lock().unwrap_or_else(|p| p.into_inner()).map.len()
@@ -111,27 +120,32 @@ pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> I
     if !is_trusted(&peer) {
         return peer;
     }
-    // Every X-Forwarded-For header, in order, as one list; read from the
-    // right, the first address no trusted proxy wrote is the client.
-    let forwarded: Vec<IpAddr> = headers
+    // Every X-Forwarded-For header, in order, as one list, read from the
+    // right: each entry was appended by the hop before it, so the first
+    // one that is not a trusted proxy is the client. Entries left of it
+    // were written by the client and are never read, so nothing it puts
+    // there (an address, garbage, bytes that are not text) changes who
+    // it is counted as. Garbage right of it was written by a trusted
+    // proxy: nothing can be believed, and the peer is the client.
+    let entries: Vec<&[u8]> = headers
         .get_all("x-forwarded-for")
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .map(|s| {
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .collect();
+    for entry in entries.into_iter().rev() {
+        let Some(ip) = std::str::from_utf8(entry).ok().and_then(|s| {
+            let s = s.trim();
             s.parse::<IpAddr>()
-                .or_else(|_| s.parse::<SocketAddr>().map(|a| a.ip()))
-        })
-        .collect::<Result<_, _>>()
-        // An entry that is not an address: nothing in the header can be
-        // believed, and the proxy itself is the client.
-        .unwrap_or_default();
-    forwarded
-        .into_iter()
-        .rev()
-        .find(|ip| !is_trusted(ip))
-        .unwrap_or(peer)
+                .ok()
+                .or_else(|| s.parse::<SocketAddr>().ok().map(|a| a.ip()))
+        }) else {
+            return peer;
+        };
+        if !is_trusted(&ip) {
+            return ip;
+        }
+    }
+    peer
 }
 
 /// The key a client address is counted under: IPv4 whole, IPv6 by its
@@ -205,7 +219,23 @@ mod tests {
             client_address(ip("10.0.0.1"), &h, &trusted),
             ip("203.0.113.9")
         );
-        // Garbage in the list: nothing in it is believed.
+        // Garbage the client wrote, left of what the proxy appended, is
+        // never read: the client cannot make itself the proxy.
+        let h = headers(&["not-an-address, 203.0.113.9"]);
+        assert_eq!(
+            client_address(ip("10.0.0.1"), &h, &trusted),
+            ip("203.0.113.9")
+        );
+        let mut h = HeaderMap::new();
+        h.append(
+            "x-forwarded-for",
+            axum::http::HeaderValue::from_bytes(b"\xff\xfe, 203.0.113.9").unwrap(),
+        );
+        assert_eq!(
+            client_address(ip("10.0.0.1"), &h, &trusted),
+            ip("203.0.113.9")
+        );
+        // Garbage right of the client was a trusted proxy's: the peer.
         let h = headers(&["203.0.113.9, not-an-address"]);
         assert_eq!(client_address(ip("10.0.0.1"), &h, &trusted), ip("10.0.0.1"));
         // Only trusted proxies in it: the peer.

@@ -223,10 +223,6 @@ fn with_challenge(mut r: Response, challenge: &str) -> Response {
 
 async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
     use std::sync::atomic::Ordering;
-    gate.last_request_ms.fetch_max(
-        STARTED.get_or_init(Instant::now).elapsed().as_millis() as u64,
-        Ordering::SeqCst,
-    );
     if gate.draining.load(Ordering::SeqCst) && !req.headers().contains_key(SESSION_HEADER) {
         // A load balancer retries this on another replica; a client told
         // 503 on initialize tries again.
@@ -251,35 +247,49 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
             let ip = crate::door::client_address(c.0.ip(), req.headers(), &gate.trusted_proxies);
             crate::door::address_key(ip)
         });
-    if let Some(address) = &address {
-        // An enrolled key costs a hash to recognise and is let in all the
-        // same: a crowd behind one address (a proxy not declared with
-        // --trusted-proxy) failing does not lock its key holders out.
-        let enrolled =
-            || bearer_of(authorization.as_deref()).is_some_and(|b| gate.identify(b).is_some());
-        if let Err(wait) =
-            gate.failures
-                .check(address)
-                .or_else(|w| if enrolled() { Ok(()) } else { Err(w) })
-        {
-            crate::metrics::global().refused("auth_rate_limited");
-            let mut r = plain(
-                StatusCode::TOO_MANY_REQUESTS,
-                &format!("too many requests without a valid credential from this address (serve --failed-auth-per-minute {}); the next is allowed in {wait} s", gate.failures.per_minute()),
-            );
-            r.headers_mut().insert(header::RETRY_AFTER, wait.into());
-            return r;
+    // A token is taken before the check (so a burst of requests at once
+    // gets no more checks than the bucket holds) and given back when the
+    // credential was good.
+    let took = match &address {
+        Some(address) => match gate.failures.take(address) {
+            Ok(()) => true,
+            // An enrolled key costs a hash to recognise and is let in all
+            // the same: a crowd behind one address (a proxy not declared
+            // with --trusted-proxy) failing does not lock its key holders
+            // out.
+            Err(_)
+                if bearer_of(authorization.as_deref())
+                    .is_some_and(|b| gate.identify(b).is_some()) =>
+            {
+                false
+            }
+            Err(wait) => {
+                crate::metrics::global().refused("auth_rate_limited");
+                let mut r = plain(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &format!("too many requests without a valid credential from this address (serve --failed-auth-per-minute {}); the next is allowed in {wait} s", gate.failures.per_minute()),
+                );
+                r.headers_mut().insert(header::RETRY_AFTER, wait.into());
+                return r;
+            }
+        },
+        None => false,
+    };
+    let refund = |gate: &Gate| {
+        if let (true, Some(address)) = (took, &address) {
+            gate.failures.refund(address);
         }
-    }
+    };
     let caller = match gate.authenticate(authorization.as_deref()).await {
-        Ok(c) => c,
+        Ok(c) => {
+            refund(&gate);
+            c
+        }
         Err(refusal) => {
             // A provider that cannot be asked (503) is not the client's
             // failure.
-            if let Some(address) =
-                address.filter(|_| refusal.status() != StatusCode::SERVICE_UNAVAILABLE)
-            {
-                let _ = gate.failures.take(&address);
+            if refusal.status() == StatusCode::SERVICE_UNAVAILABLE {
+                refund(&gate);
             }
             return refusal;
         }
@@ -324,6 +334,13 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
                 )
             }
         }
+    }
+    if session.is_some() {
+        // An open session's request: the drain waits for these to stop.
+        gate.last_request_ms.fetch_max(
+            STARTED.get_or_init(Instant::now).elapsed().as_millis() as u64,
+            Ordering::SeqCst,
+        );
     }
     req.extensions_mut().insert(Identity(caller));
     // A POST's answer (a tool call's result) is held open until its body
@@ -495,7 +512,8 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     let mut stop = crate::shutdown::StopSignal::register();
     eprintln!("airlock: serving MCP at http://{addr}/mcp");
     let grace = options.shutdown_grace;
-    axum::serve(
+    let (closed, sessions_closed) = tokio::sync::oneshot::channel::<()>();
+    let served = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
@@ -506,10 +524,28 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         // ends as Cancelled in the audit, and open event streams
         // close so the server can stop.
         cancel.cancel();
-    })
-    .await
-    .map_err(|e| e.to_string())
+        let _ = closed.send(());
+    });
+    // A connection that holds on once the sessions are closed (a body
+    // trickled in, an answer never read) does not keep the process up.
+    let held_on = async {
+        if sessions_closed.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(AFTER_SESSIONS_CLOSED).await;
+    };
+    tokio::select! {
+        r = served => r.map_err(|e| e.to_string()),
+        () = held_on => {
+            tracing::warn!(after = ?AFTER_SESSIONS_CLOSED, "connections still open after the sessions were closed; stopping without them");
+            Ok(())
+        }
+    }
 }
+
+/// How long connections may stay open once a stopping server has closed
+/// its sessions.
+const AFTER_SESSIONS_CLOSED: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long the open sessions must have sent nothing, once every answer
 /// is out, before a stopping server closes them. Clients follow an answer

@@ -225,6 +225,7 @@ impl Metrics {
     /// execution's end; limits that are not about admission count it as
     /// admitted).
     pub fn admission(&self, identity: &str, waited: Duration, limit: Option<&'static str>) {
+        let identity = &label_value(identity);
         let identity = {
             let mut labelled = self.labelled.lock().unwrap_or_else(|p| p.into_inner());
             if labelled.contains(identity) {
@@ -259,6 +260,24 @@ impl Metrics {
         encode(&mut out, &self.registry).expect("writing to a String does not fail");
         out
     }
+}
+
+/// An identity as a label value: the exposition library writes label
+/// values as they are, so a `"` or `\` in an identity (a provider's
+/// subject may hold them) would break the scrape. Anything but letters,
+/// digits and `._-@:+/` becomes `_`; at most 128 bytes.
+fn label_value(identity: &str) -> String {
+    identity
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-@:+/".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(128)
+        .collect()
 }
 
 impl Observer for Metrics {
@@ -409,5 +428,18 @@ mod tests {
         assert!(text.contains(
             "airlock_admissions_total{identity=\"id-0\",outcome=\"queued_per_identity\"} 1"
         ));
+    }
+
+    #[test]
+    fn identities_cannot_break_the_exposition() {
+        let m = Metrics::new();
+        m.admission("x\",outcome=\"a\\\n", Duration::ZERO, None);
+        let text = m.render(None);
+        assert!(
+            text.contains(
+                "airlock_admissions_total{identity=\"x__outcome__a__\",outcome=\"admitted\"} 1"
+            ),
+            "{text}"
+        );
     }
 }

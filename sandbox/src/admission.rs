@@ -7,7 +7,11 @@
 //! principals with someone waiting are served in turn (round robin), each
 //! its oldest waiter first. A principal below its share never waits
 //! behind another's backlog: while a slot is free and a waiter could take
-//! it, it has already been given one.
+//! it, it has already been given one. When the queue is full, a newcomer
+//! takes the place of the newest waiter of the principal with the most
+//! waiting (if that is more than the newcomer's own, plus one), which is
+//! refused as over its share: backlogs cannot keep others out of the
+//! queue either.
 //!
 //! Everything lives under one short-held lock; what it holds is bounded
 //! by the slots and the queue (a principal is forgotten once it has
@@ -47,7 +51,17 @@ struct Gate {
 #[derive(Default)]
 struct Principal {
     running: u32,
-    waiters: VecDeque<(u64, oneshot::Sender<()>)>,
+    waiters: VecDeque<(u64, oneshot::Sender<Served>)>,
+}
+
+/// What a waiter is told when it leaves the queue by another's hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Served {
+    /// A slot is now its own.
+    Slot,
+    /// Its place went to an identity with nothing waiting, the queue
+    /// being full; its own identity had this many waiting.
+    Displaced { waiting: u32 },
 }
 
 /// A slot held; dropping it frees the slot for the next in turn.
@@ -75,7 +89,9 @@ struct Place {
     admission: Arc<Admission>,
     principal: String,
     ticket: u64,
-    /// Set once the slot is handed over as a [`Slot`].
+    rx: oneshot::Receiver<Served>,
+    /// Set once the place is done with: its slot handed over as a
+    /// [`Slot`], or the place refused.
     taken: bool,
 }
 
@@ -116,17 +132,45 @@ impl Drop for Place {
         }
         let mut gate = self.admission.lock();
         if !self.leave(&mut gate) {
-            // Served, but nobody is left to run: give the slot back.
             drop(gate);
-            drop(Slot {
-                admission: self.admission.clone(),
-                principal: std::mem::take(&mut self.principal),
-            });
+            // Served (a slot given under the lock, so its word is in the
+            // channel by now), but nobody is left to run: give it back.
+            if self.rx.try_recv() == Ok(Served::Slot) {
+                drop(Slot {
+                    admission: self.admission.clone(),
+                    principal: std::mem::take(&mut self.principal),
+                });
+            }
         }
     }
 }
 
 impl Gate {
+    /// The queue is full and someone with `mine` waiting wants in: the
+    /// newest waiter of the identity with the most waiting (more than
+    /// `mine + 1`) gives up its place, so that identities with a backlog
+    /// cannot keep the others out of the queue. `false` when no one has
+    /// more to give up than the newcomer would take.
+    fn displace_for(&mut self, mine: u32) -> bool {
+        let Some((name, most)) = self
+            .principals
+            .iter()
+            .map(|(name, p)| (name, p.waiters.len() as u32))
+            .max_by_key(|(_, n)| *n)
+        else {
+            return false;
+        };
+        if most <= mine + 1 {
+            return false;
+        }
+        let name = name.clone();
+        let p = self.principals.get_mut(&name).expect("just found");
+        let (_, tx) = p.waiters.pop_back().expect("it has waiters");
+        self.waiting -= 1;
+        let _ = tx.send(Served::Displaced { waiting: most });
+        true
+    }
+
     fn forget_if_idle(&mut self, principal: &str) {
         if self
             .principals
@@ -190,14 +234,16 @@ impl Admission {
             if cap.queue_depth == 0 {
                 return Err(ExecError::limit(limit, value as u64, value as u64 + 1));
             }
-            if gate.waiting >= cap.queue_depth {
+            let below_share = mine_waiting < queued_per_identity;
+            if gate.waiting >= cap.queue_depth && !(below_share && gate.displace_for(mine_waiting))
+            {
                 return Err(ExecError::limit(
                     Limit::QueueDepth,
                     cap.queue_depth as u64,
                     gate.waiting as u64 + 1,
                 ));
             }
-            if mine_waiting >= queued_per_identity {
+            if !below_share {
                 return Err(ExecError::limit(
                     Limit::QueuedPerIdentity,
                     queued_per_identity as u64,
@@ -219,25 +265,45 @@ impl Admission {
             admission: self.clone(),
             principal: principal.to_string(),
             ticket,
+            rx,
             taken: false,
         };
         let t0 = Instant::now();
         let wait = Duration::from_millis(cap.queue_wait_ms);
-        if let Ok(Ok(())) = tokio::time::timeout(wait, rx).await {
-            return Ok(place.into_slot());
+        let told = match tokio::time::timeout(wait, &mut place.rx).await {
+            Ok(told) => told.ok(),
+            Err(_) => {
+                // Timed out; a word given in the same instant still holds.
+                let still_waiting = place.leave(&mut self.lock());
+                if still_waiting {
+                    place.taken = true;
+                    return Err(ExecError::limit(
+                        Limit::QueueWaitMs,
+                        cap.queue_wait_ms,
+                        (t0.elapsed().as_millis() as u64).max(cap.queue_wait_ms),
+                    ));
+                }
+                place.rx.try_recv().ok()
+            }
+        };
+        match told {
+            Some(Served::Slot) => Ok(place.into_slot()),
+            Some(Served::Displaced { waiting }) => {
+                place.taken = true;
+                Err(ExecError::limit(
+                    Limit::QueuedPerIdentity,
+                    queued_per_identity.min(waiting.saturating_sub(1)) as u64,
+                    waiting as u64,
+                ))
+            }
+            // Only a gate dropped with waiters in it drops their word.
+            None => {
+                place.taken = true;
+                Err(ExecError::Internal {
+                    message: "the sandbox is shutting down".into(),
+                })
+            }
         }
-        // Timed out; a slot given in the same instant is still ours.
-        let still_waiting = place.leave(&mut self.lock());
-        if !still_waiting {
-            return Ok(place.into_slot());
-        }
-        // Left the queue already; nothing for the drop to undo.
-        place.taken = true;
-        Err(ExecError::limit(
-            Limit::QueueWaitMs,
-            cap.queue_wait_ms,
-            (t0.elapsed().as_millis() as u64).max(cap.queue_wait_ms),
-        ))
     }
 
     /// Gives free slots to waiters whose principal is below its share,
@@ -267,7 +333,7 @@ impl Admission {
             }
             // A waiter gone already is found by its `Place`'s drop, which
             // frees the slot; the send failing needs nothing here.
-            let _ = tx.send(());
+            let _ = tx.send(Served::Slot);
         }
     }
 }

@@ -604,3 +604,51 @@ async fn invalid_limits_are_refused_naming_the_field() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Backlogs cannot keep others out of the queue either: with the queue
+/// full of rita's, olga's execution takes the place of rita's newest
+/// (refused as over rita's share) and runs in its turn.
+#[tokio::test]
+async fn a_full_queue_makes_room_for_an_identity_with_nothing_waiting() {
+    let sb = common::sandbox(SandboxConfig {
+        capacity: Capacity {
+            executions_in_flight: 1,
+            queue_depth: 3,
+            queued_per_identity: Some(3),
+            queue_wait_ms: 60_000,
+            ..Capacity::default()
+        },
+        ..SandboxConfig::default()
+    })
+    .await;
+    let first = Arc::new(TestHost::for_principal(Some("first")));
+    let rita = Arc::new(TestHost::for_principal(Some("rita")));
+    let olga = Arc::new(TestHost::for_principal(Some("olga")));
+    let held = hold(&sb, &first, 1).await;
+    let mut ritas = Vec::new();
+    for n in 1..=3 {
+        ritas.push(spawn(&sb, &rita, "await tools.gate({})"));
+        queued(&sb, n).await;
+    }
+    let olgas = spawn(&sb, &olga, "'olga ran'");
+    // Rita's newest gives up its place at once.
+    let displaced = ritas.pop().unwrap().await.unwrap();
+    assert_eq!(
+        limit_of(&displaced.result),
+        (Limit::QueuedPerIdentity, 2, 3)
+    );
+    assert_eq!(sb.queued(), 3);
+    let third = TestHost::for_principal(Some("third"));
+    first.gate.add_permits(1);
+    rita.gate.add_permits(2);
+    for h in held.into_iter().chain(ritas) {
+        assert_eq!(ok(&h.await.unwrap()), &json!("opened"));
+    }
+    assert_eq!(ok(&olgas.await.unwrap()), &json!("olga ran"));
+    assert_eq!(sb.queued(), 0);
+    assert_eq!(
+        ok(&sb.execute("4", &Limits::default(), &third).await),
+        &json!(4),
+        "no slot was lost"
+    );
+}

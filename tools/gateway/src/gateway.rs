@@ -1885,10 +1885,19 @@ impl Gateway {
         identities.sort_by(|a, b| a.0.cmp(&b.0));
         for (identity, u) in identities {
             let mut line = Map::new();
-            line.insert("identity".into(), Value::String(identity));
+            line.insert("identity".into(), Value::String(identity.clone()));
             u.record_on(&mut line);
             if let Err(e) = self.state.audit.append("rate_limited", line) {
-                tracing::error!(error = %e, "could not record rate-limited calls in the audit log");
+                tracing::error!(error = %e, "could not record rate-limited calls in the audit log; the count is kept for the identity's next line");
+                let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+                let kept = unwritten.map.entry(identity).or_insert(Unwritten {
+                    count: 0,
+                    first_ms: u.first_ms,
+                    last_ms: u.last_ms,
+                });
+                kept.count += u.count;
+                kept.first_ms = kept.first_ms.min(u.first_ms);
+                kept.last_ms = kept.last_ms.max(u.last_ms);
             }
         }
     }

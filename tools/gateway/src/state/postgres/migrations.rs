@@ -107,7 +107,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (
         9,
         "sessions found by owner, so one identity's oldest can be trimmed",
-        "CREATE INDEX airlock_sessions_identity ON airlock_sessions (identity, stored_ms);",
+        "CREATE INDEX airlock_sessions_identity ON airlock_sessions (identity, stored_ms DESC, id);",
     ),
     (
         10,
