@@ -7,8 +7,10 @@
 //! address has a bucket of failures (`--failed-auth-per-minute`): a
 //! missing, unknown or refused credential takes a token, and an address
 //! whose bucket is empty is answered 429 before its credential is
-//! checked, unless it is an enrolled key (a hash to recognise: a crowd
-//! failing behind one address does not lock its key holders out). IPv6
+//! checked, unless it is an enrolled key (a hash to recognise) or an
+//! access token that passed its check in the last five minutes: a crowd
+//! failing behind one address does not lock out the people behind it
+//! who have credentials. IPv6
 //! clients are counted by their /64, which one machine usually holds
 //! whole.
 //!
@@ -110,6 +112,53 @@ impl Buckets {
     /// Keys with a bucket kept (for tests).
     pub fn tracked(&self) -> usize {
         self.map.lock().unwrap_or_else(|p| p.into_inner()).map.len()
+    }
+}
+
+/// How long an access token that passed its check is let past an empty
+/// bucket (it is checked again each time; this only says it is worth it).
+const GOOD_FOR_MS: i64 = 5 * 60 * 1000;
+
+/// Access tokens that passed their check lately, by their hash: behind
+/// an address whose failures used its bucket up (a NAT, a proxy not
+/// declared), their holders are still let in to be checked, as enrolled
+/// keys are, so a crowd failing there does not lock out people signed in
+/// with the identity provider. Only a token that was once good gets in;
+/// what it may do is decided by the full check, never by this set.
+pub struct GoodTokens {
+    map: Mutex<airlock_gateway::rate::Swept<i64>>,
+    started: Instant,
+}
+
+impl Default for GoodTokens {
+    fn default() -> Self {
+        Self {
+            map: Mutex::new(airlock_gateway::rate::Swept::new()),
+            started: Instant::now(),
+        }
+    }
+}
+
+impl GoodTokens {
+    fn now_ms(&self) -> i64 {
+        self.started.elapsed().as_millis() as i64
+    }
+
+    pub fn remember(&self, token: &str) {
+        let key = hex::encode(airlock_gateway::keys::hash(token));
+        let now = self.now_ms();
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if !map.map.contains_key(&key) {
+            map.make_room(now, |at| now - *at < GOOD_FOR_MS);
+        }
+        map.map.insert(key, now);
+    }
+
+    pub fn contains(&self, token: &str) -> bool {
+        let key = hex::encode(airlock_gateway::keys::hash(token));
+        let now = self.now_ms();
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.map.get(&key).is_some_and(|at| now - *at < GOOD_FOR_MS)
     }
 }
 
@@ -273,5 +322,16 @@ mod tests {
         let wait = b.check("a").unwrap_err();
         assert!((29..=30).contains(&wait), "{wait}");
         assert_eq!(b.take("b"), Ok(()), "per key");
+        b.refund("a");
+        assert_eq!(b.check("a"), Ok(()), "a token given back");
+    }
+
+    #[test]
+    fn only_tokens_once_good_are_remembered() {
+        let good = GoodTokens::default();
+        assert!(!good.contains("a.b.c"));
+        good.remember("a.b.c");
+        assert!(good.contains("a.b.c"));
+        assert!(!good.contains("a.b.d"));
     }
 }

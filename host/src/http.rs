@@ -78,6 +78,8 @@ struct Gate {
     /// (`--failed-auth-per-minute`).
     failures: crate::door::Buckets,
     trusted_proxies: Vec<ipnet::IpNet>,
+    /// Access tokens that passed lately (let past an empty bucket).
+    good_tokens: crate::door::GoodTokens,
     owners: crate::sessions::SessionOwners,
     oauth: Option<Arc<ResourceServer>>,
     /// POST answers not yet sent in full.
@@ -258,8 +260,10 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
             // with --trusted-proxy) failing does not lock its key holders
             // out.
             Err(_)
-                if bearer_of(authorization.as_deref())
-                    .is_some_and(|b| gate.identify(b).is_some()) =>
+                if bearer_of(authorization.as_deref()).is_some_and(|b| {
+                    gate.identify(b).is_some()
+                        || (looks_like_jwt(b) && gate.good_tokens.contains(b))
+                }) =>
             {
                 false
             }
@@ -283,6 +287,9 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
     let caller = match gate.authenticate(authorization.as_deref()).await {
         Ok(c) => {
             refund(&gate);
+            if let Some(b) = bearer_of(authorization.as_deref()).filter(|b| looks_like_jwt(b)) {
+                gate.good_tokens.remember(b);
+            }
             c
         }
         Err(refusal) => {
@@ -421,6 +428,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         requests: crate::door::Buckets::new(options.requests_per_minute),
         failures: crate::door::Buckets::new(options.failed_auth_per_minute),
         trusted_proxies: options.trusted_proxies.clone(),
+        good_tokens: Default::default(),
         owners: crate::sessions::SessionOwners::new(shared.gateway.state().sessions.clone()),
         oauth: oauth.clone(),
         answers: tokio_util::task::TaskTracker::new(),
@@ -688,6 +696,7 @@ mod tests {
             requests: crate::door::Buckets::new(2),
             failures: crate::door::Buckets::new(0),
             trusted_proxies: Vec::new(),
+            good_tokens: Default::default(),
             owners: crate::sessions::SessionOwners::new(None),
             oauth: None,
             answers: tokio_util::task::TaskTracker::new(),
