@@ -154,6 +154,13 @@ impl GoodTokens {
         map.map.insert(key, now);
     }
 
+    /// A token that failed its check is not let past again.
+    pub fn forget(&self, token: &str) {
+        let key = hex::encode(airlock_gateway::keys::hash(token));
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.map.remove(&key);
+    }
+
     pub fn contains(&self, token: &str) -> bool {
         let key = hex::encode(airlock_gateway::keys::hash(token));
         let now = self.now_ms();
@@ -165,6 +172,9 @@ impl GoodTokens {
 /// The address a request is counted by: the peer's, or with trusted
 /// proxies, the client's they forward for.
 pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    // A listener on `[::]` sees an IPv4 proxy as `::ffff:a.b.c.d`: compare
+    // (and count) such addresses as the IPv4 they are.
+    let peer = peer.to_canonical();
     let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
     if !is_trusted(&peer) {
         return peer;
@@ -187,6 +197,7 @@ pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> I
             s.parse::<IpAddr>()
                 .ok()
                 .or_else(|| s.parse::<SocketAddr>().ok().map(|a| a.ip()))
+                .map(|ip| ip.to_canonical())
         }) else {
             return peer;
         };
@@ -333,5 +344,17 @@ mod tests {
         good.remember("a.b.c");
         assert!(good.contains("a.b.c"));
         assert!(!good.contains("a.b.d"));
+        good.forget("a.b.c");
+        assert!(!good.contains("a.b.c"), "failed once, not let past again");
+    }
+
+    #[test]
+    fn an_ipv4_proxy_seen_on_an_ipv6_listener_is_trusted() {
+        let trusted = [parse_trusted_proxy("10.0.0.0/8").unwrap()];
+        let h = headers(&["203.0.113.9"]);
+        assert_eq!(
+            client_address(ip("::ffff:10.0.0.1"), &h, &trusted),
+            ip("203.0.113.9")
+        );
     }
 }

@@ -297,6 +297,8 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
             // failure.
             if refusal.status() == StatusCode::SERVICE_UNAVAILABLE {
                 refund(&gate);
+            } else if let Some(b) = bearer_of(authorization.as_deref()) {
+                gate.good_tokens.forget(b);
             }
             return refusal;
         }

@@ -1883,23 +1883,36 @@ impl Gateway {
     fn write_counts(&self, counts: Vec<(String, Unwritten)>) {
         let mut identities: Vec<_> = counts.into_iter().filter(|(_, u)| u.count > 0).collect();
         identities.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut failing = false;
         for (identity, u) in identities {
+            if failing {
+                // The audit refused one already: keep the rest for later
+                // rather than ask it again for each.
+                self.keep_count(identity, u);
+                continue;
+            }
             let mut line = Map::new();
             line.insert("identity".into(), Value::String(identity.clone()));
             u.record_on(&mut line);
             if let Err(e) = self.state.audit.append("rate_limited", line) {
-                tracing::error!(error = %e, "could not record rate-limited calls in the audit log; the count is kept for the identity's next line");
-                let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-                let kept = unwritten.map.entry(identity).or_insert(Unwritten {
-                    count: 0,
-                    first_ms: u.first_ms,
-                    last_ms: u.last_ms,
-                });
-                kept.count += u.count;
-                kept.first_ms = kept.first_ms.min(u.first_ms);
-                kept.last_ms = kept.last_ms.max(u.last_ms);
+                tracing::error!(error = %e, "could not record rate-limited calls in the audit log; the counts are kept for the identities' next lines");
+                failing = true;
+                self.keep_count(identity, u);
             }
         }
+    }
+
+    /// Puts a count no line carried back, for the identity's next line.
+    fn keep_count(&self, identity: String, u: Unwritten) {
+        let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = unwritten.map.entry(identity).or_insert(Unwritten {
+            count: 0,
+            first_ms: u.first_ms,
+            last_ms: u.last_ms,
+        });
+        kept.count += u.count;
+        kept.first_ms = kept.first_ms.min(u.first_ms);
+        kept.last_ms = kept.last_ms.max(u.last_ms);
     }
 }
 
