@@ -35,11 +35,9 @@ use airlock_gateway::{
     keys::{EnrollmentFile, KeyHash, KeyStore},
     Caller,
 };
+use airlock_oauth::{OAuthConfig, ResourceServer, TokenError};
 
-use crate::{
-    mcp::{AirlockServer, Identity, Shared},
-    oauth::{OAuthConfig, ResourceServer, TokenError},
-};
+use crate::mcp::{AirlockServer, Identity, Shared};
 
 #[derive(Clone, Debug)]
 pub struct HttpOptions {

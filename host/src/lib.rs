@@ -12,7 +12,6 @@ pub mod log_output;
 pub mod lookup;
 pub mod mcp;
 pub mod metrics;
-pub mod oauth;
 pub mod plans;
 pub mod report;
 pub mod run;

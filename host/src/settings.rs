@@ -43,7 +43,7 @@ pub struct ConfigFile {
     /// A QuoxCORE collector; see docs/CONFIGURATION.md.
     pub collector: Option<airlock_collector::CollectorConfig>,
     /// Accept OAuth access tokens over HTTP; see docs/DEPLOYMENT.md.
-    pub oauth: Option<crate::oauth::OAuthConfig>,
+    pub oauth: Option<airlock_oauth::OAuthConfig>,
     /// Removed: `[backends.demo]` served an in-memory fleet with tool
     /// names of its own. Kept only to refuse it with a message that says
     /// what replaced it (see [`ConfigFile::check_removed`]).
