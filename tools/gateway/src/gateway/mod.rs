@@ -23,6 +23,12 @@
 //! `rate_limited` event. So a loop of refused calls writes lines at the
 //! rate its identity's calls are admitted, not at the rate it calls.
 
+mod executions;
+mod rate_counts;
+
+pub use executions::StartError;
+use rate_counts::Unwritten;
+
 use std::{
     collections::HashMap,
     sync::{
@@ -371,30 +377,6 @@ pub struct Gateway {
     /// The deployment's key for the hashes approvers see secrets by,
     /// read from the approval store on first need.
     summary_key: std::sync::OnceLock<summary::SummaryKey>,
-}
-
-/// An identity's rate-limited refusals since its last audit line: the
-/// first of a run is written; the rest only counted, here.
-#[derive(Clone, Copy, Debug)]
-struct Unwritten {
-    count: u64,
-    first_ms: i64,
-    last_ms: i64,
-}
-
-impl Unwritten {
-    /// Writes the count and its time span onto an audit line.
-    fn record_on(&self, line: &mut Map<String, Value>) {
-        line.insert("rate_limited_since".into(), Value::from(self.count));
-        line.insert(
-            "rate_limited_first".into(),
-            Value::String(rfc3339_ms(self.first_ms)),
-        );
-        line.insert(
-            "rate_limited_last".into(),
-            Value::String(rfc3339_ms(self.last_ms)),
-        );
-    }
 }
 
 fn rfc3339_ms(ms: i64) -> String {
@@ -1413,224 +1395,6 @@ impl Gateway {
             Err(e) => Err(CallError::RateUnavailable(told(&e))),
         }
     }
-
-    /// Whether a rate-limited refusal of `identity` is the first since
-    /// its last line (and so gets a line of its own); if not, it is
-    /// counted for the next one.
-    fn first_rate_limited(&self, identity: &str) -> bool {
-        let now = self.now_ms();
-        let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-        if !unwritten.map.contains_key(identity) {
-            let quiet = unwritten.make_room_taking(now, |u| {
-                now.saturating_sub(u.last_ms) < crate::rate::REFILLED_AFTER_MS
-            });
-            if !quiet.is_empty() {
-                drop(unwritten);
-                self.write_counts(quiet);
-                unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-            }
-        }
-        match unwritten.map.get_mut(identity) {
-            Some(u) => {
-                if u.count == 0 {
-                    u.first_ms = now;
-                }
-                u.count += 1;
-                u.last_ms = u.last_ms.max(now);
-                false
-            }
-            None => {
-                unwritten.map.insert(
-                    identity.to_string(),
-                    Unwritten {
-                        count: 0,
-                        first_ms: now,
-                        last_ms: now,
-                    },
-                );
-                true
-            }
-        }
-    }
-
-    /// Appends a line of `identity`'s, carrying the rate-limited refusals
-    /// counted since its last one; after it, the next rate-limited
-    /// refusal is written again. If the line cannot be written, the
-    /// count is kept for the next.
-    fn append_for(
-        &self,
-        identity: &str,
-        event: &str,
-        mut line: Map<String, Value>,
-    ) -> Result<crate::audit::Head, AuditError> {
-        let taken = self
-            .unwritten
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .map
-            .remove(identity);
-        if let Some(u) = taken.as_ref().filter(|u| u.count > 0) {
-            u.record_on(&mut line);
-        }
-        self.state.audit.append(event, line).inspect_err(|_| {
-            if let Some(u) = taken {
-                let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-                let now = unwritten
-                    .map
-                    .entry(identity.to_string())
-                    .or_insert(Unwritten {
-                        count: 0,
-                        first_ms: u.first_ms,
-                        last_ms: u.last_ms,
-                    });
-                now.count += u.count;
-                now.first_ms = now.first_ms.min(u.first_ms);
-                now.last_ms = now.last_ms.max(u.last_ms);
-            }
-        })
-    }
-
-    /// Entries kept per identity in this gateway's own maps (rate-limit
-    /// counts not yet written, running executions): bounded whatever
-    /// number of identities comes and goes (for tests and metrics).
-    pub fn identities_held(&self) -> usize {
-        self.unwritten
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .map
-            .len()
-            + self
-                .executions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .len()
-    }
-
-    /// Records the start of a script's execution; returns its id.
-    /// With `rate.executions_per_identity` set, the execution first takes
-    /// one of its identity's places across the deployment; without one,
-    /// nothing is written and nothing runs.
-    pub fn execution_started(&self, caller: &Caller, script: &str) -> Result<String, StartError> {
-        let id = format!(
-            "{}-x{}",
-            self.instance,
-            self.next_call.fetch_add(1, Ordering::Relaxed)
-        );
-        if self.executions_per_identity > 0 {
-            let now = self.now_ms();
-            let until = now.saturating_add(self.execution_hold_ms.min(i64::MAX as u64) as i64);
-            let max = self.executions_per_identity;
-            match self
-                .state
-                .shares
-                .take(&caller.identity, &id, max, now, until)
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    if let Some(o) = &self.observer {
-                        o.limit_hit("rate.executions_per_identity");
-                    }
-                    return Err(StartError::Busy {
-                        identity: caller.identity.clone(),
-                        limit: max,
-                    });
-                }
-                Err(e) => return Err(StartError::SharesUnavailable(told(&e))),
-            }
-        }
-        self.execution_started_as(caller, script, id.clone())
-            .inspect_err(|_| self.give_place_back(&caller.identity, &id))
-            .map_err(StartError::Audit)
-    }
-
-    fn give_place_back(&self, identity: &str, execution: &str) {
-        if self.executions_per_identity == 0 {
-            return;
-        }
-        if let Err(e) = self.state.shares.give_back(identity, execution) {
-            tracing::warn!(execution, error = %e, "could not give an execution's place back; it is freed when its hold time ends");
-        }
-    }
-
-    fn execution_started_as(
-        &self,
-        caller: &Caller,
-        script: &str,
-        id: String,
-    ) -> Result<String, AuditError> {
-        let mut line = Map::new();
-        line.insert("execution".into(), Value::String(id.clone()));
-        line.insert("identity".into(), Value::String(caller.identity.clone()));
-        line.insert(
-            "mode".into(),
-            Value::String(self.mode_of(caller).as_str().into()),
-        );
-        line.insert(
-            "script_sha256".into(),
-            Value::String(sha256_hex(script.as_bytes())),
-        );
-        line.insert("script_bytes".into(), Value::from(script.len()));
-        match &caller.plan {
-            Some(PlanRun::Record(r)) => {
-                line.insert("plan".into(), Value::String(r.id.clone()));
-                line.insert("plan_mode".into(), Value::String("record".into()));
-            }
-            Some(PlanRun::Apply(a)) => {
-                line.insert("plan".into(), Value::String(a.id.clone()));
-                line.insert("plan_mode".into(), Value::String("apply".into()));
-            }
-            None => {}
-        }
-        self.append_for(&caller.identity, "execution_start", line)?;
-        self.executions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), caller.identity.clone());
-        Ok(id)
-    }
-
-    /// Records how an execution ended: `outcome` is `ok` or an error kind,
-    /// with counts.
-    pub fn execution_finished(
-        &self,
-        execution: &str,
-        outcome: &str,
-        tool_calls: u32,
-        wall: Duration,
-    ) -> Result<(), AuditError> {
-        let mut line = Map::new();
-        line.insert("execution".into(), Value::String(execution.into()));
-        line.insert("outcome".into(), audit_fields::code(outcome));
-        line.insert("tool_calls".into(), Value::from(tool_calls));
-        line.insert("wall_ms".into(), Value::from(wall.as_millis() as u64));
-        let identity = self
-            .executions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(execution);
-        if let Some(identity) = &identity {
-            self.give_place_back(identity, execution);
-        }
-        match identity {
-            Some(identity) => self.append_for(&identity, "execution_end", line),
-            None => self.state.audit.append("execution_end", line),
-        }
-        .map(|_| ())
-    }
-}
-
-/// Why an execution was not started (nothing ran, nothing was audited
-/// as started).
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error(transparent)]
-    Audit(#[from] AuditError),
-    /// `rate.executions_per_identity` across the deployment.
-    #[error("limit `rate.executions_per_identity` ({limit}): identity {identity} already has {limit} executions started and not ended on this deployment; await them before starting more")]
-    Busy { identity: String, limit: u32 },
-    /// The places could not be counted, so none was taken (fail closed).
-    #[error("the execution places store is unavailable, so nothing runs: {0}")]
-    SharesUnavailable(String),
 }
 
 /// What became of a recorded plan at the end of its execution.
@@ -1859,60 +1623,6 @@ impl Gateway {
     /// the client or by an operator command.
     pub fn plan_decided(&self, request: &crate::approval::Request) -> Result<(), AuditError> {
         crate::decision::record(&*self.state.audit, request)
-    }
-}
-
-impl Drop for Gateway {
-    /// Counts of rate-limited refusals no line has carried yet are written
-    /// as `rate_limited` events, one per identity.
-    fn drop(&mut self) {
-        let unwritten = std::mem::take(
-            &mut self
-                .unwritten
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner())
-                .map,
-        );
-        self.write_counts(unwritten.into_iter().collect());
-    }
-}
-
-impl Gateway {
-    /// Writes the counts of rate-limited refusals no line has carried,
-    /// as `rate_limited` events, one per identity.
-    fn write_counts(&self, counts: Vec<(String, Unwritten)>) {
-        let mut identities: Vec<_> = counts.into_iter().filter(|(_, u)| u.count > 0).collect();
-        identities.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut failing = false;
-        for (identity, u) in identities {
-            if failing {
-                // The audit refused one already: keep the rest for later
-                // rather than ask it again for each.
-                self.keep_count(identity, u);
-                continue;
-            }
-            let mut line = Map::new();
-            line.insert("identity".into(), Value::String(identity.clone()));
-            u.record_on(&mut line);
-            if let Err(e) = self.state.audit.append("rate_limited", line) {
-                tracing::error!(error = %e, "could not record rate-limited calls in the audit log; the counts are kept for the identities' next lines");
-                failing = true;
-                self.keep_count(identity, u);
-            }
-        }
-    }
-
-    /// Puts a count no line carried back, for the identity's next line.
-    fn keep_count(&self, identity: String, u: Unwritten) {
-        let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-        let kept = unwritten.map.entry(identity).or_insert(Unwritten {
-            count: 0,
-            first_ms: u.first_ms,
-            last_ms: u.last_ms,
-        });
-        kept.count += u.count;
-        kept.first_ms = kept.first_ms.min(u.first_ms);
-        kept.last_ms = kept.last_ms.max(u.last_ms);
     }
 }
 

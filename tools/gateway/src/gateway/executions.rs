@@ -1,0 +1,149 @@
+//! An execution's audited start and end, and its place among its
+//! identity's executions across the deployment
+//! (`rate.executions_per_identity`).
+
+use super::*;
+
+impl Gateway {
+    /// Entries kept per identity in this gateway's own maps (rate-limit
+    /// counts not yet written, running executions): bounded whatever
+    /// number of identities comes and goes (for tests and metrics).
+    pub fn identities_held(&self) -> usize {
+        self.unwritten
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map
+            .len()
+            + self
+                .executions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .len()
+    }
+
+    /// Records the start of a script's execution; returns its id.
+    /// With `rate.executions_per_identity` set, the execution first takes
+    /// one of its identity's places across the deployment; without one,
+    /// nothing is written and nothing runs.
+    pub fn execution_started(&self, caller: &Caller, script: &str) -> Result<String, StartError> {
+        let id = format!(
+            "{}-x{}",
+            self.instance,
+            self.next_call.fetch_add(1, Ordering::Relaxed)
+        );
+        if self.executions_per_identity > 0 {
+            let now = self.now_ms();
+            let until = now.saturating_add(self.execution_hold_ms.min(i64::MAX as u64) as i64);
+            let max = self.executions_per_identity;
+            match self
+                .state
+                .shares
+                .take(&caller.identity, &id, max, now, until)
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    if let Some(o) = &self.observer {
+                        o.limit_hit("rate.executions_per_identity");
+                    }
+                    return Err(StartError::Busy {
+                        identity: caller.identity.clone(),
+                        limit: max,
+                    });
+                }
+                Err(e) => return Err(StartError::SharesUnavailable(told(&e))),
+            }
+        }
+        self.execution_started_as(caller, script, id.clone())
+            .inspect_err(|_| self.give_place_back(&caller.identity, &id))
+            .map_err(StartError::Audit)
+    }
+
+    pub(super) fn give_place_back(&self, identity: &str, execution: &str) {
+        if self.executions_per_identity == 0 {
+            return;
+        }
+        if let Err(e) = self.state.shares.give_back(identity, execution) {
+            tracing::warn!(execution, error = %e, "could not give an execution's place back; it is freed when its hold time ends");
+        }
+    }
+
+    pub(super) fn execution_started_as(
+        &self,
+        caller: &Caller,
+        script: &str,
+        id: String,
+    ) -> Result<String, AuditError> {
+        let mut line = Map::new();
+        line.insert("execution".into(), Value::String(id.clone()));
+        line.insert("identity".into(), Value::String(caller.identity.clone()));
+        line.insert(
+            "mode".into(),
+            Value::String(self.mode_of(caller).as_str().into()),
+        );
+        line.insert(
+            "script_sha256".into(),
+            Value::String(sha256_hex(script.as_bytes())),
+        );
+        line.insert("script_bytes".into(), Value::from(script.len()));
+        match &caller.plan {
+            Some(PlanRun::Record(r)) => {
+                line.insert("plan".into(), Value::String(r.id.clone()));
+                line.insert("plan_mode".into(), Value::String("record".into()));
+            }
+            Some(PlanRun::Apply(a)) => {
+                line.insert("plan".into(), Value::String(a.id.clone()));
+                line.insert("plan_mode".into(), Value::String("apply".into()));
+            }
+            None => {}
+        }
+        self.append_for(&caller.identity, "execution_start", line)?;
+        self.executions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), caller.identity.clone());
+        Ok(id)
+    }
+
+    /// Records how an execution ended: `outcome` is `ok` or an error kind,
+    /// with counts.
+    pub fn execution_finished(
+        &self,
+        execution: &str,
+        outcome: &str,
+        tool_calls: u32,
+        wall: Duration,
+    ) -> Result<(), AuditError> {
+        let mut line = Map::new();
+        line.insert("execution".into(), Value::String(execution.into()));
+        line.insert("outcome".into(), audit_fields::code(outcome));
+        line.insert("tool_calls".into(), Value::from(tool_calls));
+        line.insert("wall_ms".into(), Value::from(wall.as_millis() as u64));
+        let identity = self
+            .executions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(execution);
+        if let Some(identity) = &identity {
+            self.give_place_back(identity, execution);
+        }
+        match identity {
+            Some(identity) => self.append_for(&identity, "execution_end", line),
+            None => self.state.audit.append("execution_end", line),
+        }
+        .map(|_| ())
+    }
+}
+
+/// Why an execution was not started (nothing ran, nothing was audited
+/// as started).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    /// `rate.executions_per_identity` across the deployment.
+    #[error("limit `rate.executions_per_identity` ({limit}): identity {identity} already has {limit} executions started and not ended on this deployment; await them before starting more")]
+    Busy { identity: String, limit: u32 },
+    /// The places could not be counted, so none was taken (fail closed).
+    #[error("the execution places store is unavailable, so nothing runs: {0}")]
+    SharesUnavailable(String),
+}
