@@ -57,16 +57,6 @@ impl Buckets {
     /// Takes a token from `key`'s bucket, or says how many whole seconds
     /// until the next one is due.
     pub fn take(&self, key: &str) -> Result<(), u64> {
-        self.take_if(key, true)
-    }
-
-    /// Whether `key`'s bucket has a token, without taking it; the seconds
-    /// until it has one if not.
-    pub fn check(&self, key: &str) -> Result<(), u64> {
-        self.take_if(key, false)
-    }
-
-    fn take_if(&self, key: &str, take: bool) -> Result<(), u64> {
         let per_minute = self.per_minute as f64;
         if per_minute == 0.0 {
             return Ok(());
@@ -75,9 +65,6 @@ impl Buckets {
         let now = Instant::now();
         let refill = std::time::Duration::from_secs(60);
         if !buckets.map.contains_key(key) {
-            if !take {
-                return Ok(()); // no bucket yet: full
-            }
             // Keys are not a fixed, small set: buckets idle a minute
             // (full again, so the same as none) are swept out.
             let now_ms = now.saturating_duration_since(self.started).as_millis() as i64;
@@ -94,9 +81,7 @@ impl Buckets {
             let wait = (1.0 - *tokens) * 60.0 / per_minute;
             return Err(wait.ceil().max(1.0) as u64);
         }
-        if take {
-            *tokens -= 1.0;
-        }
+        *tokens -= 1.0;
         Ok(())
     }
 
@@ -326,15 +311,14 @@ mod tests {
     #[test]
     fn an_empty_bucket_says_when_the_next_token_is_due() {
         let b = Buckets::new(2);
-        assert_eq!(b.check("a"), Ok(()));
-        assert_eq!(b.tracked(), 0, "checking makes no bucket");
         b.take("a").unwrap();
         b.take("a").unwrap();
-        let wait = b.check("a").unwrap_err();
+        let wait = b.take("a").unwrap_err();
         assert!((29..=30).contains(&wait), "{wait}");
         assert_eq!(b.take("b"), Ok(()), "per key");
+        assert_eq!(b.tracked(), 2);
         b.refund("a");
-        assert_eq!(b.check("a"), Ok(()), "a token given back");
+        assert_eq!(b.take("a"), Ok(()), "a token given back");
     }
 
     #[test]

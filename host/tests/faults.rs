@@ -32,6 +32,11 @@ fn audit_lines(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// The script run across a SIGTERM: a call the server
+/// logs (so the test knows it runs), then three seconds on a timer.
+const ACROSS_SIGTERM: &str = "try { await tools.node_status({node: 'nowhere'}) } catch (e) {} \
+                              await new Promise((r) => setTimeout(r, 3000)); 'finished'";
+
 /// Waits for `child` to exit, failing the test if it takes longer than
 /// `bound` after `cause`.
 fn exit_within(
@@ -46,6 +51,22 @@ fn exit_within(
     rx.recv_timeout(bound)
         .unwrap_or_else(|_| panic!("the server did not stop within {bound:?} of {cause}"))
         .unwrap()
+}
+
+/// Sends SIGTERM to the process `pid`.
+fn terminate(pid: u32) {
+    let pid = pid.to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// Sends SIGTERM to `server` once its execution has made its call.
+fn terminate_when_running(server: &common::Server) {
+    server.wait_for("tools.node_status →");
+    terminate(server.child.id());
 }
 
 /// Every execution that started has ended, and every allowed call has a
@@ -114,17 +135,11 @@ async fn a_client_that_disconnects_mid_execution_frees_its_slot() {
 async fn sigterm_lets_an_execution_in_flight_finish_and_answer() {
     let (_sim, mut server, alice, audit_file) = serve_configured(TASK_DELAY, "", &[]).await;
     let client = server.connect(&alice).await;
-    let script = "try { await tools.node_status({node: 'nowhere'}) } catch (e) {} \
-                  await new Promise((r) => setTimeout(r, 3000)); 'finished'";
     let running =
-        tokio::spawn(async move { call(&client, "execute", json!({"script": script})).await });
-    server.wait_for("tools.node_status →");
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+        tokio::spawn(
+            async move { call(&client, "execute", json!({"script": ACROSS_SIGTERM})).await },
+        );
+    terminate_when_running(&server);
     let r = tokio::time::timeout(Duration::from_secs(30), running)
         .await
         .expect("the client never got the result of the execution SIGTERM let finish")
@@ -143,11 +158,6 @@ async fn sigterm_lets_an_execution_in_flight_finish_and_answer() {
     assert_eq!(outcomes, ["ok"]);
 }
 
-/// The script the SDK clients run across a SIGTERM: a call the server
-/// logs (so the test knows it runs), then three seconds on a timer.
-const ACROSS_SIGTERM: &str = "try { await tools.node_status({node: 'nowhere'}) } catch (e) {} \
-                              await new Promise((r) => setTimeout(r, 3000)); 'finished'";
-
 /// Sends SIGTERM to the server once its execution runs, and returns what
 /// the client program `client` (which prints one JSON line: the result)
 /// printed.
@@ -163,13 +173,7 @@ async fn across_sigterm(mut client: Command, what: &str) {
         .spawn()
         .unwrap();
     let server = tokio::task::spawn_blocking(move || {
-        server.wait_for("tools.node_status →");
-        let pid = server.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
+        terminate_when_running(&server);
         server
     })
     .await
@@ -244,13 +248,7 @@ async fn a_draining_server_takes_no_new_sessions_or_executions() {
             async move { call(&client, "execute", json!({"script": ACROSS_SIGTERM})).await },
         );
     let server = tokio::task::spawn_blocking(move || {
-        server.wait_for("tools.node_status →");
-        let pid = server.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
+        terminate_when_running(&server);
         server.wait_for("stopping: no new sessions");
         server
     })
@@ -298,11 +296,7 @@ async fn sigterm_ends_running_executions_and_leaves_a_verifiable_audit() {
         serve_configured(TASK_DELAY, "", &["--shutdown-grace", "1s"]).await;
     let client = server.connect(&alice).await;
     let long = tokio::spawn(async move { call(&client, "execute", json!({"script": LONG})).await });
-    server.wait_for("tools.node_status →");
-
-    let pid = server.child.id().to_string();
-    let kill = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(kill.success());
+    terminate_when_running(&server);
     let ended = server.wait_for(": Cancelled,");
     eprintln!("server: {ended}");
     // The bound: the execution's own time limit is 30 s by default; a
@@ -381,12 +375,7 @@ fn sigterm_to_a_stdio_demo(with_session: bool) {
         )
         .unwrap();
     }
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    terminate(child.id());
     let status = exit_within(child, Duration::from_secs(20), "SIGTERM");
     assert!(status.success(), "session {with_session}: {status:?}");
     let left: Vec<_> = std::fs::read_dir(scratch.path())

@@ -15,6 +15,15 @@ fn initialize() -> Value {
         "clientInfo": {"name": "raw", "version": "1"}}})
 }
 
+/// The seconds a refusal's `Retry-After` asks for.
+fn retry_after(r: &reqwest::Response) -> u64 {
+    r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 /// A raw POST to /mcp, as a browser or a confused client would send it.
 async fn post(
     server: &Server,
@@ -160,11 +169,7 @@ async fn a_client_over_its_rate_is_told_to_slow_down() {
     let r = post(&server, Some(&alice), &[], initialize().to_string()).await;
     assert_eq!(r.status(), 429);
     // 3 a minute: the next request is due in about 20 s, and it says so.
-    let wait: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait = retry_after(&r);
     assert!((19..=20).contains(&wait), "Retry-After {wait}");
     let r = post(&server, Some(&rita), &[], initialize().to_string()).await;
     assert_eq!(r.status(), 200, "the limit is per client");
@@ -294,11 +299,7 @@ async fn failed_authentications_are_limited_per_client_address() {
     }
     let r = post(&server, Some("alk_wrong"), &from("198.51.100.7"), body()).await;
     assert_eq!(r.status(), 429);
-    let wait: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait = retry_after(&r);
     assert!((1..=20).contains(&wait), "Retry-After {wait}");
     let text = r.text().await.unwrap();
     assert!(text.contains("--failed-auth-per-minute 3"), "{text}");

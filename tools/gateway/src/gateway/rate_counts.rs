@@ -90,18 +90,7 @@ impl Gateway {
         }
         self.state.audit.append(event, line).inspect_err(|_| {
             if let Some(u) = taken {
-                let mut unwritten = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-                let now = unwritten
-                    .map
-                    .entry(identity.to_string())
-                    .or_insert(Unwritten {
-                        count: 0,
-                        first_ms: u.first_ms,
-                        last_ms: u.last_ms,
-                    });
-                now.count += u.count;
-                now.first_ms = now.first_ms.min(u.first_ms);
-                now.last_ms = now.last_ms.max(u.last_ms);
+                self.keep_count(identity.to_string(), u);
             }
         })
     }
