@@ -7,7 +7,8 @@
 
 mod common;
 
-use airlock_gateway::{audit::AuditLog, search::Query, Catalog, GatewayConfig, ToolSpec};
+use airlock_gateway::{search::Query, Catalog, GatewayConfig, ToolSpec};
+use airlock_state::{local::AuditLog, Place};
 use common::{bench_call, curated_specs};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Map};
@@ -43,9 +44,10 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let mut config = GatewayConfig::in_dir(dir.path().join("gw"));
+    let mut config = GatewayConfig::default();
     config.rate.calls_per_minute = 0;
-    bench_call(c, "gateway/call/vm_list", config, specs, args, &rt);
+    let place = Place::in_dir(dir.path().join("gw"));
+    bench_call(c, "gateway/call/vm_list", config, &place, specs, args, &rt);
 }
 
 criterion_group! {

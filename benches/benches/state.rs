@@ -15,11 +15,8 @@ use std::{
 
 mod common;
 
-use airlock_gateway::{
-    approval::Asked,
-    state::{PostgresConfig, State},
-    GatewayConfig, ToolSpec,
-};
+use airlock_gateway::{approval::Asked, state::State, GatewayConfig, ToolSpec};
+use airlock_state::{Place, PostgresConfig};
 use airlock_testkit::TempPostgres;
 use common::{bench_call, curated_specs};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -55,29 +52,30 @@ fn appends_at_once(stores: &[State], per: u64) -> Duration {
 fn bench(c: &mut Criterion) {
     let pg = TempPostgres::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let kinds: Vec<(&str, GatewayConfig)> = vec![
-        ("files", GatewayConfig::in_dir(dir.path().join("files"))),
+    let kinds: Vec<(&str, Place)> = vec![
+        ("files", Place::in_dir(dir.path().join("files"))),
         ("postgres", {
-            let mut c = GatewayConfig::in_dir(dir.path().join("unused"));
             let mut p = PostgresConfig::new(pg.create_database("bench").unwrap());
             p.password_file = Some(pg.password_file().to_path_buf());
-            c.postgres = Some(p);
-            c
+            Place::Postgres(p)
         }),
     ];
+    let config = GatewayConfig::default();
     let specs: Vec<ToolSpec> = curated_specs();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
 
-    for (kind, config) in &kinds {
-        let state = State::open(config).unwrap();
+    for (kind, place) in &kinds {
+        let state = place.open(&config.approval).unwrap();
         c.bench_function(&format!("state/{kind}/audit_append"), |b| {
             b.iter(|| state.audit.append("call", line()).unwrap())
         });
         c.bench_function(&format!("state/{kind}/audit_append_3_writers"), |b| {
-            let three: Vec<State> = (0..3).map(|_| State::open(config).unwrap()).collect();
+            let three: Vec<State> = (0..3)
+                .map(|_| place.open(&config.approval).unwrap())
+                .collect();
             b.iter_custom(|iters| {
                 let per = iters.div_ceil(3).max(1);
                 appends_at_once(&three, per) * iters as u32
@@ -91,13 +89,14 @@ fn bench(c: &mut Criterion) {
             })
         });
         let mut n = 0u64;
-        let approvals = State::open(&{
-            let mut c = config.clone();
-            c.approval.max_open_per_identity = u32::MAX;
-            c
-        })
-        .unwrap()
-        .approvals;
+        let approvals = place
+            .open(&{
+                let mut a = config.approval.clone();
+                a.max_open_per_identity = u32::MAX;
+                a
+            })
+            .unwrap()
+            .approvals;
         c.bench_function(
             &format!("state/{kind}/approval_check_files_a_request"),
             |b| {
@@ -124,6 +123,7 @@ fn bench(c: &mut Criterion) {
             c,
             &name,
             config,
+            place,
             specs.clone(),
             json!({"node": "pve1"}),
             &rt,

@@ -7,7 +7,8 @@
 
 use std::sync::OnceLock;
 
-use airlock_gateway::audit::{verify_lines, AuditLog};
+use airlock_gateway::audit::verify_lines;
+use airlock_state::local::AuditLog;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 

@@ -9,10 +9,11 @@ use airlock_gateway::{
     approval::{ApprovalError, Request, Status},
     audit,
     decision::{self, Decider},
-    keys::{self, EnrollmentFile, KeyStore},
+    keys::{self, KeyStore},
     state::State,
     visible::visible,
 };
+use airlock_state::local::EnrollmentFile;
 use clap::Subcommand;
 
 use crate::settings::ConfigFile;
@@ -164,8 +165,8 @@ pub fn enroll(file: &ConfigFile, identity: &str, path: Option<PathBuf>) -> ExitC
 }
 
 fn state(file: &ConfigFile) -> Result<State, String> {
-    let config = file.gateway().map_err(|e| e.to_string())?;
-    State::open(&config).map_err(|e| e.to_string())
+    let (config, place) = file.gateway().map_err(|e| e.to_string())?;
+    place.open(&config.approval).map_err(|e| e.to_string())
 }
 
 /// One request as a line for a terminal. Summaries are filed escaped;
@@ -245,17 +246,22 @@ fn show(r: &Request, now: i64) -> String {
 }
 
 pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
-    let (config, store, audit) = match file
-        .gateway()
-        .map_err(|e| e.to_string())
-        .and_then(|c| State::open(&c).map(|s| (c, s)).map_err(|e| e.to_string()))
-    {
-        Ok((c, s)) => (c, s.approvals, s.audit),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let (config, store, audit) =
+        match file
+            .gateway()
+            .map_err(|e| e.to_string())
+            .and_then(|(c, place)| {
+                place
+                    .open(&c.approval)
+                    .map(|s| (c, s))
+                    .map_err(|e| e.to_string())
+            }) {
+            Ok((c, s)) => (c, s.approvals, s.audit),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
     // Four eyes: `--by` may approve a request it asked itself only when
     // `[identities]` allows that identity (`approve_own`). An issuer's or
     // group's `approve_own` is not seen here (no token): it applies in

@@ -32,10 +32,11 @@ use rmcp::transport::streamable_http_server::{
 use subtle::ConstantTimeEq;
 
 use airlock_gateway::{
-    keys::{EnrollmentFile, KeyHash, KeyStore},
+    keys::{KeyHash, KeyStore},
     Caller,
 };
 use airlock_oauth::{OAuthConfig, ResourceServer, TokenError};
+use airlock_state::local::EnrollmentFile;
 
 use crate::mcp::{AirlockServer, Identity, Shared};
 

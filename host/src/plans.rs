@@ -13,7 +13,8 @@ use std::sync::Arc;
 use airlock_gateway::{
     approval::Status,
     gateway::PlanFiled,
-    plan::{Applying, PlanError, PlanRun, PlannedChange, Recorder, Stop},
+    plan::{PlanError, PlannedChange, Recorder},
+    plan_apply::{Applying, PlanRun, Stop},
     visible::visible,
     Caller, Gateway,
 };

@@ -9,13 +9,13 @@ use std::{
 };
 
 use airlock_gateway::{
-    config::{default_state_dir, ApprovalConfig, NoStateDir, RateConfig},
+    config::{ApprovalConfig, RateConfig},
     policy::{Grant, PolicyConfig},
-    state::PostgresConfig,
     GatewayConfig,
 };
 use airlock_proxmox::backend::ProxmoxConfig;
 use airlock_sandbox::{Limits, Mode, SandboxConfig};
+use airlock_state::{default_state_dir, NoStateDir, Place, PostgresConfig};
 use clap::Args;
 use serde::Deserialize;
 
@@ -217,22 +217,28 @@ impl ConfigFile {
         Ok(())
     }
 
-    /// The gateway's settings, with `AIRLOCK_READ_ONLY` and
-    /// `AIRLOCK_AUDIT_FILE` applied.
-    pub fn gateway(&self) -> Result<GatewayConfig, SettingsError> {
-        let mut config = GatewayConfig::in_dir(self.state_dir()?);
-        config.policy = PolicyConfig {
-            read_only: self.policy.read_only,
-            deny: self.policy.deny.clone(),
-            identities: self.identities.clone(),
+    /// The gateway's settings and where its state lives, with
+    /// `AIRLOCK_READ_ONLY`, `AIRLOCK_AUDIT_FILE` and `AIRLOCK_STATE_URL`
+    /// applied.
+    pub fn gateway(&self) -> Result<(GatewayConfig, Place), SettingsError> {
+        let state_dir = self.state_dir()?;
+        let approvals_db = state_dir.join("approvals.db");
+        let mut audit_file = state_dir.join("audit.jsonl");
+        let mut config = GatewayConfig {
+            policy: PolicyConfig {
+                read_only: self.policy.read_only,
+                deny: self.policy.deny.clone(),
+                identities: self.identities.clone(),
+            },
+            approval: self.approval.clone(),
+            rate: self.rate.clone(),
+            ..GatewayConfig::default()
         };
-        config.approval = self.approval.clone();
-        config.rate = self.rate.clone();
         if let Some(c) = &self.approve_command {
             config.approve_command = c.clone();
         }
         if let Some(f) = &self.audit.file {
-            config.audit_file = f.clone();
+            audit_file = f.clone();
         }
         if let Some(v) = env_bool("AIRLOCK_READ_ONLY")? {
             config.policy.read_only = v;
@@ -247,17 +253,27 @@ impl ConfigFile {
                 || self.state.backend != StateBackend::Sqlite
             {
                 tracing::warn!(
-                    audit = %config.audit_file.display(),
+                    audit = %audit_file.display(),
                     "the simulated cluster keeps its approvals and audit in its own state directory; AIRLOCK_AUDIT_FILE, AIRLOCK_STATE_URL and [state] are for a real cluster's and are not used"
                 );
             }
-            return Ok(config);
+            let place = Place::Files {
+                approvals_db,
+                audit_file,
+            };
+            return Ok((config, place));
         }
         if let Some(f) = env_audit {
-            config.audit_file = PathBuf::from(f);
+            audit_file = PathBuf::from(f);
         }
-        config.postgres = self.postgres(env_state)?;
-        Ok(config)
+        let place = match self.postgres(env_state)? {
+            Some(pg) => Place::Postgres(pg),
+            None => Place::Files {
+                approvals_db,
+                audit_file,
+            },
+        };
+        Ok((config, place))
     }
 
     /// `[state]` for PostgreSQL, or `None` for this machine's files.
@@ -573,7 +589,7 @@ mod tests {
             "/srv/airlock"
         ));
         let file = load_file(Some(&path)).unwrap();
-        let g = file.gateway().unwrap();
+        let (g, place) = file.gateway().unwrap();
         assert!(g.policy.read_only);
         assert!(g.policy.deny.contains("vm_delete"));
         assert_eq!(g.policy.identities["alice"].mode, Access::Rw);
@@ -585,10 +601,12 @@ mod tests {
         assert!(g.policy.identities["alice"].approve_in_client, "default");
         assert_eq!(g.rate.calls_per_minute, 5);
         assert_eq!(
-            g.approvals_db,
-            PathBuf::from("/srv/airlock/simulated/approvals.db")
+            place,
+            Place::Files {
+                approvals_db: PathBuf::from("/srv/airlock/simulated/approvals.db"),
+                audit_file: PathBuf::from("/tmp/x/audit.jsonl"),
+            }
         );
-        assert_eq!(g.audit_file, PathBuf::from("/tmp/x/audit.jsonl"));
         assert!(
             !file.configures_backend(),
             "no proxmox target, no collector: commands run on the simulator"

@@ -74,8 +74,8 @@ pub async fn wire(file: &ConfigFile) -> Result<Wired, String> {
         }
         None => None,
     };
-    let config = file.gateway().map_err(|e: SettingsError| e.to_string())?;
-    let (gateway, clashes) = Gateway::new(config, backends).map_err(|e| e.to_string())?;
+    let (config, place) = file.gateway().map_err(|e: SettingsError| e.to_string())?;
+    let (gateway, clashes) = Gateway::new(config, backends, &place).map_err(|e| e.to_string())?;
     let gateway = gateway.with_observer(crate::metrics::global().clone());
     for c in clashes {
         tracing::warn!("{c}");

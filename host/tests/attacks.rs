@@ -40,15 +40,18 @@ use airlock_gateway::{
     approval::Status,
     audit,
     backend::TaskEnd,
+    config::RateConfig,
     decision::Decider,
     gateway::PlanFiled,
-    plan::{Applying, PlanRun, Recorder},
+    plan::Recorder,
+    plan_apply::{Applying, PlanRun},
     policy::{Grant, PolicyConfig},
     Backend, BackendError, Caller, Gateway, GatewayConfig, Mode, Reply, ToolSpec,
 };
 use airlock_proxmox::backend::ProxmoxBackend;
 use airlock_sandbox::{Limits, Sandbox, SandboxConfig};
 use airlock_sim::{Role, SimConfig, Simulator};
+use airlock_state::Place;
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -219,24 +222,34 @@ async fn the_attack_corpus() {
         .iter()
         .find(|(_, _, role)| *role == Role::Operator)
         .expect("a demo identity with the operator token");
-    let mut config = GatewayConfig::in_dir(state.path());
-    config.policy = PolicyConfig {
-        identities: [(
-            identity.to_string(),
-            Grant {
-                mode: Mode::Operator,
-                ..Grant::default()
-            },
-        )]
-        .into(),
-        ..PolicyConfig::default()
+    let config = GatewayConfig {
+        policy: PolicyConfig {
+            identities: [(
+                identity.to_string(),
+                Grant {
+                    mode: Mode::Operator,
+                    ..Grant::default()
+                },
+            )]
+            .into(),
+            ..PolicyConfig::default()
+        },
+        rate: RateConfig {
+            calls_per_minute: 0,
+            ..RateConfig::default()
+        },
+        ..GatewayConfig::default()
     };
-    config.rate.calls_per_minute = 0;
     let backend = Arc::new(Counting {
         inner: ProxmoxBackend::new(&proxmox).await.unwrap(),
         calls: AtomicUsize::new(0),
     });
-    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    let (gateway, _) = Gateway::new(
+        config,
+        vec![backend.clone() as Arc<dyn Backend>],
+        &Place::in_dir(state.path()),
+    )
+    .unwrap();
     let gateway = Arc::new(gateway);
     let sandbox = Sandbox::new(SandboxConfig::default()).await.unwrap();
     let limits = Limits {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use airlock_gateway::{Backend, BackendError, Caller, Gateway, GatewayConfig, Reply, ToolSpec};
 use airlock_proxmox::{curated, tiers::TierRules};
+use airlock_state::Place;
 use async_trait::async_trait;
 use criterion::Criterion;
 use serde_json::Value;
@@ -34,17 +35,23 @@ pub fn curated_specs() -> Vec<ToolSpec> {
 }
 
 /// Benches one whole gateway call of `vm_list` with `args`, through a
-/// gateway on `config` in front of [`Immediate`].
+/// gateway on `config` and its state in `place`, in front of
+/// [`Immediate`].
 pub fn bench_call(
     c: &mut Criterion,
     name: &str,
     config: GatewayConfig,
+    place: &Place,
     specs: Vec<ToolSpec>,
     args: Value,
     rt: &tokio::runtime::Runtime,
 ) {
-    let (gateway, _) =
-        Gateway::new(config, vec![Arc::new(Immediate(specs)) as Arc<dyn Backend>]).unwrap();
+    let (gateway, _) = Gateway::new(
+        config,
+        vec![Arc::new(Immediate(specs)) as Arc<dyn Backend>],
+        place,
+    )
+    .unwrap();
     let caller = Caller::new("local");
     c.bench_function(name, |b| {
         b.to_async(rt).iter(|| async {

@@ -34,7 +34,7 @@ pub use discovery::{PromptArgument, Resource};
 
 use airlock_gateway::{
     backend::{Backend, BackendError, Reply},
-    gateway::Caller,
+    caller::Caller,
     spec::{Tier, ToolSpec},
 };
 

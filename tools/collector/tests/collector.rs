@@ -17,6 +17,7 @@ use airlock_sim::{
     collector::{Behaviour, CollectorSim},
     hostile::{Answer, Server},
 };
+use airlock_state::Place;
 use serde_json::{json, Value};
 
 const KEY: &str = "svc-key-7d1e5c-DO-NOT-LEAK";
@@ -104,25 +105,31 @@ impl Drop for Setup {
 }
 
 fn gateway(collector: Arc<Collector>, dir: &tempfile::TempDir) -> Gateway {
-    let mut config = GatewayConfig::in_dir(dir.path());
-    config.policy = PolicyConfig {
-        identities: [("viewer", Mode::Ro), ("ops", Mode::Rw)]
-            .into_iter()
-            .map(|(n, mode)| {
-                (
-                    n.to_string(),
-                    Grant {
-                        mode,
-                        ..Grant::default()
-                    },
-                )
-            })
-            .collect(),
-        ..PolicyConfig::default()
+    let config = GatewayConfig {
+        policy: PolicyConfig {
+            identities: [("viewer", Mode::Ro), ("ops", Mode::Rw)]
+                .into_iter()
+                .map(|(n, mode)| {
+                    (
+                        n.to_string(),
+                        Grant {
+                            mode,
+                            ..Grant::default()
+                        },
+                    )
+                })
+                .collect(),
+            ..PolicyConfig::default()
+        },
+        ..GatewayConfig::default()
     };
-    Gateway::new(config, vec![collector as Arc<dyn Backend>])
-        .unwrap()
-        .0
+    Gateway::new(
+        config,
+        vec![collector as Arc<dyn Backend>],
+        &Place::in_dir(dir.path()),
+    )
+    .unwrap()
+    .0
 }
 
 #[tokio::test]
@@ -716,7 +723,7 @@ async fn a_tool_whose_name_moves_keeps_its_policy_and_approvals() {
     };
     install("svc.restart");
     collector.discover().await.unwrap();
-    let mut gateway_config = GatewayConfig::in_dir(dir.path());
+    let mut gateway_config = GatewayConfig::default();
     let grant = |deny: &[&str], allow: Option<&[&str]>| Grant {
         mode: Mode::Rw,
         deny: deny.iter().map(|s| s.to_string()).collect(),
@@ -739,9 +746,13 @@ async fn a_tool_whose_name_moves_keeps_its_policy_and_approvals() {
         .into(),
         ..PolicyConfig::default()
     };
-    let gateway = Gateway::new(gateway_config, vec![collector.clone() as Arc<dyn Backend>])
-        .unwrap()
-        .0;
+    let gateway = Gateway::new(
+        gateway_config,
+        vec![collector.clone() as Arc<dyn Backend>],
+        &Place::in_dir(dir.path()),
+    )
+    .unwrap()
+    .0;
     let call = |who: &'static str, tool: &'static str| {
         let gateway = &gateway;
         async move {

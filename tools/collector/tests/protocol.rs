@@ -33,6 +33,7 @@ use airlock_gateway::{
     policy::{Grant, PolicyConfig},
     Backend, CallError, Caller, Gateway, GatewayConfig, Mode, Tier,
 };
+use airlock_state::Place;
 use axum::{
     body::Bytes,
     extract::{RawQuery, State},
@@ -207,22 +208,28 @@ impl Setup {
         };
         let collector = Arc::new(Collector::new(config).unwrap());
         collector.discover().await.unwrap();
-        let mut gateway_config = GatewayConfig::in_dir(dir.path());
-        gateway_config.policy = PolicyConfig {
-            identities: [(
-                "dana".to_string(),
-                Grant {
-                    mode: Mode::Rw,
-                    ..Grant::default()
-                },
-            )]
-            .into_iter()
-            .collect(),
-            ..PolicyConfig::default()
+        let gateway_config = GatewayConfig {
+            policy: PolicyConfig {
+                identities: [(
+                    "dana".to_string(),
+                    Grant {
+                        mode: Mode::Rw,
+                        ..Grant::default()
+                    },
+                )]
+                .into_iter()
+                .collect(),
+                ..PolicyConfig::default()
+            },
+            ..GatewayConfig::default()
         };
-        let gateway = Gateway::new(gateway_config, vec![collector.clone() as Arc<dyn Backend>])
-            .unwrap()
-            .0;
+        let gateway = Gateway::new(
+            gateway_config,
+            vec![collector.clone() as Arc<dyn Backend>],
+            &Place::in_dir(dir.path()),
+        )
+        .unwrap()
+        .0;
         Setup {
             reference,
             collector,

@@ -1,36 +1,35 @@
-//! Approvals for mutations, kept in a store that outlives the process and
-//! that another process can decide in (`airlock approvals approve ID`):
-//! one machine's SQLite file ([`SqliteApprovals`]), or a PostgreSQL
-//! database every replica shares (`state::postgres`). Both pass the same
-//! tests (`tests/state.rs`).
+//! Approvals for mutations: what a request is, what deciding it means,
+//! and the store every implementation keeps them in ([`ApprovalStore`]).
+//! The stores themselves (one machine's SQLite file, a PostgreSQL database
+//! every replica shares) live in the `airlock-state` crate and pass one
+//! suite of tests there; this module holds no storage code.
 //!
 //! An approval is bound to identity + the tool's stable key (which no
 //! backend can move to another tool: `ToolSpec::key`) + the SHA-256 of
 //! the exact arguments, expires, and is used up by the one call it
 //! allowed: a tampered argument, another identity or a second call needs
-//! a new one. Who may decide is [`crate::decision`]'s rule: never the
-//! requester, unless the operator allowed it.
+//! a new one.
+//!
+//! Who may decide is the rule every channel keeps: **four eyes**. The
+//! identity whose call or plan asks cannot approve it — not in its own
+//! MCP client, not on the command line, not in a console — unless the
+//! operator allowed that identity (or its identity provider's issuer or
+//! group) to approve its own requests (`approve_own`). Refusing one's own
+//! request is always allowed: it cannot make anything happen. The rule is
+//! kept where the decision is written (every store's
+//! [`ApprovalStore::decide`] asks [`refusal`]), so no channel can forget
+//! it; [`crate::decision`] writes each decision to the audit chain.
 //!
 //! The store stays small whatever a script does: an identity has at most
 //! `max_open` requests waiting at once (more are refused, not filed), and
 //! rows are deleted one TTL after they expired — at open and, during
-//! [`ApprovalStore::check`], at most once a minute.
+//! [`ApprovalStore::check`], at most once a minute ([`PURGE_EVERY_MS`]).
 
-use std::{
-    path::Path,
-    sync::{
-        atomic::{AtomicI64, Ordering},
-        Mutex,
-    },
-};
-
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
-    decision::{self, Decider},
     plan::{self, PlanError, PlannedChange, PLAN_TOOL},
-    private_files::{parent_of, private_dir, private_file, StateDirError},
+    private_files::StateDirError,
 };
 
 /// Default lifetime of a request, and of an approval once granted.
@@ -40,7 +39,7 @@ pub const DEFAULT_TTL_MS: i64 = 10 * 60 * 1000;
 pub const DEFAULT_MAX_OPEN: u32 = 20;
 
 /// Expired rows are looked for at most this often during `check`.
-pub(crate) const PURGE_EVERY_MS: i64 = 60_000;
+pub const PURGE_EVERY_MS: i64 = 60_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -52,7 +51,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub(crate) fn parse(s: &str) -> Status {
+    pub fn parse(s: &str) -> Status {
         match s {
             "approved" => Status::Approved,
             "denied" => Status::Denied,
@@ -162,19 +161,104 @@ pub enum ApprovalError {
     StateDir(#[from] StateDirError),
 }
 
-impl From<rusqlite::Error> for ApprovalError {
-    fn from(e: rusqlite::Error) -> Self {
-        ApprovalError::Storage(e.to_string())
+/// A store failure while taking a plan, in the plan's words.
+impl From<ApprovalError> for PlanError {
+    fn from(e: ApprovalError) -> Self {
+        use ApprovalError as A;
+        match e {
+            A::NotFound(id) => PlanError::NotFound(id),
+            A::Expired(id) => PlanError::Expired(id),
+            // The store's own words, for the gateway to say as it says
+            // every store failure (no host, no server text).
+            A::Storage(m) => PlanError::Storage(m),
+            other => PlanError::Storage(other.to_string()),
+        }
     }
 }
 
-/// One machine's approvals, in a SQLite file in the state directory.
-pub struct SqliteApprovals {
-    conn: Mutex<Connection>,
-    ttl_ms: i64,
-    max_open: u32,
-    /// When expired rows were last deleted (the `now` of that call).
-    purged_ms: AtomicI64,
+/// Where a decision was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    /// `airlock approvals approve|deny` in a shell with the state.
+    Cli,
+    /// The person in the requester's own MCP client (elicitation).
+    Client,
+    /// The operator console in a browser.
+    Console,
+    /// `airlock demo`, approving its own plan to show the flow.
+    Demo,
+    /// Airlock itself: only ever a denial (a plan whose audit line could
+    /// not be written is made undecidable).
+    Airlock,
+}
+
+impl Channel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Cli => "cli",
+            Channel::Client => "client",
+            Channel::Console => "console",
+            Channel::Demo => "demo",
+            Channel::Airlock => "airlock",
+        }
+    }
+}
+
+impl std::fmt::Display for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who decides, and through which channel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decider {
+    /// The approver's name as the channel knows it: the identity in a
+    /// client or console, `--by` (default the login name) on the command
+    /// line.
+    pub who: String,
+    pub channel: Channel,
+    /// The operator allowed the requester to approve its own requests
+    /// (`approve_own`): only then may `who` approve a request `who` asked.
+    pub may_approve_own: bool,
+}
+
+impl Decider {
+    /// An operator on the command line (or in a test).
+    pub fn cli(who: impl Into<String>) -> Self {
+        Self {
+            who: who.into(),
+            channel: Channel::Cli,
+            may_approve_own: false,
+        }
+    }
+
+    /// The person in an identity's own MCP client: always the requester.
+    pub fn client(identity: impl Into<String>, may_approve_own: bool) -> Self {
+        Self {
+            who: identity.into(),
+            channel: Channel::Client,
+            may_approve_own,
+        }
+    }
+
+    /// `who` may approve its own requests (the operator allowed it).
+    pub fn allowing_own(mut self, allowed: bool) -> Self {
+        self.may_approve_own = allowed;
+        self
+    }
+}
+
+/// Why `decider` may not move `current` to `to`, if it may not: a person
+/// approving a request they asked themselves, without `approve_own`.
+pub fn refusal(current: &Request, decider: &Decider, to: Status) -> Option<ApprovalError> {
+    (to == Status::Approved && decider.who == current.identity && !decider.may_approve_own).then(
+        || ApprovalError::OwnRequest {
+            id: current.id.clone(),
+            identity: current.identity.clone(),
+        },
+    )
 }
 
 /// Where approval requests are filed, decided and used up. Every method
@@ -194,8 +278,8 @@ pub trait ApprovalStore: Send + Sync {
     /// Decides a pending, unexpired request (`to` is `Approved` or
     /// `Denied`); the decision then lives for the TTL. Refuses a decider
     /// approving their own request without `approve_own`
-    /// ([`decision::refusal`]). Callers that write the decision to the
-    /// audit use [`decision::decide`].
+    /// ([`refusal`]). Callers that write the decision to the
+    /// audit use [`crate::decision::decide`].
     fn decide(
         &self,
         id: &str,
@@ -248,7 +332,7 @@ pub trait ApprovalStore: Send + Sync {
 
 /// A plan request's row before it is filed: the table as its summary,
 /// the list hash as its argument hash.
-pub(crate) fn plan_request(
+pub fn plan_request(
     id: &str,
     identity: &str,
     changes: &[PlannedChange],
@@ -274,7 +358,7 @@ pub(crate) fn plan_request(
 
 /// Why `current` cannot be applied by `identity` at `now_ms`, if it
 /// cannot.
-pub(crate) fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Option<PlanError> {
+pub fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Option<PlanError> {
     let id = || current.id.clone();
     let Some(changes) = current
         .changes
@@ -316,13 +400,13 @@ pub(crate) fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Opti
 }
 
 /// Reads a plan's stored changes; `None` for a single call's row.
-pub(crate) fn parse_changes(text: Option<String>) -> Option<Vec<PlannedChange>> {
+pub fn parse_changes(text: Option<String>) -> Option<Vec<PlannedChange>> {
     // Unreadable changes read as an empty list: its hash then differs
     // from the filed one, and taking it is refused as tampered.
     text.map(|t| serde_json::from_str(&t).unwrap_or_default())
 }
 
-pub(crate) fn changes_text(r: &Request) -> Option<String> {
+pub fn changes_text(r: &Request) -> Option<String> {
     r.changes
         .as_ref()
         .map(|c| serde_json::to_string(c).expect("changes serialize"))
@@ -330,13 +414,13 @@ pub(crate) fn changes_text(r: &Request) -> Option<String> {
 
 /// Why `decider` cannot move `current` to `to` at `now_ms`, if they
 /// cannot.
-pub(crate) fn undecidable(
+pub fn undecidable(
     current: &Request,
     decider: &Decider,
     now_ms: i64,
     to: Status,
 ) -> Option<ApprovalError> {
-    if let Some(refused) = decision::refusal(current, decider, to) {
+    if let Some(refused) = refusal(current, decider, to) {
         return Some(refused);
     }
     if current.status != Status::Pending {
@@ -351,100 +435,8 @@ pub(crate) fn undecidable(
     None
 }
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS approvals (
-    id          TEXT PRIMARY KEY,
-    identity    TEXT NOT NULL,
-    tool        TEXT NOT NULL,
-    args_hash   TEXT NOT NULL,
-    summary     TEXT NOT NULL,
-    status      TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'used')),
-    created_ms  INTEGER NOT NULL,
-    expires_ms  INTEGER NOT NULL,
-    decided_by  TEXT,
-    decided_ms  INTEGER,
-    used_ms     INTEGER
-);
-CREATE INDEX IF NOT EXISTS approvals_binding ON approvals (identity, tool, args_hash, status);
-";
-
-/// Version 2: a plan's changes (JSON), on the plan's one row.
-const SCHEMA_2: &str = "ALTER TABLE approvals ADD COLUMN plan TEXT;";
-
-/// Version 3: the tool's stable key a request is bound to, the full
-/// arguments when the summary had to summarise, and the channel a
-/// decision came through.
-const SCHEMA_3: &str = "
-ALTER TABLE approvals ADD COLUMN tool_key TEXT;
-ALTER TABLE approvals ADD COLUMN detail TEXT;
-ALTER TABLE approvals ADD COLUMN decided_via TEXT;
-CREATE INDEX IF NOT EXISTS approvals_key_binding ON approvals (identity, tool_key, args_hash, status);
-";
-
-/// Version 4: the key of the short hashes approvers see secrets by.
-const SCHEMA_4: &str = "
-CREATE TABLE IF NOT EXISTS airlock_meta (
-    name   TEXT PRIMARY KEY,
-    value  BLOB NOT NULL
-);
-";
-
-/// The schema version this build writes (`PRAGMA user_version`): 0 is a
-/// new file, or one from before versions were kept (its table is the
-/// same as version 1's).
-const SCHEMA_VERSION: i64 = 4;
-
-/// Brings the file to [`SCHEMA_VERSION`], refusing one a newer Airlock
-/// wrote rather than guessing at its rows.
-fn migrate(conn: &Connection) -> Result<(), ApprovalError> {
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > SCHEMA_VERSION {
-        return Err(ApprovalError::Storage(format!(
-            "the approvals database has schema version {version}, newer than the {SCHEMA_VERSION} this Airlock knows; run the newer Airlock, or move the file aside"
-        )));
-    }
-    if version < 1 {
-        conn.execute_batch(SCHEMA)?;
-    }
-    if version < 2 {
-        conn.execute_batch(SCHEMA_2)?;
-    }
-    if version < 3 {
-        conn.execute_batch(SCHEMA_3)?;
-    }
-    if version < 4 {
-        conn.execute_batch(SCHEMA_4)?;
-    }
-    if version < SCHEMA_VERSION {
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    }
-    Ok(())
-}
-
-/// The columns every store reads a request from, in [`Request`]'s order.
-pub(crate) const COLUMNS: &str = "id, identity, tool, args_hash, summary, status, created_ms, \
-     expires_ms, decided_by, plan, tool_key, detail, decided_via";
-
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Request> {
-    Ok(Request {
-        id: r.get(0)?,
-        identity: r.get(1)?,
-        tool: r.get(2)?,
-        args_hash: r.get(3)?,
-        summary: r.get(4)?,
-        status: Status::parse(&r.get::<_, String>(5)?),
-        created_ms: r.get(6)?,
-        expires_ms: r.get(7)?,
-        decided_by: r.get(8)?,
-        changes: parse_changes(r.get(9)?),
-        tool_key: r.get(10)?,
-        detail: r.get(11)?,
-        decided_via: r.get(12)?,
-    })
-}
-
 /// A new pending request for `asked`.
-pub(crate) fn single_request(id: String, asked: &Asked<'_>, now_ms: i64, ttl_ms: i64) -> Request {
+pub fn single_request(id: String, asked: &Asked<'_>, now_ms: i64, ttl_ms: i64) -> Request {
     Request {
         id,
         identity: asked.identity.into(),
@@ -462,287 +454,8 @@ pub(crate) fn single_request(id: String, asked: &Asked<'_>, now_ms: i64, ttl_ms:
     }
 }
 
-impl SqliteApprovals {
-    /// Opens (creating if needed) the store at `path` and deletes rows
-    /// long expired. Its directory is created 0700 or must be this user's
-    /// alone; the file is created 0600 before SQLite opens it (SQLite gives
-    /// its `-wal` and `-shm` files the database's mode).
-    pub fn open(path: &Path, ttl_ms: i64) -> Result<Self, ApprovalError> {
-        private_dir(parent_of(path))?;
-        private_file(path)?;
-        let conn = Connection::open(path)?;
-        let store = Self::init(conn, ttl_ms)?;
-        store.purge(wall_clock_ms())?;
-        Ok(store)
-    }
-
-    /// Caps the requests one identity may have waiting at once.
-    pub fn with_max_open(mut self, max_open: u32) -> Self {
-        self.max_open = max_open;
-        self
-    }
-
-    pub fn in_memory(ttl_ms: i64) -> Result<Self, ApprovalError> {
-        Self::init(Connection::open_in_memory()?, ttl_ms)
-    }
-
-    fn init(conn: Connection, ttl_ms: i64) -> Result<Self, ApprovalError> {
-        // Another process (the CLI) may write while a server reads.
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        migrate(&conn)?;
-        Ok(Self {
-            conn: Mutex::new(conn),
-            ttl_ms,
-            max_open: DEFAULT_MAX_OPEN,
-            purged_ms: AtomicI64::new(i64::MIN),
-        })
-    }
-}
-
-impl ApprovalStore for SqliteApprovals {
-    fn purge(&self, now_ms: i64) -> Result<usize, ApprovalError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let n = conn.execute(
-            "DELETE FROM approvals WHERE expires_ms < ?1",
-            [now_ms.saturating_sub(self.ttl_ms)],
-        )?;
-        self.purged_ms.store(now_ms, Ordering::Relaxed);
-        Ok(n)
-    }
-
-    fn rows(&self) -> Result<u64, ApprovalError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let n: i64 = conn.query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))?;
-        Ok(n.max(0) as u64)
-    }
-
-    fn ttl_ms(&self) -> i64 {
-        self.ttl_ms
-    }
-
-    fn summary_key(&self) -> Result<[u8; 32], ApprovalError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.execute(
-            "INSERT OR IGNORE INTO airlock_meta (name, value) VALUES ('summary_key', ?1)",
-            [new_key()?.to_vec()],
-        )?;
-        let key: Vec<u8> = conn.query_row(
-            "SELECT value FROM airlock_meta WHERE name = 'summary_key'",
-            [],
-            |r| r.get(0),
-        )?;
-        key_of(&key)
-    }
-
-    fn check(&self, asked: &Asked<'_>, now_ms: i64) -> Result<Check, ApprovalError> {
-        // A clock that moved either way by a minute: time to look again.
-        if self.purged_ms.load(Ordering::Relaxed).abs_diff(now_ms) >= PURGE_EVERY_MS as u64 {
-            self.purge(now_ms)?;
-        }
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let binding = params![asked.identity, asked.tool_key, asked.args_hash, now_ms];
-        let approved: Option<(String, Option<String>, Option<String>)> = tx
-            .query_row(
-                "SELECT id, decided_by, decided_via FROM approvals WHERE identity = ?1 AND tool_key = ?2 \
-                 AND args_hash = ?3 AND status = 'approved' AND expires_ms > ?4 \
-                 ORDER BY created_ms LIMIT 1",
-                binding,
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
-        if let Some((id, decided_by, decided_via)) = approved {
-            tx.execute(
-                "UPDATE approvals SET status = 'used', used_ms = ?2 WHERE id = ?1",
-                params![id, now_ms],
-            )?;
-            tx.commit()?;
-            return Ok(Check::Proceed {
-                request_id: id,
-                own: decided_by.as_deref() == Some(asked.identity),
-                decided_by,
-                decided_via,
-            });
-        }
-        let open = |status: &str| -> rusqlite::Result<Option<Request>> {
-            tx.query_row(
-                &format!(
-                    "SELECT {COLUMNS} FROM approvals WHERE identity = ?1 AND tool_key = ?2 AND args_hash = ?3 \
-                     AND status = '{status}' AND expires_ms > ?4 ORDER BY created_ms DESC LIMIT 1"
-                ),
-                binding,
-                row,
-            )
-            .optional()
-        };
-        if let Some(denied) = open("denied")? {
-            return Ok(Check::Denied(denied));
-        }
-        if let Some(pending) = open("pending")? {
-            return Ok(Check::Required(pending));
-        }
-        if waiting(&tx, asked.identity, now_ms)? >= self.max_open {
-            return Ok(Check::TooManyOpen {
-                limit: self.max_open,
-            });
-        }
-        let request = single_request(new_id()?, asked, now_ms, self.ttl_ms);
-        file(&tx, &request)?;
-        tx.commit()?;
-        Ok(Check::Required(request))
-    }
-
-    fn file_plan(
-        &self,
-        id: &str,
-        identity: &str,
-        changes: &[PlannedChange],
-        now_ms: i64,
-    ) -> Result<Check, ApprovalError> {
-        let request = plan_request(id, identity, changes, now_ms, self.ttl_ms);
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        if waiting(&tx, identity, now_ms)? >= self.max_open {
-            return Ok(Check::TooManyOpen {
-                limit: self.max_open,
-            });
-        }
-        file(&tx, &request)?;
-        tx.commit()?;
-        Ok(Check::Required(request))
-    }
-
-    fn take_plan(&self, id: &str, identity: &str, now_ms: i64) -> Result<Request, PlanError> {
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(ApprovalError::from)?;
-        let current = tx
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"),
-                [id],
-                row,
-            )
-            .optional()
-            .map_err(ApprovalError::from)?
-            .ok_or_else(|| PlanError::NotFound(id.into()))?;
-        if let Some(e) = untakeable(&current, identity, now_ms) {
-            return Err(e);
-        }
-        tx.execute(
-            "UPDATE approvals SET status = 'used', used_ms = ?2 WHERE id = ?1 AND status = 'approved'",
-            params![id, now_ms],
-        )
-        .map_err(ApprovalError::from)?;
-        tx.commit().map_err(ApprovalError::from)?;
-        Ok(Request {
-            status: Status::Used,
-            ..current
-        })
-    }
-
-    fn list(&self, now_ms: i64, all: bool) -> Result<Vec<Request>, ApprovalError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let sql = if all {
-            format!("SELECT {COLUMNS} FROM approvals ORDER BY created_ms DESC")
-        } else {
-            format!("SELECT {COLUMNS} FROM approvals WHERE status IN ('pending', 'approved') AND expires_ms > ?1 ORDER BY created_ms DESC")
-        };
-        let mut stmt = conn.prepare(&sql)?;
-        let rows = if all {
-            stmt.query_map([], row)?
-        } else {
-            stmt.query_map([now_ms], row)?
-        };
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    fn get(&self, id: &str) -> Result<Request, ApprovalError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.query_row(
-            &format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"),
-            [id],
-            row,
-        )
-        .optional()?
-        .ok_or_else(|| ApprovalError::NotFound(id.into()))
-    }
-
-    fn decide(
-        &self,
-        id: &str,
-        decider: &Decider,
-        now_ms: i64,
-        to: Status,
-    ) -> Result<Request, ApprovalError> {
-        if let Some(e) = undecidable(&self.get(id)?, decider, now_ms, to) {
-            return Err(e);
-        }
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let changed = conn.execute(
-            "UPDATE approvals SET status = ?2, decided_by = ?3, decided_ms = ?4, expires_ms = ?5, \
-             decided_via = ?6 WHERE id = ?1 AND status = 'pending'",
-            params![
-                id,
-                to.as_str(),
-                decider.who,
-                now_ms,
-                now_ms + self.ttl_ms,
-                decider.channel.as_str()
-            ],
-        )?;
-        drop(conn);
-        if changed == 0 {
-            return Err(ApprovalError::NotPending {
-                id: id.into(),
-                status: "decided",
-            });
-        }
-        self.get(id)
-    }
-}
-
-/// Files `request` (a single call's or a plan's) as pending.
-fn file(tx: &rusqlite::Transaction<'_>, request: &Request) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms, \
-         plan, tool_key, detail) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9, ?10)",
-        params![
-            request.id,
-            request.identity,
-            request.tool,
-            request.args_hash,
-            request.summary,
-            request.created_ms,
-            request.expires_ms,
-            changes_text(request),
-            request.tool_key,
-            request.detail
-        ],
-    )?;
-    Ok(())
-}
-
-/// Requests `identity` has waiting for a decision: what `max_open` caps,
-/// single calls and plans alike.
-fn waiting(tx: &rusqlite::Transaction<'_>, identity: &str, now_ms: i64) -> rusqlite::Result<u32> {
-    tx.query_row(
-        "SELECT COUNT(*) FROM approvals WHERE identity = ?1 AND status = 'pending' AND expires_ms > ?2",
-        params![identity, now_ms],
-        |r| r.get(0),
-    )
-}
-
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// 32 random bytes for a new summary key.
-pub(crate) fn new_key() -> Result<[u8; 32], ApprovalError> {
+pub fn new_key() -> Result<[u8; 32], ApprovalError> {
     let mut key = [0u8; 32];
     getrandom::fill(&mut key)
         .map_err(|e| ApprovalError::Storage(format!("no randomness for a key: {e}")))?;
@@ -750,7 +463,7 @@ pub(crate) fn new_key() -> Result<[u8; 32], ApprovalError> {
 }
 
 /// A stored summary key, checked for its length.
-pub(crate) fn key_of(stored: &[u8]) -> Result<[u8; 32], ApprovalError> {
+pub fn key_of(stored: &[u8]) -> Result<[u8; 32], ApprovalError> {
     stored.try_into().map_err(|_| {
         ApprovalError::Storage(format!(
             "the stored summary key has {} bytes, not 32",
@@ -759,7 +472,7 @@ pub(crate) fn key_of(stored: &[u8]) -> Result<[u8; 32], ApprovalError> {
     })
 }
 
-pub(crate) fn new_id() -> Result<String, ApprovalError> {
+pub fn new_id() -> Result<String, ApprovalError> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes)
         .map_err(|e| ApprovalError::Storage(format!("no randomness for an id: {e}")))?;
@@ -767,55 +480,42 @@ pub(crate) fn new_id() -> Result<String, ApprovalError> {
 }
 
 // The behaviour every store shares is tested once for all of them in
-// `tests/state.rs`; here, what only the SQLite file has.
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_store_is_private() {
-        use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state/approvals.db");
-        let s = SqliteApprovals::open(&path, DEFAULT_TTL_MS).unwrap();
-        let asked = Asked {
-            identity: "alice",
-            tool: "t",
-            tool_key: "b:t",
-            args_hash: "h",
-            summary: "",
+    fn request(identity: &str) -> Request {
+        Request {
+            id: "ap-1".into(),
+            identity: identity.into(),
+            tool: "vm_stop".into(),
+            tool_key: None,
+            args_hash: "h".into(),
+            summary: String::new(),
             detail: None,
-        };
-        let check = s.check(&asked, wall_clock_ms()).unwrap();
-        assert!(matches!(check, Check::Required(_)), "{check:?}");
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
-        assert_eq!(mode(path.parent().unwrap()), 0o700);
-        for f in ["approvals.db", "approvals.db-wal", "approvals.db-shm"] {
-            assert_eq!(mode(&path.with_file_name(f)), 0o600, "{f}");
+            status: Status::Pending,
+            created_ms: 0,
+            expires_ms: 1,
+            decided_by: None,
+            decided_via: None,
+            changes: None,
         }
     }
 
     #[test]
-    fn a_file_from_before_schema_versions_is_migrated() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("approvals.db");
-        {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(SCHEMA).unwrap();
-            conn.execute(
-                "INSERT INTO approvals (id, identity, tool, args_hash, summary, status, created_ms, expires_ms) \
-                 VALUES ('ap-1', 'alice', 't', 'h', '', 'pending', ?1, ?2)",
-                params![wall_clock_ms(), wall_clock_ms() + DEFAULT_TTL_MS],
-            )
-            .unwrap();
-        }
-        let s = SqliteApprovals::open(&path, DEFAULT_TTL_MS).unwrap();
-        assert_eq!(s.get("ap-1").unwrap().status, Status::Pending);
-        assert_eq!(s.get("ap-1").unwrap().changes, None);
-        let conn = s.conn.lock().unwrap();
-        let v: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
+    fn nobody_approves_their_own_request_unless_allowed() {
+        let r = request("olga");
+        let approve = Status::Approved;
+        assert!(refusal(&r, &Decider::client("olga", false), approve).is_some());
+        assert!(refusal(&r, &Decider::cli("olga"), approve).is_some());
+        assert!(refusal(&r, &Decider::client("olga", true), approve).is_none());
+        assert!(refusal(&r, &Decider::cli("rita"), approve).is_none());
+        assert!(
+            refusal(&r, &Decider::client("olga", false), Status::Denied).is_none(),
+            "refusing one's own request is always allowed"
+        );
+        let e = refusal(&r, &Decider::cli("olga"), approve).unwrap();
+        assert!(e.to_string().contains("approve_own"), "{e}");
     }
 }

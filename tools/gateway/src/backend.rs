@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use crate::{gateway::Caller, spec::ToolSpec};
+use crate::{caller::Caller, spec::ToolSpec};
 
 /// A successful backend answer.
 #[derive(Clone, Debug, PartialEq)]

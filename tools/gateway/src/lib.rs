@@ -12,6 +12,7 @@ pub mod audit;
 pub mod audit_fields;
 mod audit_plans;
 pub mod backend;
+pub mod caller;
 pub mod catalog;
 pub mod config;
 pub mod credential_file;
@@ -40,9 +41,10 @@ pub mod validate;
 pub mod visible;
 
 pub use backend::{Backend, BackendError, Reply};
+pub use caller::Caller;
 pub use catalog::{Catalog, Clash, SchemaAnswer};
 pub use config::{GatewayConfig, DEFAULT_APPROVE_COMMAND};
-pub use gateway::{CallError, Called, Caller, Gateway, GatewayError, Refused};
+pub use gateway::{CallError, Called, Gateway, GatewayError, Refused};
 pub use policy::Mode;
 pub use spec::{Hints, Tier, ToolSpec};
 

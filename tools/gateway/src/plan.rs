@@ -27,9 +27,7 @@
 //! taken (approved → used, atomically) when its first change is about to
 //! be sent. A used or expired plan can never be taken again.
 
-use std::sync::{Arc, Mutex};
-
-pub use crate::plan_apply::{Applying, Stop, Taking};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -184,20 +182,6 @@ pub enum PlanError {
     Stopped { id: String, at: u32, why: String },
     #[error("the approval store is unavailable: {0}")]
     Storage(String),
-}
-
-impl From<crate::approval::ApprovalError> for PlanError {
-    fn from(e: crate::approval::ApprovalError) -> Self {
-        use crate::approval::ApprovalError as A;
-        match e {
-            A::NotFound(id) => PlanError::NotFound(id),
-            A::Expired(id) => PlanError::Expired(id),
-            // The store's own words, for the gateway to say as it says
-            // every store failure (no host, no server text).
-            A::Storage(m) => PlanError::Storage(m),
-            other => PlanError::Storage(other.to_string()),
-        }
-    }
 }
 
 impl PlanError {
@@ -363,25 +347,6 @@ fn each_string(v: &Value, f: &mut impl FnMut(&str)) {
         _ => {}
     }
 }
-
-/// What a caller's execution does with changes.
-#[derive(Clone, Debug)]
-pub enum PlanRun {
-    Record(Arc<Recorder>),
-    Apply(Arc<Applying>),
-}
-
-impl PartialEq for PlanRun {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (PlanRun::Record(a), PlanRun::Record(b)) => Arc::ptr_eq(a, b),
-            (PlanRun::Apply(a), PlanRun::Apply(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
-    }
-}
-
-impl Eq for PlanRun {}
 
 #[cfg(test)]
 mod tests {

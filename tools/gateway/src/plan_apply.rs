@@ -23,11 +23,14 @@
 //! execution that is refused, does not compile, is cancelled or sends
 //! nothing leaves the plan approved until it expires.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::{plan::PlannedChange, spec::Tier};
+use crate::{
+    plan::{PlannedChange, Recorder},
+    spec::Tier,
+};
 
 /// The longest answer of a change kept to recognise a later read of it
 /// (a Proxmox task id is under 100 bytes).
@@ -290,6 +293,25 @@ impl Applying {
             .collect()
     }
 }
+
+/// What a caller's execution does with changes.
+#[derive(Clone, Debug)]
+pub enum PlanRun {
+    Record(Arc<Recorder>),
+    Apply(Arc<Applying>),
+}
+
+impl PartialEq for PlanRun {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (PlanRun::Record(a), PlanRun::Record(b)) => Arc::ptr_eq(a, b),
+            (PlanRun::Apply(a), PlanRun::Apply(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for PlanRun {}
 
 #[cfg(test)]
 mod tests {

@@ -19,6 +19,7 @@ use airlock_gateway::{
     spec::{Hints, Tier, ToolSpec},
     CallError, Caller, Gateway, GatewayConfig,
 };
+use airlock_state::Place;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
@@ -164,14 +165,24 @@ fn setup_with(policy: PolicyConfig, approval_tiers: Vec<Tier>) -> Setup {
 /// A gateway over the counting backend, with its state in a temporary
 /// directory and `adjust` applied to the configuration.
 fn setup_adjusted(adjust: impl FnOnce(&mut GatewayConfig)) -> Setup {
+    setup_in(|dir| Place::in_dir(dir), adjust)
+}
+
+/// [`setup_adjusted`] with its state where `place` says, given the
+/// temporary directory.
+fn setup_in(
+    place: impl FnOnce(&std::path::Path) -> Place,
+    adjust: impl FnOnce(&mut GatewayConfig),
+) -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = GatewayConfig::in_dir(dir.path());
+    let mut config = GatewayConfig::default();
     adjust(&mut config);
+    let place = place(dir.path());
     let backend = Arc::new(Counting::default());
     let clock = Arc::new(AtomicI64::new(1_000_000));
     let c = clock.clone();
     let (gateway, clashes) =
-        Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+        Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>], &place).unwrap();
     assert!(clashes.is_empty());
     let gateway = gateway.with_clock(move || c.load(Ordering::SeqCst));
     Setup {
@@ -570,11 +581,16 @@ async fn a_full_disk_under_the_approval_store_refuses_calls_and_loses_nothing() 
         eprintln!("SKIPPED: mounting a small tmpfs needs root");
         return;
     };
-    let s = setup_adjusted(|config| {
-        config.policy = policy(&[("alice", Mode::Rw)]);
-        config.approval.tiers = vec![Tier::Operate, Tier::Admin];
-        config.approvals_db = disk.0.path().join("approvals.db");
-    });
+    let s = setup_in(
+        |dir| Place::Files {
+            approvals_db: disk.0.path().join("approvals.db"),
+            audit_file: dir.join("audit.jsonl"),
+        },
+        |config| {
+            config.policy = policy(&[("alice", Mode::Rw)]);
+            config.approval.tiers = vec![Tier::Operate, Tier::Admin];
+        },
+    );
     let alice = Caller::new("alice");
     let first = request_id(&s.gateway.call(&alice, "op_stop", args()).await.unwrap_err());
 
@@ -610,7 +626,13 @@ async fn a_full_disk_under_the_audit_log_refuses_calls_and_leaves_no_half_line()
         eprintln!("SKIPPED: mounting a small tmpfs needs root");
         return;
     };
-    let s = setup_adjusted(|config| config.audit_file = disk.0.path().join("audit.jsonl"));
+    let s = setup_in(
+        |dir| Place::Files {
+            approvals_db: dir.join("approvals.db"),
+            audit_file: disk.0.path().join("audit.jsonl"),
+        },
+        |_| {},
+    );
     let x = Caller::new("x");
     // tmpfs hands out whole pages: a full disk still takes bytes into the
     // log's last page. Grow the log until that page has less room than a
@@ -655,10 +677,15 @@ async fn a_full_disk_under_the_audit_log_refuses_calls_and_leaves_no_half_line()
 #[tokio::test]
 async fn the_rate_limit_is_per_identity() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = GatewayConfig::in_dir(dir.path());
+    let mut config = GatewayConfig::default();
     config.rate.calls_per_minute = 3;
     let backend = Arc::new(Counting::default());
-    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    let (gateway, _) = Gateway::new(
+        config,
+        vec![backend.clone() as Arc<dyn Backend>],
+        &Place::in_dir(dir.path()),
+    )
+    .unwrap();
     for _ in 0..3 {
         gateway
             .call(&Caller::new("a"), "read_status", args())
@@ -681,11 +708,12 @@ async fn the_rate_limit_is_per_identity() {
 #[tokio::test]
 async fn policy_lists_naming_unknown_tools_fail_startup() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = GatewayConfig::in_dir(dir.path());
+    let mut config = GatewayConfig::default();
     config.policy.deny.insert("op_stpo".into());
     let err = Gateway::new(
         config,
         vec![Arc::new(Counting::default()) as Arc<dyn Backend>],
+        &Place::in_dir(dir.path()),
     )
     .err()
     .unwrap();
@@ -801,8 +829,9 @@ impl Backend for Chatty {
 async fn a_backend_request_id_is_cut_in_the_audit() {
     let dir = tempfile::tempdir().unwrap();
     let (gateway, _) = Gateway::new(
-        GatewayConfig::in_dir(dir.path()),
+        GatewayConfig::default(),
         vec![Arc::new(Chatty) as Arc<dyn Backend>],
+        &Place::in_dir(dir.path()),
     )
     .unwrap();
     gateway
@@ -888,10 +917,15 @@ async fn refused_calls_are_rate_limited_before_any_host_work() {
 #[tokio::test]
 async fn rate_limited_refusals_leave_one_line_and_a_count() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = GatewayConfig::in_dir(dir.path());
+    let mut config = GatewayConfig::default();
     config.rate.calls_per_minute = 5;
     let backend = Arc::new(Counting::default());
-    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    let (gateway, _) = Gateway::new(
+        config,
+        vec![backend.clone() as Arc<dyn Backend>],
+        &Place::in_dir(dir.path()),
+    )
+    .unwrap();
     let clock = Arc::new(AtomicI64::new(1_000_000));
     let c = clock.clone();
     let gateway = gateway.with_clock(move || c.load(Ordering::SeqCst));
@@ -1262,8 +1296,9 @@ async fn a_state_directory_others_can_write_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let err = Gateway::new(
-        GatewayConfig::in_dir(dir.path()),
+        GatewayConfig::default(),
         vec![Arc::new(Counting::default()) as Arc<dyn Backend>],
+        &Place::in_dir(dir.path()),
     )
     .err()
     .unwrap()
@@ -1285,17 +1320,14 @@ async fn a_state_directory_others_can_write_is_refused() {
 async fn a_state_database_that_goes_away_refuses_calls_before_the_backend() {
     let pg = airlock_testkit::TempPostgres::start().unwrap();
     let url = pg.create_database("gw").unwrap();
-    let postgres = |c: &mut GatewayConfig| {
-        let mut p = airlock_gateway::state::PostgresConfig::new(url.clone());
+    let postgres = |_: &std::path::Path| {
+        let mut p = airlock_state::PostgresConfig::new(url.clone());
         p.password_file = Some(pg.password_file().to_path_buf());
         p.timeout = std::time::Duration::from_millis(500);
-        c.postgres = Some(p);
+        Place::Postgres(p)
     };
-    let limited = setup_adjusted(postgres);
-    let unlimited = setup_adjusted(|c| {
-        postgres(c);
-        c.rate.calls_per_minute = 0;
-    });
+    let limited = setup_in(postgres, |_| {});
+    let unlimited = setup_in(postgres, |c| c.rate.calls_per_minute = 0);
     let x = Caller::new("x");
     for s in [&limited, &unlimited] {
         s.gateway.call(&x, "read_status", args()).await.unwrap();

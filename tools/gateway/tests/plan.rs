@@ -17,19 +17,21 @@ use std::{
 
 use airlock_gateway::{
     approval::{Request, Status, DEFAULT_TTL_MS},
-    audit::{self, AuditLog},
+    audit,
     backend::{Backend, BackendError, Reply, TaskEnd},
     decision::Decider,
     digest::sha256_json,
     gateway::PlanFiled,
     plan::{
-        list_hash, table, Applying, PlanError, PlanRun, PlannedChange, Recorder, MAX_PLAN_CHANGES,
+        list_hash, table, PlanError, PlannedChange, Recorder, MAX_PLAN_CHANGES,
         MAX_PLAN_DETAIL_CHARS, MAX_PLAN_SUMMARY_CHARS, PLAN_TOOL,
     },
+    plan_apply::{Applying, PlanRun},
     policy::{Grant, Mode, PolicyConfig},
     spec::{Hints, Tier, ToolSpec},
     CallError, Caller, Gateway, GatewayConfig,
 };
+use airlock_state::{local::AuditLog, Place};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
@@ -194,7 +196,7 @@ fn setup() -> Setup {
 /// admin); the clock is the test's.
 fn setup_adjusted(adjust: impl FnOnce(&mut GatewayConfig)) -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = GatewayConfig::in_dir(dir.path());
+    let mut config = GatewayConfig::default();
     let grant = Grant {
         mode: Mode::Operator,
         ..Grant::default()
@@ -208,9 +210,14 @@ fn setup_adjusted(adjust: impl FnOnce(&mut GatewayConfig)) -> Setup {
         ..PolicyConfig::default()
     };
     adjust(&mut config);
-    let approvals_db = config.approvals_db.clone();
+    let approvals_db = dir.path().join("approvals.db");
     let backend = Arc::new(Fleet::default());
-    let (gateway, _) = Gateway::new(config, vec![backend.clone() as Arc<dyn Backend>]).unwrap();
+    let (gateway, _) = Gateway::new(
+        config,
+        vec![backend.clone() as Arc<dyn Backend>],
+        &Place::in_dir(dir.path()),
+    )
+    .unwrap();
     let clock = Arc::new(AtomicI64::new(T0));
     let c = clock.clone();
     Setup {

@@ -20,6 +20,7 @@ use airlock_gateway::{
     validate::ArgsValidator,
     CallError, Caller, Gateway, GatewayConfig, Mode, Refused,
 };
+use airlock_state::Place;
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
@@ -171,7 +172,7 @@ impl Backend for Keys {
 #[test]
 fn a_call_through_the_gateway_does_not_copy_its_arguments() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = GatewayConfig::in_dir(dir.path());
+    let mut config = GatewayConfig::default();
     config.policy.identities.insert(
         "alice".into(),
         airlock_gateway::policy::Grant {
@@ -180,7 +181,12 @@ fn a_call_through_the_gateway_does_not_copy_its_arguments() {
         },
     );
     config.approval.tiers = vec![Tier::Operate];
-    let (gateway, _) = Gateway::new(config, vec![Arc::new(Keys) as Arc<dyn Backend>]).unwrap();
+    let (gateway, _) = Gateway::new(
+        config,
+        vec![Arc::new(Keys) as Arc<dyn Backend>],
+        &Place::in_dir(dir.path()),
+    )
+    .unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

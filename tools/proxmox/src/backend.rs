@@ -22,7 +22,7 @@ use crate::{
 use airlock_gateway::tls::{parse_fingerprint, Trust};
 use airlock_gateway::{
     backend::{Backend, BackendError, Reply, TaskEnd},
-    gateway::Caller,
+    caller::Caller,
     json_budget,
     policy::Mode,
     spec::{Tier, ToolSpec},

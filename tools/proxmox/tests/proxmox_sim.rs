@@ -14,6 +14,7 @@ use airlock_proxmox::{
     curated,
 };
 use airlock_sim::{Role, SimConfig, Simulator};
+use airlock_state::Place;
 use serde_json::{json, Value};
 
 async fn sim() -> (Simulator, SimConfig) {
@@ -484,8 +485,9 @@ async fn the_full_catalog_is_generated_from_the_simulators_schema() {
     // The generated tools go through the gateway like any other.
     let dir2 = tempfile::tempdir().unwrap();
     let (gateway, _) = Gateway::new(
-        GatewayConfig::in_dir(dir2.path()),
+        GatewayConfig::default(),
         vec![Arc::new(backend) as Arc<dyn Backend>],
+        &Place::in_dir(dir2.path()),
     )
     .unwrap();
     let list = tools

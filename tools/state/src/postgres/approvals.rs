@@ -12,13 +12,13 @@ use std::sync::{
 use tokio_postgres::Row;
 
 use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS_APPROVALS};
-use crate::{
+use crate::APPROVAL_COLUMNS as COLUMNS;
+use airlock_gateway::{
     approval::{
-        changes_text, key_of, new_id, new_key, parse_changes, plan_request, single_request,
-        undecidable, untakeable, ApprovalError, ApprovalStore, Asked, Check, Request, Status,
-        COLUMNS, DEFAULT_MAX_OPEN, PURGE_EVERY_MS,
+        changes_text, key_of, new_id, new_key, parse_changes, plan_request, refusal,
+        single_request, undecidable, untakeable, ApprovalError, ApprovalStore, Asked, Check,
+        Decider, Request, Status, DEFAULT_MAX_OPEN, PURGE_EVERY_MS,
     },
-    decision::Decider,
     plan::{PlanError, PlannedChange},
 };
 
@@ -317,7 +317,7 @@ impl ApprovalStore for PgApprovals {
     ) -> Result<Request, ApprovalError> {
         // Who asked never changes: the four-eyes rule is checked on the
         // row as it is, before the conditional update.
-        if let Some(refused) = crate::decision::refusal(&self.get(id)?, decider, to) {
+        if let Some(refused) = refusal(&self.get(id)?, decider, to) {
             return Err(refused);
         }
         let (owned_id, by) = (id.to_string(), decider.who.clone());

@@ -1,24 +1,20 @@
 //! Everything the gateway keeps beyond one call — approvals, the audit
-//! chain, rate buckets, bearer keys — behind one choice: `[state] backend = "sqlite"`
-//! (one machine: a SQLite file and a JSONL file in the state directory,
-//! buckets in memory) or `"postgres"` (a database every replica of a
-//! deployment shares). Both kinds pass the same tests
-//! (`tests/state.rs`); the gateway sees only the traits.
-
-pub mod postgres;
+//! chain, rate buckets, places of executions, bearer keys, sessions — as
+//! the traits their stores implement, and [`State`], the set of stores
+//! one gateway (or one operator command) works with.
+//!
+//! The stores themselves live in the `airlock-state` crate, behind one
+//! choice: `[state] backend = "sqlite"` (one machine's files, buckets in
+//! memory) or `"postgres"` (a database every replica shares). The gateway
+//! sees only the traits, and opens its stores through [`Stores`] once its
+//! policy has been checked.
 
 use std::sync::Arc;
 
 use crate::{
-    approval::{ApprovalError, ApprovalStore, SqliteApprovals},
-    audit::{AuditError, AuditLog, AuditStore},
-    config::GatewayConfig,
-    keys::KeyStore,
-    rate::{LocalRate, RateLimits},
-    shares::{ExecutionShares, LocalShares},
+    approval::ApprovalStore, audit::AuditStore, config::ApprovalConfig, keys::KeyStore,
+    rate::RateLimits, shares::ExecutionShares,
 };
-
-pub use postgres::{PgError, PostgresConfig};
 
 /// The stores one gateway (or one operator command) works with.
 #[derive(Clone)]
@@ -73,48 +69,23 @@ pub trait SessionRecords: Send + Sync {
     fn owner(&self, id: &str) -> Result<Option<String>, SessionError>;
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error(transparent)]
-    Approval(#[from] ApprovalError),
-    #[error(transparent)]
-    Audit(#[from] AuditError),
-    #[error("[state] backend \"postgres\": {0}")]
-    Postgres(#[from] PgError),
+/// Why a gateway's stores could not be opened, in the store's own words
+/// (a file that is not private, a database that does not answer).
+pub type OpenError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Where a gateway's state lives. [`crate::Gateway::new`] opens it after
+/// the catalog and the policy have been checked, so a mistake in the
+/// policy is reported before any database is connected to.
+pub trait Stores {
+    /// Opens the stores; `approval` carries the lifetime of requests and
+    /// the cap on an identity's open ones, which the approval store keeps.
+    fn open(&self, approval: &ApprovalConfig) -> Result<State, OpenError>;
 }
 
-impl State {
-    /// Opens the stores `config` names: PostgreSQL when `config.postgres`
-    /// is set (and then nothing in the state directory is touched), else
-    /// the files in the state directory.
-    pub fn open(config: &GatewayConfig) -> Result<Self, StateError> {
-        let ttl_ms = (config.approval.ttl_secs as i64).saturating_mul(1000);
-        let max_open = config.approval.max_open_per_identity;
-        match &config.postgres {
-            Some(pg) => {
-                let db = postgres::Postgres::connect(pg)?;
-                Ok(Self {
-                    approvals: Arc::new(
-                        postgres::approvals::PgApprovals::new(db.clone(), ttl_ms)
-                            .with_max_open(max_open),
-                    ),
-                    audit: Arc::new(postgres::audit::PgAudit::new(db.clone())),
-                    rate: Arc::new(postgres::rate::PgRate::new(db.clone())),
-                    shares: Arc::new(postgres::shares::PgShares::new(db.clone())),
-                    keys: Some(Arc::new(postgres::keys::PgKeys::new(db.clone()))),
-                    sessions: Some(Arc::new(postgres::sessions::PgSessions::new(db))),
-                })
-            }
-            None => Ok(Self {
-                approvals: Arc::new(
-                    SqliteApprovals::open(&config.approvals_db, ttl_ms)?.with_max_open(max_open),
-                ),
-                audit: Arc::new(AuditLog::open(&config.audit_file)?),
-                rate: Arc::new(LocalRate::default()),
-                shares: Arc::new(LocalShares::default()),
-                keys: None,
-                sessions: None,
-            }),
-        }
+/// Stores already open (a benchmark's, or a test's that looks at them
+/// beside the gateway) are used as they are.
+impl Stores for State {
+    fn open(&self, _approval: &ApprovalConfig) -> Result<State, OpenError> {
+        Ok(self.clone())
     }
 }

@@ -15,7 +15,7 @@ use std::{
 use serde_json::{Map, Value};
 
 use super::{connection, unavailable, PgError, Postgres};
-use crate::audit::{seal, AuditError, AuditStore, Head, Verdict, Verifier, GENESIS};
+use airlock_gateway::audit::{seal, AuditError, AuditStore, Head, Verdict, Verifier, GENESIS};
 
 /// Lines read per round trip by `verify` and `export`.
 const PAGE: i64 = 2000;

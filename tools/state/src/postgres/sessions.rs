@@ -9,7 +9,7 @@ use std::sync::{
 };
 
 use super::{connection, unavailable, PgError, Postgres};
-use crate::state::{
+use airlock_gateway::state::{
     SessionError, SessionRecords, MAX_SESSIONS_PER_IDENTITY, MAX_SESSION_ID_BYTES,
     MAX_SESSION_RECORDS, MAX_SESSION_RECORD_BYTES,
 };

@@ -1,11 +1,13 @@
 //! Bearer keys every replica accepts: `airlock enroll` inserts a key's
 //! hash, and each replica re-reads the table every
-//! [`SHARED_REFRESH`](crate::keys::SHARED_REFRESH).
+//! [`SHARED_REFRESH`](airlock_gateway::keys::SHARED_REFRESH).
 
 use std::{sync::Arc, time::Duration};
 
 use super::{connection, unavailable, PgError, Postgres};
-use crate::keys::{check_identity, parse_hash, KeyError, KeyHash, KeyStore, SHARED_REFRESH};
+use airlock_gateway::keys::{
+    check_identity, parse_hash, KeyError, KeyHash, KeyStore, SHARED_REFRESH,
+};
 
 impl From<PgError> for KeyError {
     fn from(e: PgError) -> Self {

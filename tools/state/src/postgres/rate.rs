@@ -14,7 +14,7 @@ use std::sync::{
 };
 
 use super::{connection, unavailable, PgError, Postgres};
-use crate::rate::{RateLimits, RateUnavailable, Swept, REFILLED_AFTER_MS};
+use airlock_gateway::rate::{RateLimits, RateUnavailable, Swept, REFILLED_AFTER_MS};
 
 impl From<PgError> for RateUnavailable {
     fn from(e: PgError) -> Self {

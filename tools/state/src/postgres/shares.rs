@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS};
-use crate::{rate::RateUnavailable, shares::ExecutionShares};
+use airlock_gateway::{rate::RateUnavailable, shares::ExecutionShares};
 
 /// Places lock per identity, in a class of their own.
 const LOCK_CLASS_SHARES: i32 = LOCK_CLASS + 2;

@@ -12,13 +12,15 @@ use std::{
 use airlock_gateway::{
     approval::{ApprovalError, ApprovalStore, Asked, Check, Request, Status},
     audit::{self, AuditError, MAX_LINE_BYTES},
+    config::ApprovalConfig,
     decision::Decider,
-    keys::{self, EnrollmentFile, KeyError, KeyStore},
+    keys::{self, KeyError, KeyStore},
     plan::{list_hash, table, PlanError, PlannedChange, PLAN_TOOL},
     spec::Tier,
-    state::{PostgresConfig, State, StateError},
+    state::State,
     GatewayConfig,
 };
+use airlock_state::{local::EnrollmentFile, Place, PostgresConfig, StateError};
 use airlock_testkit::TempPostgres;
 use serde_json::{json, Map, Value};
 
@@ -83,23 +85,30 @@ impl Fixture {
         Fixture::Postgres { db }
     }
 
-    fn config(&self) -> GatewayConfig {
+    fn place(&self) -> Place {
         match self {
-            Fixture::Files(dir) => GatewayConfig::in_dir(dir.path()),
+            Fixture::Files(dir) => Place::in_dir(dir.path()),
             Fixture::Postgres { db } => {
                 let pg = server();
-                let mut c = GatewayConfig::in_dir("/nonexistent/never-used");
                 let mut p = PostgresConfig::new(pg.url(db));
                 p.password_file = Some(pg.password_file().to_path_buf());
                 p.timeout = Duration::from_secs(2);
-                c.postgres = Some(p);
-                c
+                Place::Postgres(p)
             }
         }
     }
 
     fn open(&self) -> State {
-        State::open(&self.config()).unwrap()
+        self.place().open(&ApprovalConfig::default()).unwrap()
+    }
+
+    /// The stores with at most `max_open` requests waiting per identity.
+    fn open_capped(&self, max_open: u32) -> State {
+        let approval = ApprovalConfig {
+            max_open_per_identity: max_open,
+            ..ApprovalConfig::default()
+        };
+        self.place().open(&approval).unwrap()
     }
 
     /// Where this kind keeps bearer keys: the enrollment file `serve
@@ -370,9 +379,7 @@ both!(a_denial_sticks_until_it_expires, |f: Fixture| {
 both!(
     an_identity_has_at_most_max_open_requests_waiting,
     |f: Fixture| {
-        let mut config = f.config();
-        config.approval.max_open_per_identity = 3;
-        let s = State::open(&config).unwrap().approvals;
+        let s = f.open_capped(3).approvals;
         for i in 0..3 {
             required(s.ask("alice", "vm_stop", &format!("h{i}"), "", T0).unwrap());
         }
@@ -716,7 +723,11 @@ fn rate_rows_of_identities_gone_quiet_are_deleted() {
 both!(a_store_from_a_newer_airlock_is_refused, |f: Fixture| {
     drop(f.open());
     f.mark_as_newer_schema();
-    let e = State::open(&f.config()).err().expect("refused");
+    let e = f
+        .place()
+        .open(&ApprovalConfig::default())
+        .err()
+        .expect("refused");
     let text = e.to_string();
     assert!(text.contains("99") && text.contains("newer"), "{text}");
 });
@@ -947,9 +958,7 @@ both!(
 );
 
 both!(a_plan_counts_against_max_open, |f: Fixture| {
-    let mut config = f.config();
-    config.approval.max_open_per_identity = 3;
-    let s = State::open(&config).unwrap().approvals;
+    let s = f.open_capped(3).approvals;
     for i in 0..3 {
         required(s.ask("alice", "vm_stop", &format!("h{i}"), "", T0).unwrap());
     }
@@ -1032,12 +1041,12 @@ fn postgres_down_refuses_within_the_bound_and_recovers() {
     // A server of its own: this test stops it.
     let pg = TempPostgres::start().unwrap();
     pg.create_database("t_down").unwrap();
-    let mut config = GatewayConfig::in_dir("/nonexistent/never-used");
     let mut p = PostgresConfig::new(pg.url("t_down"));
     p.password_file = Some(pg.password_file().to_path_buf());
     p.timeout = Duration::from_millis(500);
-    config.postgres = Some(p);
-    let s = State::open(&config).unwrap();
+    let place = Place::Postgres(p);
+    let defaults = ApprovalConfig::default();
+    let s = place.open(&defaults).unwrap();
     s.audit.append("call", fields(json!({"i": 0}))).unwrap();
     let r = required(s.approvals.ask("alice", "vm_stop", "h", "", T0).unwrap());
 
@@ -1059,7 +1068,7 @@ fn postgres_down_refuses_within_the_bound_and_recovers() {
     assert!(!text.contains(pg.password()), "{text}");
     assert!(text.contains(&format!("127.0.0.1:{}", pg.port())), "{text}");
     // A new replica refuses to start, naming [state].
-    let e = State::open(&config).err().expect("no database, no start");
+    let e = place.open(&defaults).err().expect("no database, no start");
     assert!(e.to_string().contains("[state]"), "{e}");
 
     // While it is down, calls after the first failure are refused at
@@ -1097,20 +1106,19 @@ fn a_password_file_others_can_read_is_refused() {
     let file = dir.path().join("pw");
     std::fs::write(&file, format!("{}\n", pg.password())).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let mut config = GatewayConfig::in_dir("/nonexistent/never-used");
     let mut p = PostgresConfig::new(pg.url("postgres"));
     p.password_file = Some(file.clone());
-    config.postgres = Some(p);
-    let e = State::open(&config).err().expect("refused");
+    let place = Place::Postgres(p);
+    let approval = ApprovalConfig::default();
+    let e = place.open(&approval).err().expect("refused");
     assert!(e.to_string().contains("chmod 600"), "{e}");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    State::open(&config).unwrap();
+    place.open(&approval).unwrap();
 }
 
 #[test]
 fn postgres_errors_never_show_the_password() {
     let pg = server();
-    let mut config = GatewayConfig::in_dir("/nonexistent/never-used");
     // A wrong password, in the URL as AIRLOCK_STATE_URL would carry it.
     let url = pg
         .url_with_password("postgres")
@@ -1119,8 +1127,7 @@ fn postgres_errors_never_show_the_password() {
     p.timeout = Duration::from_secs(2);
     assert!(!format!("{p:?}").contains("hunter2"));
     assert!(!p.describe().contains("hunter2"));
-    config.postgres = Some(p);
-    let e = match State::open(&config) {
+    let e = match Place::Postgres(p).open(&ApprovalConfig::default()) {
         Err(e @ StateError::Postgres(_)) => e,
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("a wrong password connected"),
@@ -1212,9 +1219,11 @@ both!(
 fn executions_past_the_deployment_share_are_refused_by_name() {
     let f = Fixture::postgres("execution_places");
     let replica = || {
-        let mut c = f.config();
+        let mut c = GatewayConfig::default();
         c.rate.executions_per_identity = 1;
-        airlock_gateway::Gateway::new(c, vec![]).unwrap().0
+        airlock_gateway::Gateway::new(c, vec![], &f.place())
+            .unwrap()
+            .0
     };
     let (one, two) = (replica(), replica());
     let rita = airlock_gateway::Caller::new("rita");

@@ -1,0 +1,52 @@
+//! Who a call is made for: the identity, the execution it belongs to, and
+//! what its identity provider and the policy grant it. Backends see it
+//! too (a backend may pick credentials by the mode allowed), so it sits
+//! below both the gateway and the backends.
+
+use crate::{plan_apply::PlanRun, policy::Mode};
+
+/// Who is calling, and from which execution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub identity: String,
+    /// The execution the call belongs to, when it came from a script.
+    pub execution: Option<String>,
+    /// The mode the identity provider's groups grant this caller (an
+    /// OAuth token's group claim); used only when `[identities]` has no
+    /// grant for `identity`.
+    pub from_groups: Option<Mode>,
+    /// The mode the gateway allowed this call in; set before a backend
+    /// runs it (a backend may pick credentials by it), `None` before.
+    pub mode: Option<Mode>,
+    /// The change plan the execution records or applies, if any.
+    pub plan: Option<PlanRun>,
+    /// The identity provider lets this caller approve its own requests
+    /// (its issuer's `approve_own`, or one of its groups in
+    /// `approve_own_groups`); used only when `[identities]` does not say.
+    pub approve_own: bool,
+}
+
+impl Caller {
+    pub fn new(identity: impl Into<String>) -> Self {
+        Self {
+            identity: identity.into(),
+            execution: None,
+            from_groups: None,
+            mode: None,
+            plan: None,
+            approve_own: false,
+        }
+    }
+
+    /// A caller whose identity provider's groups grant `mode`.
+    pub fn with_groups_mode(mut self, mode: Option<Mode>) -> Self {
+        self.from_groups = mode;
+        self
+    }
+
+    /// A caller whose identity provider lets it approve its own requests.
+    pub fn with_approve_own(mut self, allowed: bool) -> Self {
+        self.approve_own = allowed;
+        self
+    }
+}

@@ -1,0 +1,195 @@
+//! The steps before a call may go out: rate limit, lookup, validation,
+//! policy and approval, each adding what it learned to the call's audit
+//! line.
+
+use super::*;
+
+impl Gateway {
+    /// Rate limit, lookup, validation, policy and approval. Adds what it
+    /// learns to the audit line.
+    pub(super) fn admit<'c>(
+        &self,
+        catalog: &'c Catalog,
+        caller: &Caller,
+        name: &str,
+        args: &Value,
+        args_hash: &str,
+        line: &mut Map<String, Value>,
+    ) -> Result<&'c crate::catalog::Entry, CallError> {
+        // Charged before anything else, whatever the call turns out to be.
+        self.take_token(&caller.identity)?;
+        if catalog::name_too_long(name).is_some() {
+            return Err(CallError::NameTooLong {
+                name: quote_name(name),
+                bytes: name.len(),
+            });
+        }
+        let entry = match catalog.get(name) {
+            Some(entry) => entry,
+            None => {
+                return Err(match self.unavailable_for(name) {
+                    Some(why) => CallError::Backend {
+                        tool: quote_name(name),
+                        code: "unavailable".into(),
+                        message: format!("{}: {why}", quote_name(name)),
+                    },
+                    None => CallError::UnknownTool {
+                        name: quote_name(name),
+                        did_you_mean: catalog.suggest(name),
+                    },
+                })
+            }
+        };
+        let spec = &entry.spec;
+        line.insert("tool_key".into(), audit_fields::tool_key(&spec.key));
+        line.insert("tier".into(), Value::String(spec.tier.as_str().into()));
+        let problems = entry.problems(args);
+        if !problems.is_empty() {
+            return Err(CallError::InvalidArguments {
+                tool: spec.name.clone(),
+                problems,
+            });
+        }
+        self.policy
+            .decide(&caller.identity, caller.from_groups, spec, catalog)
+            .map_err(|d| CallError::PolicyDenied {
+                tool: spec.name.clone(),
+                reason: d.0,
+            })?;
+        let needs_approval = self.approval_tiers.contains(&spec.tier);
+        match &caller.plan {
+            // Recording: nothing above a read is sent, so nothing is
+            // approved now; the plan is, as a whole. A read runs, so it
+            // is approved as always.
+            Some(PlanRun::Record(_)) if spec.tier != Tier::Read => return Ok(entry),
+            // A read the plan answers is not sent: nothing to approve.
+            Some(PlanRun::Record(r)) if r.marked_change(args).is_some() => return Ok(entry),
+            Some(PlanRun::Apply(plan)) if plan.may_be_step(&called(spec), spec.tier) => {
+                match plan.take(&called(spec), args_hash, spec.tier, needs_approval, args) {
+                    // Taken from the store, if it is the first, once its
+                    // backend slot is held (`run_admitted`).
+                    Taking::Step { change, .. } => {
+                        line.insert("plan".into(), Value::String(plan.id.clone()));
+                        line.insert("plan_change".into(), Value::from(change.n));
+                        if let Some(k) = change.waits_on {
+                            line.insert("waits_on".into(), Value::from(k));
+                        }
+                        return Ok(entry);
+                    }
+                    Taking::Stopped(stop) => {
+                        line.insert("plan".into(), Value::String(plan.id.clone()));
+                        return Err(CallError::Plan {
+                            tool: spec.name.clone(),
+                            error: PlanError::Stopped {
+                                id: plan.id.clone(),
+                                at: stop.at,
+                                why: stop.why,
+                            },
+                        });
+                    }
+                    Taking::NotInPlan => {}
+                }
+            }
+            _ => {}
+        }
+        if needs_approval {
+            let shown = self.shown(&spec.name, args)?;
+            let asked = Asked {
+                identity: &caller.identity,
+                tool: &spec.name,
+                tool_key: &spec.key,
+                args_hash,
+                summary: &shown.short,
+                detail: shown.full.as_deref(),
+            };
+            let check = self
+                .state
+                .approvals
+                .check(&asked, self.now_ms())
+                .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?;
+            match check {
+                Check::Proceed {
+                    request_id,
+                    decided_by,
+                    decided_via,
+                    own,
+                } => {
+                    line.insert("approval".into(), Value::String(request_id));
+                    // Who granted it, how, and whether it was the
+                    // requester belong in the tamper-evident chain, not
+                    // only in the (mutable) approval store.
+                    if let Some(by) = decided_by {
+                        line.insert("approved_by".into(), audit_fields::decider(&by));
+                    }
+                    if let Some(via) = decided_via {
+                        line.insert("approved_via".into(), audit_fields::code(&via));
+                    }
+                    if own {
+                        line.insert("approved_own".into(), Value::Bool(true));
+                    }
+                }
+                Check::Required(r) => {
+                    line.insert("approval".into(), Value::String(r.id.clone()));
+                    let mut how = self.approve_instruction(&r.id);
+                    if let Some(PlanRun::Apply(plan)) = &caller.plan {
+                        line.insert("plan".into(), Value::String(plan.id.clone()));
+                        let next = match (plan.stopped(), plan.next_change()) {
+                            (Some(stop), _) => {
+                                format!("it stopped at step {} ({})", stop.at, stop.why)
+                            }
+                            (None, Some(c)) => {
+                                format!("its next change is {}. {} ({})", c.n, c.tool, c.summary)
+                            }
+                            (None, None) => "every change of it is made".into(),
+                        };
+                        how = format!(
+                            "this call is not the next change of plan {} ({next}; changes are made in the plan's order, once each, and a changed argument makes another call), so it needs an approval of its own: {how}",
+                            plan.id
+                        );
+                    }
+                    return Err(CallError::ApprovalRequired {
+                        tool: spec.name.clone(),
+                        how,
+                        request_id: r.id,
+                        summary: r.summary,
+                    });
+                }
+                Check::TooManyOpen { limit } => {
+                    return Err(CallError::ApprovalLimit {
+                        tool: spec.name.clone(),
+                        identity: caller.identity.clone(),
+                        limit,
+                        list_command: self.list_command(),
+                    });
+                }
+                Check::Denied(r) => {
+                    line.insert("approval".into(), Value::String(r.id.clone()));
+                    return Err(CallError::PolicyDenied {
+                        tool: spec.name.clone(),
+                        reason: format!(
+                            "an operator denied this exact call (request {}, by {})",
+                            r.id,
+                            r.decided_by.unwrap_or_else(|| "an operator".into())
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(entry)
+    }
+
+    pub(super) fn take_token(&self, identity: &str) -> Result<(), CallError> {
+        let per_minute = self.calls_per_minute;
+        if per_minute == 0 {
+            return Ok(());
+        }
+        match self.state.rate.take(identity, per_minute, self.now_ms()) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(CallError::RateLimited {
+                identity: identity.to_string(),
+                limit: per_minute,
+            }),
+            Err(e) => Err(CallError::RateUnavailable(told(&e))),
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! One machine's state: approvals in a SQLite file and the audit chain in
+//! a JSONL file, both in the state directory (private to this user, see
+//! `airlock_gateway::private_files`); bearer keys in an enrollment file;
+//! rate buckets and places of executions in this process's memory.
+
+mod approvals;
+mod audit;
+mod keys;
+mod rate;
+mod shares;
+mod state_dir;
+
+pub use approvals::SqliteApprovals;
+pub use audit::{AuditLog, LOCK_WAIT};
+pub use keys::EnrollmentFile;
+pub use rate::LocalRate;
+pub use shares::LocalShares;
+pub use state_dir::{default_state_dir, state_dir_from, NoStateDir};
