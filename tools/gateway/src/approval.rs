@@ -479,8 +479,8 @@ pub fn new_id() -> Result<String, ApprovalError> {
     Ok(format!("ap-{}", hex::encode(bytes)))
 }
 
-// The behaviour every store shares is tested once for all of them in
-
+// The stores' shared behaviour is tested once for both in `airlock-state`
+// (`tests/state.rs`); here, the four-eyes rule alone.
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -81,11 +81,3 @@ pub trait Stores {
     /// the cap on an identity's open ones, which the approval store keeps.
     fn open(&self, approval: &ApprovalConfig) -> Result<State, OpenError>;
 }
-
-/// Stores already open (a benchmark's, or a test's that looks at them
-/// beside the gateway) are used as they are.
-impl Stores for State {
-    fn open(&self, _approval: &ApprovalConfig) -> Result<State, OpenError> {
-        Ok(self.clone())
-    }
-}

@@ -228,7 +228,7 @@ pub enum GatewayError {
     Audit(#[from] AuditError),
     /// The stores could not be opened (their own words).
     #[error("{0}")]
-    State(OpenError),
+    State(#[source] OpenError),
     #[error("two backends have the id `{0}`")]
     DuplicateBackend(String),
     #[error("{0}")]
