@@ -49,6 +49,10 @@ pub enum ApprovalAction {
         /// Who decided (recorded with the request).
         #[arg(long, env = "USER", default_value = "operator")]
         by: String,
+        /// Why, in a sentence (at most 500 characters): kept with the
+        /// decision, written to the audit, and told to the requester.
+        #[arg(long, default_value = "")]
+        reason: String,
     },
     /// Refuse them.
     Deny {
@@ -58,6 +62,10 @@ pub enum ApprovalAction {
         /// Who decided (recorded with the request).
         #[arg(long, env = "USER", default_value = "operator")]
         by: String,
+        /// Why, in a sentence (at most 500 characters): kept with the
+        /// decision, written to the audit, and told to the requester.
+        #[arg(long, default_value = "")]
+        reason: String,
     },
 }
 
@@ -242,6 +250,9 @@ fn show(r: &Request, now: i64) -> String {
             }
         ));
     }
+    if let Some(reason) = &r.reason {
+        out.push_str(&format!(": \"{}\"", visible(reason)));
+    }
     out
 }
 
@@ -266,7 +277,7 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
     // `[identities]` allows that identity (`approve_own`). An issuer's or
     // group's `approve_own` is not seen here (no token): it applies in
     // the client.
-    let decider = |by: &str, id: &str| -> Result<Decider, ApprovalError> {
+    let decider = |by: &str, reason: &str, id: &str| -> Result<Decider, ApprovalError> {
         let asked_by = store.get(id)?.identity;
         let own = config
             .policy
@@ -274,7 +285,7 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
             .get(&asked_by)
             .and_then(|g| g.approve_own)
             .unwrap_or(false);
-        Ok(Decider::cli(by).allowing_own(own))
+        Decider::cli(by).allowing_own(own).with_reason(reason)
     };
     let now = now_ms();
     // Each id is decided on its own: one unknown or expired id does not
@@ -294,9 +305,9 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
         }
     };
     let result = match action {
-        ApprovalAction::Approve { ids, by } => {
+        ApprovalAction::Approve { ids, by, reason } => {
             return each(ids, &|id| {
-                let d = decider(&by, id)?;
+                let d = decider(&by, &reason, id)?;
                 let r = decision::decide(&*store, &*audit, id, &d, now, Status::Approved)?;
                 println!("approved: {}", describe(&r, now));
                 if r.changes.is_some() {
@@ -307,9 +318,9 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
                 Ok(())
             })
         }
-        ApprovalAction::Deny { ids, by } => {
+        ApprovalAction::Deny { ids, by, reason } => {
             return each(ids, &|id| {
-                let d = decider(&by, id)?;
+                let d = decider(&by, &reason, id)?;
                 let r = decision::decide(&*store, &*audit, id, &d, now, Status::Denied)?;
                 println!("denied: {}", describe(&r, now));
                 Ok(())

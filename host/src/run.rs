@@ -165,6 +165,7 @@ async fn demo_plan(runner: &Runner) -> Result<(), String> {
         who: "the demo, as operator".into(),
         channel: Channel::Demo,
         may_approve_own: false,
+        reason: None,
     };
     gateway
         .decide(&id, &demo, Status::Approved)

@@ -566,6 +566,42 @@ fn approval_round_trip_from_the_command_line() {
         text(&out.stderr)
     );
 
+    // Denied with a reason: `show` has it, and so does the agent.
+    let again = third["result"]["error"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = state.run(
+        &[
+            "--config",
+            &config,
+            "approvals",
+            "deny",
+            &again,
+            "--by",
+            "carol",
+            "--reason",
+            "vm 103 is the build host; ask in #ops",
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = state.run(&["--config", &config, "approvals", "show", &again], "");
+    assert!(
+        text(&out.stdout)
+            .contains(r#"denied by carol (cli): "vm 103 is the build host; ask in #ops""#),
+        "{}",
+        text(&out.stdout)
+    );
+    let fourth = json_of(&exec(&state));
+    let told = fourth["result"]["error"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        told.contains(r#"by carol: "vm 103 is the build host; ask in #ops""#),
+        "{fourth}"
+    );
+
     let out = state.run(&["audit", "verify"], "");
     assert!(out.status.success(), "{}", text(&out.stdout));
 }

@@ -100,6 +100,10 @@ pub struct Request {
     /// `args_hash` their [`plan::list_hash`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<Vec<PlannedChange>>,
+    /// Why it was decided so, in the decider's words (at most
+    /// [`MAX_REASON_CHARS`]); told to the requester with a denial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Request {
@@ -159,7 +163,13 @@ pub enum ApprovalError {
     Storage(String),
     #[error(transparent)]
     StateDir(#[from] StateDirError),
+    #[error("a reason of {chars} characters is longer than the {limit} a decision keeps; say it in fewer words")]
+    ReasonTooLong { chars: usize, limit: usize },
 }
+
+/// The longest reason a decision keeps, in characters: a sentence or two
+/// for the requester, not a document.
+pub const MAX_REASON_CHARS: usize = 500;
 
 /// A store failure while taking a plan, in the plan's words.
 impl From<ApprovalError> for PlanError {
@@ -222,6 +232,8 @@ pub struct Decider {
     /// The operator allowed the requester to approve its own requests
     /// (`approve_own`): only then may `who` approve a request `who` asked.
     pub may_approve_own: bool,
+    /// Why, in the decider's words ([`Decider::with_reason`]).
+    pub reason: Option<String>,
 }
 
 impl Decider {
@@ -231,6 +243,7 @@ impl Decider {
             who: who.into(),
             channel: Channel::Cli,
             may_approve_own: false,
+            reason: None,
         }
     }
 
@@ -240,6 +253,17 @@ impl Decider {
             who: identity.into(),
             channel: Channel::Client,
             may_approve_own,
+            reason: None,
+        }
+    }
+
+    /// A decider in the operator console, as the identity it signed in as.
+    pub fn console(identity: impl Into<String>, may_approve_own: bool) -> Self {
+        Self {
+            who: identity.into(),
+            channel: Channel::Console,
+            may_approve_own,
+            reason: None,
         }
     }
 
@@ -247,6 +271,21 @@ impl Decider {
     pub fn allowing_own(mut self, allowed: bool) -> Self {
         self.may_approve_own = allowed;
         self
+    }
+
+    /// Gives the decision a reason; blank is none. Refuses one longer than
+    /// [`MAX_REASON_CHARS`] rather than keeping half of it.
+    pub fn with_reason(mut self, reason: &str) -> Result<Self, ApprovalError> {
+        let reason = reason.trim();
+        let chars = reason.chars().count();
+        if chars > MAX_REASON_CHARS {
+            return Err(ApprovalError::ReasonTooLong {
+                chars,
+                limit: MAX_REASON_CHARS,
+            });
+        }
+        self.reason = (!reason.is_empty()).then(|| reason.to_string());
+        Ok(self)
     }
 }
 
@@ -353,6 +392,7 @@ pub fn plan_request(
         decided_by: None,
         decided_via: None,
         changes: Some(changes.to_vec()),
+        reason: None,
     }
 }
 
@@ -382,14 +422,17 @@ pub fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Option<Plan
             return Some(PlanError::NotApproved {
                 id: id(),
                 status: "pending",
-                what: "an operator must approve it first (`airlock approvals approve ID`, or the person in the client)",
+                what: "an operator must approve it first (`airlock approvals approve ID`, or the person in the client)".into(),
             })
         }
         Status::Denied => {
             return Some(PlanError::NotApproved {
                 id: id(),
                 status: "denied",
-                what: "it was refused; change the script and plan again",
+                what: format!(
+                    "it was refused{}; change the script and plan again",
+                    told_reason(current)
+                ),
             })
         }
     }
@@ -397,6 +440,20 @@ pub fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Option<Plan
         return Some(PlanError::Tampered(id()));
     }
     None
+}
+
+/// ` by WHO: "REASON"`, as a requester is told why a request was refused:
+/// the decider and their reason, escaped (a person's words, shown to an
+/// agent as data), or nothing when neither is known.
+pub fn told_reason(r: &Request) -> String {
+    let mut out = String::new();
+    if let Some(by) = &r.decided_by {
+        out.push_str(&format!(" by {}", crate::visible::visible(by)));
+    }
+    if let Some(reason) = &r.reason {
+        out.push_str(&format!(": \"{}\"", crate::visible::visible(reason)));
+    }
+    out
 }
 
 /// Reads a plan's stored changes; `None` for a single call's row.
@@ -451,6 +508,7 @@ pub fn single_request(id: String, asked: &Asked<'_>, now_ms: i64, ttl_ms: i64) -
         decided_by: None,
         decided_via: None,
         changes: None,
+        reason: None,
     }
 }
 
@@ -500,7 +558,37 @@ mod tests {
             decided_by: None,
             decided_via: None,
             changes: None,
+            reason: None,
         }
+    }
+
+    #[test]
+    fn a_reason_is_kept_whole_or_refused() {
+        let d = Decider::cli("rita")
+            .with_reason("  not in the change window \n")
+            .unwrap();
+        assert_eq!(d.reason.as_deref(), Some("not in the change window"));
+        assert_eq!(
+            Decider::cli("rita").with_reason("   ").unwrap().reason,
+            None
+        );
+        let long = "x".repeat(MAX_REASON_CHARS + 1);
+        let e = Decider::cli("rita").with_reason(&long).unwrap_err();
+        assert_eq!(
+            e,
+            ApprovalError::ReasonTooLong {
+                chars: MAX_REASON_CHARS + 1,
+                limit: MAX_REASON_CHARS
+            }
+        );
+        assert!(e.to_string().contains("500"), "{e}");
+        // What the requester is told escapes the decider's words.
+        let mut r = request("olga");
+        r.decided_by = Some("rita".into());
+        r.reason = Some("no\u{1b}[31m \"quoted\"".into());
+        let told = told_reason(&r);
+        assert!(told.starts_with(" by rita: \""), "{told}");
+        assert!(!told.contains('\u{1b}'), "{told}");
     }
 
     #[test]

@@ -113,6 +113,15 @@ pub fn decider(by: &str) -> Value {
     Value::String(cut_json(by, DECIDER_CHARS, DECIDER_JSON_BYTES))
 }
 
+/// A decision's reason, as a line records it: the approver's words, cut
+/// to what a line has room for beside the rest of a decision.
+pub const REASON_JSON_BYTES: usize = 1536;
+
+/// A decision's reason as its line records it.
+pub fn reason(text: &str) -> Value {
+    Value::String(cut_json(text, usize::MAX, REASON_JSON_BYTES))
+}
+
 /// An error code or an outcome as a line records it.
 pub fn code(code: &str) -> Value {
     Value::String(cut_json(code, CODE_CHARS, CODE_JSON_BYTES))

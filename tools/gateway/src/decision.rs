@@ -60,6 +60,9 @@ pub fn record(audit: &dyn AuditStore, request: &Request) -> Result<(), AuditErro
         line.insert("channel".into(), audit_fields::code(via));
     }
     line.insert("own".into(), Value::Bool(request.decided_by_requester()));
+    if let Some(reason) = &request.reason {
+        line.insert("reason".into(), audit_fields::reason(reason));
+    }
     let hash = if request.changes.is_some() {
         "changes_sha256"
     } else {

@@ -166,7 +166,7 @@ pub enum PlanError {
     NotApproved {
         id: String,
         status: &'static str,
-        what: &'static str,
+        what: String,
     },
     #[error("plan {0} has been applied already; a plan applies once: run the script in plan mode again for a new one")]
     Used(String),

@@ -12,6 +12,7 @@ use std::{
 };
 
 use airlock_gateway::{
+    approval::Status,
     audit,
     backend::{Backend, BackendError, Reply},
     decision::Decider,
@@ -456,17 +457,31 @@ async fn a_denied_request_is_reported_as_denied() {
             .await
             .unwrap_err(),
     );
-    s.gateway
-        .approvals()
-        .deny(&id, &Decider::cli("op"), s.gateway.now_ms())
+    let op = Decider::cli("op")
+        .with_reason("not during the freeze\u{1b}[2J")
         .unwrap();
+    s.gateway.decide(&id, &op, Status::Denied).unwrap();
     let e = s
         .gateway
         .call(&alice, "op_start", args())
         .await
         .unwrap_err();
     assert_eq!(e.code(), "policy_denied");
-    assert!(e.to_string().contains(&id));
+    let text = e.to_string();
+    assert!(text.contains(&id), "{text}");
+    // The agent is told who refused and why, the person's words escaped.
+    assert!(
+        text.contains(r#" by op: "not during the freeze\u{1b}[2J""#),
+        "{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "{text}");
+    // The decision's line carries the reason.
+    let log = std::fs::read_to_string(s.audit()).unwrap();
+    let decision = log
+        .lines()
+        .find(|l| l.contains("\"event\":\"approval_decision\""))
+        .expect("a decision line");
+    assert!(decision.contains("not during the freeze"), "{decision}");
 }
 
 #[tokio::test]

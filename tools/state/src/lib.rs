@@ -34,7 +34,7 @@ pub use postgres::{PgError, PostgresConfig};
 /// The columns both approval stores read a request from, in `Request`'s
 /// order.
 pub(crate) const APPROVAL_COLUMNS: &str = "id, identity, tool, args_hash, summary, status, \
-     created_ms, expires_ms, decided_by, plan, tool_key, detail, decided_via";
+     created_ms, expires_ms, decided_by, plan, tool_key, detail, decided_via, reason";
 
 /// Where a deployment's state lives.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -262,6 +262,24 @@ both!(
     }
 );
 
+both!(a_decision_keeps_its_reason, |f: Fixture| {
+    let s = f.open().approvals;
+    let r = required(s.ask("olga", "vm_stop", "h1", "", T0).unwrap());
+    let rita = Decider::cli("rita")
+        .with_reason("outside the change window — «retry» on Monday")
+        .unwrap();
+    let denied = s.deny(&r.id, &rita, T0 + 1).unwrap();
+    assert_eq!(
+        denied.reason.as_deref(),
+        Some("outside the change window — «retry» on Monday")
+    );
+    assert_eq!(s.get(&r.id).unwrap(), denied, "read back as written");
+    // Without one, none is kept.
+    let r2 = required(s.ask("olga", "vm_stop", "h2", "", T0).unwrap());
+    let approved = s.approve(&r2.id, &Decider::cli("rita"), T0 + 1).unwrap();
+    assert_eq!(approved.reason, None);
+});
+
 both!(
     nobody_approves_their_own_request_on_any_store,
     |f: Fixture| {

@@ -167,9 +167,9 @@ impl Gateway {
                     return Err(CallError::PolicyDenied {
                         tool: spec.name.clone(),
                         reason: format!(
-                            "an operator denied this exact call (request {}, by {})",
+                            "an operator denied this exact call (request {}){}",
                             r.id,
-                            r.decided_by.unwrap_or_else(|| "an operator".into())
+                            crate::approval::told_reason(&r)
                         ),
                     });
                 }

@@ -81,6 +81,9 @@ impl Gateway {
                     who: "airlock: the plan's audit line could not be written".into(),
                     channel: crate::decision::Channel::Airlock,
                     may_approve_own: false,
+                    reason: Some(
+                        "its audit line could not be written, so it may never apply".into(),
+                    ),
                 };
                 if let Err(denied) = self.state.approvals.deny(&r.id, &airlock, self.now_ms()) {
                     tracing::error!(plan = %r.id, error = %denied, "a plan whose audit line failed could not be denied either; deny it with `airlock approvals deny`");

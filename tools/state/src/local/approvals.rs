@@ -75,10 +75,13 @@ CREATE TABLE IF NOT EXISTS airlock_meta (
 );
 ";
 
+/// Version 5: the reason a decision was given.
+const SCHEMA_5: &str = "ALTER TABLE approvals ADD COLUMN reason TEXT;";
+
 /// The schema version this build writes (`PRAGMA user_version`): 0 is a
 /// new file, or one from before versions were kept (its table is the
 /// same as version 1's).
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 /// Brings the file to [`SCHEMA_VERSION`], refusing one a newer Airlock
 /// wrote rather than guessing at its rows.
@@ -103,6 +106,9 @@ fn migrate(conn: &Connection) -> Result<(), ApprovalError> {
     if version < 4 {
         conn.execute_batch(SCHEMA_4).map_err(sqlite)?;
     }
+    if version < 5 {
+        conn.execute_batch(SCHEMA_5).map_err(sqlite)?;
+    }
     if version < SCHEMA_VERSION {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(sqlite)?;
@@ -125,6 +131,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Request> {
         tool_key: r.get(10)?,
         detail: r.get(11)?,
         decided_via: r.get(12)?,
+        reason: r.get(13)?,
     })
 }
 
@@ -363,14 +370,15 @@ impl ApprovalStore for SqliteApprovals {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let changed = conn.execute(
             "UPDATE approvals SET status = ?2, decided_by = ?3, decided_ms = ?4, expires_ms = ?5, \
-             decided_via = ?6 WHERE id = ?1 AND status = 'pending'",
+             decided_via = ?6, reason = ?7 WHERE id = ?1 AND status = 'pending'",
             params![
                 id,
                 to.as_str(),
                 decider.who,
                 now_ms,
                 now_ms + self.ttl_ms,
-                decider.channel.as_str()
+                decider.channel.as_str(),
+                decider.reason
             ],
         ).map_err(sqlite)?;
         drop(conn);

@@ -37,6 +37,7 @@ fn request(r: &Row) -> Request {
         tool_key: r.get(10),
         detail: r.get(11),
         decided_via: r.get(12),
+        reason: r.get(13),
     }
 }
 
@@ -322,6 +323,7 @@ impl ApprovalStore for PgApprovals {
         }
         let (owned_id, by) = (id.to_string(), decider.who.clone());
         let via = decider.channel.as_str();
+        let reason = decider.reason.clone();
         let expires_ms = now_ms + self.ttl_ms;
         let decided = self.db.run::<_, PgError, _, _>("deciding an approval", move |pool, at| async move {
             let conn = connection(&pool, &at).await?;
@@ -329,10 +331,10 @@ impl ApprovalStore for PgApprovals {
                 .query_opt(
                     &format!(
                         "UPDATE airlock_approvals SET status = $2, decided_by = $3, decided_ms = $4, \
-                         expires_ms = $5, decided_via = $6 WHERE id = $1 AND status = 'pending' \
-                         AND expires_ms > $4 RETURNING {COLUMNS}"
+                         expires_ms = $5, decided_via = $6, reason = $7 WHERE id = $1 \
+                         AND status = 'pending' AND expires_ms > $4 RETURNING {COLUMNS}"
                     ),
-                    &[&owned_id, &to.as_str(), &by, &now_ms, &expires_ms, &via],
+                    &[&owned_id, &to.as_str(), &by, &now_ms, &expires_ms, &via, &reason],
                 )
                 .await
                 .map_err(|e| unavailable(&at, e))?;

@@ -121,6 +121,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     CREATE INDEX airlock_shares_identity ON airlock_shares (identity, until_ms);
     ",
     ),
+    (
+        11,
+        "the reason a decision was given",
+        "ALTER TABLE airlock_approvals ADD COLUMN reason TEXT;",
+    ),
 ];
 
 /// The newest version this build knows.
