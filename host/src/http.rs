@@ -65,6 +65,8 @@ pub struct HttpOptions {
     pub metrics: Option<crate::metrics::MetricsOptions>,
     /// Accept JWT access tokens from these issuers (`[oauth]`).
     pub oauth: Option<OAuthConfig>,
+    /// Serve the operator console at `/console` (`[console]`).
+    pub console: Option<airlock_console::ConsoleConfig>,
 }
 
 struct Gate {
@@ -440,6 +442,8 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
             Arc::new(move |identity: &str| gateway.lists_identity(identity))
         },
     });
+    let has_keys = store.is_some();
+    let gateway = shared.gateway.clone();
     if let Some(store) = store {
         reload_keys(gate.clone(), store);
     }
@@ -515,6 +519,13 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
             );
         }
     }
+    if let Some(config) = options.console.clone() {
+        if !has_keys {
+            return Err("[console] signs people in with their Airlock keys, and this server has none: give --enrollment FILE (or keep keys in PostgreSQL with [state]), and do not serve it with --no-auth".into());
+        }
+        app = app.merge(Arc::new(console(config, gate.clone(), gateway.clone())?).router());
+        eprintln!("airlock: operator console at http://{addr}/console");
+    }
     let app = app
         .merge(mcp)
         .fallback(|| async { plain(StatusCode::NOT_FOUND, "not found; MCP is at /mcp") });
@@ -550,6 +561,56 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
             Ok(())
         }
     }
+}
+
+/// The operator console, signing people in with the keys and the door
+/// the MCP endpoint uses: a failed key costs the client's address a
+/// token of `--failed-auth-per-minute`; an enrolled key is let past an
+/// empty bucket.
+fn console(
+    config: airlock_console::ConsoleConfig,
+    gate: Arc<Gate>,
+    gateway: Arc<airlock_gateway::Gateway>,
+) -> Result<airlock_console::Console, String> {
+    use airlock_console::LoginRefused;
+    let login: airlock_console::KeyLogin = Arc::new(move |key, peer, headers| {
+        let address = peer.map(|p| {
+            crate::door::address_key(crate::door::client_address(
+                p.ip(),
+                headers,
+                &gate.trusted_proxies,
+            ))
+        });
+        let identity = || (!key.is_empty()).then(|| gate.identify(key)).flatten();
+        let took = match &address {
+            Some(a) => match gate.failures.take(a) {
+                Ok(()) => true,
+                Err(wait) => match identity() {
+                    Some(who) => return Ok(who),
+                    None => {
+                        crate::metrics::global().refused("auth_rate_limited");
+                        return Err(LoginRefused::TooMany {
+                            retry_after_secs: wait,
+                        });
+                    }
+                },
+            },
+            None => false,
+        };
+        match identity() {
+            Some(who) => {
+                if let (true, Some(a)) = (took, &address) {
+                    gate.failures.refund(a);
+                }
+                Ok(who)
+            }
+            None => {
+                crate::metrics::global().refused("bad_key");
+                Err(LoginRefused::Unknown)
+            }
+        }
+    });
+    airlock_console::Console::new(gateway, config, login)
 }
 
 /// How long connections may stay open once a stopping server has closed

@@ -352,6 +352,7 @@ fn main() -> ExitCode {
                                 key_file: metrics_key_file,
                             }),
                             oauth: config.oauth.clone(),
+                            console: config.console.clone(),
                         };
                         serve::http(config, &prefix, &sandbox, options).await
                     }

@@ -44,6 +44,9 @@ pub struct ConfigFile {
     pub collector: Option<airlock_collector::CollectorConfig>,
     /// Accept OAuth access tokens over HTTP; see docs/DEPLOYMENT.md.
     pub oauth: Option<airlock_oauth::OAuthConfig>,
+    /// The operator console at `/console` on `serve --http`; see
+    /// docs/DEPLOYMENT.md.
+    pub console: Option<airlock_console::ConsoleConfig>,
     /// Removed: `[backends.demo]` served an in-memory fleet with tool
     /// names of its own. Kept only to refuse it with a message that says
     /// what replaced it (see [`ConfigFile::check_removed`]).
@@ -146,6 +149,12 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
         oauth.check().map_err(|e| SettingsError::Parse {
             path: path.display().to_string(),
             message: e.to_string(),
+        })?;
+    }
+    if let Some(console) = &file.console {
+        console.check().map_err(|message| SettingsError::Parse {
+            path: path.display().to_string(),
+            message,
         })?;
     }
     file.approve_command = Some(approve_command("airlock", path));

@@ -1,0 +1,260 @@
+//! The operator console over real HTTP, against a real `airlock serve
+//! --http` on the simulated cluster, with an agent on MCP beside it:
+//! people sign in with their keys, see what an agent asked for, and
+//! approve or deny it with a reason, which the agent then meets; the
+//! four-eyes rule, roles and CSRF hold.
+
+mod common;
+
+use std::{collections::HashMap, ffi::OsString, time::Duration};
+
+use common::{call, configured, enroll, Server, ENROLLMENT};
+use reqwest::{header, redirect::Policy, StatusCode};
+use serde_json::{json, Value};
+
+const CONSOLE: &str = "\n[console]\napprovers = [\"rita\", \"olga\"]\nauditors = [\"local\"]\n";
+
+/// A browser's worth of HTTP for one person: no redirects followed, the
+/// console's cookie kept by hand.
+struct Person {
+    http: reqwest::Client,
+    base: String,
+    cookie: Option<String>,
+}
+
+impl Person {
+    fn new(server: &Server) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .redirect(Policy::none())
+                .build()
+                .unwrap(),
+            base: server.base(),
+            cookie: None,
+        }
+    }
+
+    async fn sign_in(&mut self, key: &str) -> reqwest::Response {
+        let r = self
+            .http
+            .post(format!("{}/console/login", self.base))
+            .form(&[("key", key)])
+            .send()
+            .await
+            .unwrap();
+        if let Some(set) = r.headers().get(header::SET_COOKIE) {
+            let set = set.to_str().unwrap();
+            for part in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/console"] {
+                assert!(set.contains(part), "{set}");
+            }
+            self.cookie = Some(set.split(';').next().unwrap().to_string());
+        }
+        r
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, String) {
+        let mut req = self.http.get(format!("{}{path}", self.base));
+        if let Some(c) = &self.cookie {
+            req = req.header(header::COOKIE, c);
+        }
+        let r = req.send().await.unwrap();
+        let csp = r
+            .headers()
+            .get(header::CONTENT_SECURITY_POLICY)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        assert!(
+            csp.contains("default-src 'none'") && !csp.contains("script-src"),
+            "{path}: {csp}"
+        );
+        (r.status(), r.text().await.unwrap())
+    }
+
+    async fn post(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
+        let mut req = self.http.post(format!("{}{path}", self.base)).form(form);
+        if let Some(c) = &self.cookie {
+            req = req.header(header::COOKIE, c);
+        }
+        let r = req.send().await.unwrap();
+        (r.status(), r.text().await.unwrap())
+    }
+
+    /// The CSRF token on a page the person was shown.
+    fn csrf(page: &str) -> String {
+        let at = page
+            .find("name=\"csrf\" value=\"")
+            .expect("a form with a token")
+            + 19;
+        page[at..at + 64].to_string()
+    }
+
+    async fn decide(&self, id: &str, decision: &str, reason: &str) -> (StatusCode, String) {
+        let (_, page) = self.get(&format!("/console/requests/{id}")).await;
+        let csrf = Self::csrf(&page);
+        self.post(
+            &format!("/console/requests/{id}/decide"),
+            &[("csrf", &csrf), ("decision", decision), ("reason", reason)],
+        )
+        .await
+    }
+}
+
+/// The request an agent's change filed, from its execute result.
+async fn asks(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, vmid: u32) -> String {
+    let r = call(
+        client,
+        "execute",
+        json!({"script": format!("await tools.vm_start({{node: 'pve1', vmid: {vmid}}})")}),
+    )
+    .await;
+    let error: &Value = &r.structured_content.as_ref().unwrap()["error"];
+    assert_eq!(error["kind"], "ApprovalRequired", "{error}");
+    error["request_id"].as_str().unwrap().to_string()
+}
+
+async fn outcome(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, vmid: u32) -> Value {
+    let r = call(
+        client,
+        "execute",
+        json!({"script": format!("await tools.vm_start({{node: 'pve1', vmid: {vmid}}})")}),
+    )
+    .await;
+    r.structured_content.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_decide_in_the_console_and_the_agent_meets_it() {
+    let (_sim, dir, config) = configured(Duration::ZERO, CONSOLE).await;
+    let enrollment = dir.path().join(ENROLLMENT);
+    let keys: HashMap<&str, String> = ["alice", "olga", "rita", "local"]
+        .into_iter()
+        .map(|who| (who, enroll(&enrollment, who)))
+        .collect();
+    let audit = dir.path().join("audit.jsonl");
+    let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
+    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
+    args.push(enrollment.into());
+    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
+        .await
+        .unwrap();
+    assert!(server.said("operator console at").is_some());
+    let agent = server.connect(&keys["alice"]).await;
+
+    // Not signed in: sent to sign in; a wrong key is told so.
+    let mut rita = Person::new(&server);
+    let (status, _) = rita.get("/console").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let r = rita.sign_in("alk_not-a-key").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(rita.cookie.is_none());
+    // alice has a key but no role: no session.
+    let mut alice = Person::new(&server);
+    assert_eq!(
+        alice.sign_in(&keys["alice"]).await.status(),
+        StatusCode::FORBIDDEN
+    );
+    assert!(alice.cookie.is_none());
+
+    // The agent asks; rita sees it and approves with a reason; it runs.
+    let first = asks(&agent, 103).await;
+    assert_eq!(
+        rita.sign_in(&keys["rita"]).await.status(),
+        StatusCode::SEE_OTHER
+    );
+    let (status, list) = rita.get("/console").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(list.contains(&first) && list.contains("vmid=103"), "{list}");
+    let (status, page) = rita.get(&format!("/console/requests/{first}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("value=\"approve\"") && page.contains("value=\"deny\""));
+    let (status, _) = rita.decide(&first, "approve", "planned restart").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let ran = outcome(&agent, 103).await;
+    let task = ran["result"].as_str().unwrap_or_default();
+    assert!(task.contains(":qmstart:103:"), "the start ran: {ran}");
+
+    // Denied with a reason: the agent is told who and why.
+    let second = asks(&agent, 104).await;
+    let (status, _) = rita
+        .decide(&second, "deny", "104 is the build host <b>not</b> yours")
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let refused = outcome(&agent, 104).await;
+    let told = refused["error"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        told.contains(r#"by rita: "104 is the build host <b>not</b> yours""#),
+        "{refused}"
+    );
+    // The page shows the reason as text, never as markup.
+    let (_, page) = rita.get(&format!("/console/requests/{second}")).await;
+    assert!(
+        page.contains("104 is the build host &lt;b&gt;not&lt;/b&gt; yours"),
+        "{page}"
+    );
+
+    // A forged post (no token, or another session's) decides nothing.
+    let third = asks(&agent, 105).await;
+    let (status, _) = rita
+        .post(
+            &format!("/console/requests/{third}/decide"),
+            &[("decision", "approve")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let mut olga = Person::new(&server);
+    olga.sign_in(&keys["olga"]).await;
+    let (_, olga_page) = olga.get("/console").await;
+    let (status, _) = rita
+        .post(
+            &format!("/console/requests/{third}/decide"),
+            &[("csrf", &Person::csrf(&olga_page)), ("decision", "approve")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // An auditor reads, and may not decide.
+    let mut local = Person::new(&server);
+    local.sign_in(&keys["local"]).await;
+    let (status, page) = local.get(&format!("/console/requests/{third}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!page.contains("value=\"approve\""), "{page}");
+    let (status, _) = local.decide(&third, "approve", "").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // An approver's own request: deny only, and an approve is refused.
+    let olga_agent = server.connect(&keys["olga"]).await;
+    let own = asks(&olga_agent, 106).await;
+    let (_, page) = olga.get(&format!("/console/requests/{own}")).await;
+    assert!(
+        !page.contains("value=\"approve\"") && page.contains("value=\"deny\""),
+        "{page}"
+    );
+    let (status, page) = olga.decide(&own, "approve", "").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(page.contains("nobody approves their own request"), "{page}");
+    let still = outcome(&olga_agent, 106).await;
+    assert_eq!(still["error"]["kind"], "ApprovalRequired", "{still}");
+
+    // Signed out, the cookie opens nothing.
+    let (_, page) = rita.get("/console").await;
+    let (status, _) = rita
+        .post("/console/logout", &[("csrf", &Person::csrf(&page))])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(rita.get("/console").await.0, StatusCode::SEE_OTHER);
+
+    // Every decision is in the chain, with its channel and reason.
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let decisions: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["event"] == "approval_decision")
+        .collect();
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    assert!(decisions
+        .iter()
+        .all(|d| d["channel"] == "console" && d["decided_by"] == "rita"));
+    assert_eq!(decisions[0]["reason"], "planned restart");
+    agent.cancel().await.unwrap();
+    olga_agent.cancel().await.unwrap();
+}

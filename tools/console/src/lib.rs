@@ -1,0 +1,363 @@
+//! The operator console: the requests waiting for a person, what each
+//! would change, and a form to approve or deny it with a reason, at
+//! `/console` on `airlock serve --http`.
+//!
+//! It decides through the same store and the same four-eyes rule as
+//! `airlock approvals approve` (`Gateway::decide`), so a request filed on
+//! one replica is decided on any other that shares its state, once. A
+//! person signs in with their Airlock key; their identity's role comes
+//! from `[console]` (approver, auditor, or none). Every page carries a
+//! strict Content-Security-Policy and no script; every form a decision
+//! is posted with carries the session's CSRF token, and the session
+//! cookie is HttpOnly, Secure and SameSite=Strict.
+
+pub mod config;
+pub mod pages;
+pub mod sessions;
+
+use std::{collections::HashMap, net::SocketAddr, sync::Arc};
+
+use airlock_gateway::{
+    approval::{ApprovalError, Decider, Status},
+    Caller, Gateway,
+};
+use axum::{
+    extract::{ConnectInfo, Path, State},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    middleware,
+    response::{IntoResponse, Response},
+    routing::{get, post},
+    Extension, Form, Router,
+};
+use maud::Markup;
+
+pub use config::{ConsoleConfig, Role};
+use pages::Offer;
+use sessions::{Session, Sessions};
+
+/// Why a key did not sign anyone in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoginRefused {
+    /// Not a key this deployment knows.
+    Unknown,
+    /// Too many failures from this address; try again in this many s.
+    TooMany { retry_after_secs: u64 },
+}
+
+/// Checks a key (and counts a failure against the client's address):
+/// the identity it belongs to, or why not. The host supplies it, so the
+/// console shares the MCP server's keys and its door.
+pub type KeyLogin =
+    Arc<dyn Fn(&str, Option<SocketAddr>, &HeaderMap) -> Result<String, LoginRefused> + Send + Sync>;
+
+/// The console's state: the gateway it decides through, who may do
+/// what, and who is signed in.
+pub struct Console {
+    gateway: Arc<Gateway>,
+    config: ConsoleConfig,
+    sessions: Sessions,
+    login: KeyLogin,
+}
+
+impl Console {
+    pub fn new(
+        gateway: Arc<Gateway>,
+        config: ConsoleConfig,
+        login: KeyLogin,
+    ) -> Result<Self, String> {
+        config.check()?;
+        Ok(Self {
+            gateway,
+            config,
+            sessions: Sessions::default(),
+            login,
+        })
+    }
+
+    /// The routes under `/console`, each answer with the console's
+    /// security headers.
+    pub fn router(self: Arc<Self>) -> Router {
+        Router::new()
+            .route("/console", get(home))
+            .route("/console/", get(home))
+            .route("/console/style.css", get(style))
+            .route("/console/login", get(login_page).post(login))
+            .route("/console/logout", post(logout))
+            .route("/console/requests/{id}", get(request))
+            .route("/console/requests/{id}/decide", post(decide))
+            .layer(middleware::map_response(secure_headers))
+            .with_state(self)
+    }
+
+    fn session(&self, headers: &HeaderMap) -> Option<(String, Session)> {
+        let cookie = headers.get(header::COOKIE)?.to_str().ok()?;
+        let id = sessions::cookie_value(cookie)?;
+        let s = self.sessions.get(id, self.gateway.now_ms())?;
+        Some((id.to_string(), s))
+    }
+}
+
+/// No script, no inline style, no framing, forms only to ourselves;
+/// nothing cached, no referrer sent on.
+async fn secure_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    let set = |h: &mut HeaderMap, name: header::HeaderName, value: &'static str| {
+        h.insert(name, HeaderValue::from_static(value));
+    };
+    set(
+        h,
+        header::CONTENT_SECURITY_POLICY,
+        "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    );
+    set(h, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    set(h, header::REFERRER_POLICY, "no-referrer");
+    set(h, header::CACHE_CONTROL, "no-store");
+    set(h, header::X_FRAME_OPTIONS, "DENY");
+    r
+}
+
+fn page(status: StatusCode, markup: Markup) -> Response {
+    (status, markup).into_response()
+}
+
+fn see_other(to: &str) -> Response {
+    (StatusCode::SEE_OTHER, [(header::LOCATION, to.to_string())]).into_response()
+}
+
+/// A form posted from another site (a browser says so in
+/// `Sec-Fetch-Site`) is refused whatever it carries.
+fn cross_site(headers: &HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| !matches!(v, "same-origin" | "none"))
+}
+
+async fn style() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        pages::STYLE,
+    )
+        .into_response()
+}
+
+async fn home(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    let Some((_, s)) = c.session(&headers) else {
+        return see_other("/console/login");
+    };
+    let now = c.gateway.now_ms();
+    match c.gateway.approvals().list(now, false) {
+        Ok(list) => page(StatusCode::OK, pages::list(&s, &list, now)),
+        Err(e) => unavailable(&s, e),
+    }
+}
+
+fn unavailable(s: &Session, e: ApprovalError) -> Response {
+    tracing::error!(error = %e, "the console could not read the approval store");
+    page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        pages::message(
+            "Unavailable",
+            Some(s),
+            "The approval store cannot be read just now; try again shortly.",
+            true,
+        ),
+    )
+}
+
+async fn login_page() -> Response {
+    page(StatusCode::OK, pages::login(None))
+}
+
+async fn login(
+    State(c): State<Arc<Console>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if cross_site(&headers) {
+        return page(
+            StatusCode::FORBIDDEN,
+            pages::login(Some("Sign in from this page, not from another site.")),
+        );
+    }
+    let key = form.get("key").map(|k| k.trim()).unwrap_or("");
+    let identity = match (c.login)(key, peer.map(|p| (p.0).0), &headers) {
+        Ok(identity) => identity,
+        Err(LoginRefused::Unknown) => {
+            return page(
+                StatusCode::UNAUTHORIZED,
+                pages::login(Some("That key is not one this deployment knows.")),
+            )
+        }
+        Err(LoginRefused::TooMany { retry_after_secs }) => {
+            let mut r = page(
+                StatusCode::TOO_MANY_REQUESTS,
+                pages::login(Some(&format!(
+                    "Too many failed sign-ins from this address; try again in {retry_after_secs} s."
+                ))),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, retry_after_secs.into());
+            return r;
+        }
+    };
+    let Some(role) = c.config.role_of(&identity) else {
+        tracing::warn!(identity = %identity, "a console sign-in by an identity [console] gives no role");
+        return page(
+            StatusCode::FORBIDDEN,
+            pages::login(Some(
+                "This identity has no role in the console: an operator adds it to [console] approvers or auditors.",
+            )),
+        );
+    };
+    let now = c.gateway.now_ms();
+    let lasts = c.config.session_ms();
+    let id = c.sessions.open(&identity, role, now, now + lasts);
+    tracing::info!(identity = %identity, role = role.as_str(), "console sign-in");
+    let mut r = see_other("/console");
+    if let Ok(v) = HeaderValue::from_str(&sessions::set_cookie(&id, lasts / 1000)) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+async fn logout(
+    State(c): State<Arc<Console>>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Some((id, s)) = c.session(&headers) {
+        if cross_site(&headers) || !s.csrf_matches(form.get("csrf").map_or("", |t| t)) {
+            return forbidden(&s, "That form did not come from this console's page.");
+        }
+        c.sessions.close(&id);
+    }
+    let mut r = see_other("/console/login");
+    if let Ok(v) = HeaderValue::from_str(&sessions::clear_cookie()) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+fn forbidden(s: &Session, why: &str) -> Response {
+    page(
+        StatusCode::FORBIDDEN,
+        pages::message("Not allowed", Some(s), why, true),
+    )
+}
+
+/// Request ids are `ap-` or `pl-` and hex; anything else is not looked up.
+fn plausible_id(id: &str) -> bool {
+    id.len() <= 64
+        && (id.starts_with("ap-") || id.starts_with("pl-"))
+        && id[3..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// What `s` may do with a request asked by `asked_by` in `status`.
+fn offer(c: &Console, s: &Session, asked_by: &str, status: Status) -> Offer {
+    if s.role != Role::Approver || status != Status::Pending {
+        return Offer::Nothing;
+    }
+    if asked_by == s.identity && !c.gateway.may_approve_own(&Caller::new(s.identity.clone())) {
+        return Offer::DenyOnly;
+    }
+    Offer::Both
+}
+
+async fn request(
+    State(c): State<Arc<Console>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some((_, s)) = c.session(&headers) else {
+        return see_other("/console/login");
+    };
+    if !plausible_id(&id) {
+        return not_found(&s);
+    }
+    let now = c.gateway.now_ms();
+    match c.gateway.approvals().get(&id) {
+        Ok(r) => {
+            let offer = offer(&c, &s, &r.identity, r.status);
+            page(StatusCode::OK, pages::request(&s, &r, offer, now))
+        }
+        Err(ApprovalError::NotFound(_)) => not_found(&s),
+        Err(e) => unavailable(&s, e),
+    }
+}
+
+fn not_found(s: &Session) -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        pages::message(
+            "No such request",
+            Some(s),
+            "No request has that id; it may have expired and been removed.",
+            true,
+        ),
+    )
+}
+
+async fn decide(
+    State(c): State<Arc<Console>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let Some((_, s)) = c.session(&headers) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            pages::login(Some("Sign in first.")),
+        )
+            .into_response();
+    };
+    if cross_site(&headers) || !s.csrf_matches(form.get("csrf").map_or("", |t| t)) {
+        tracing::warn!(identity = %s.identity, "a console decision without this session's CSRF token was refused");
+        return forbidden(&s, "That form did not come from this console's page; open the request again and decide there.");
+    }
+    if s.role != Role::Approver {
+        return forbidden(&s, "Only approvers decide requests.");
+    }
+    if !plausible_id(&id) {
+        return not_found(&s);
+    }
+    let to = match form.get("decision").map(String::as_str) {
+        Some("approve") => Status::Approved,
+        Some("deny") => Status::Denied,
+        _ => {
+            return page(
+                StatusCode::BAD_REQUEST,
+                pages::message("Nothing decided", Some(&s), "Choose Approve or Deny.", true),
+            )
+        }
+    };
+    let own = c.gateway.may_approve_own(&Caller::new(s.identity.clone()));
+    let reason = form.get("reason").map_or("", |r| r);
+    let decided = Decider::console(s.identity.clone(), own)
+        .with_reason(reason)
+        .and_then(|d| c.gateway.decide(&id, &d, to));
+    match decided {
+        Ok(r) => {
+            tracing::info!(request = %r.id, identity = %s.identity, status = r.status.as_str(), "decided in the console");
+            see_other(&format!("/console/requests/{}", r.id))
+        }
+        Err(e) => {
+            let status = match &e {
+                ApprovalError::OwnRequest { .. } => StatusCode::FORBIDDEN,
+                ApprovalError::NotFound(_) => StatusCode::NOT_FOUND,
+                ApprovalError::NotPending { .. } | ApprovalError::Expired(_) => {
+                    StatusCode::CONFLICT
+                }
+                ApprovalError::ReasonTooLong { .. } => StatusCode::BAD_REQUEST,
+                ApprovalError::Storage(_) | ApprovalError::StateDir(_) => {
+                    return unavailable(&s, e);
+                }
+            };
+            page(
+                status,
+                pages::message("Not decided", Some(&s), &e.to_string(), true),
+            )
+        }
+    }
+}

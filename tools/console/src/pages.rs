@@ -1,0 +1,217 @@
+//! The pages, as HTML that maud escapes: every value a request carries
+//! was chosen by an agent or a backend, so it is shown as text, with
+//! control and invisible characters spelled out (`visible`), never as
+//! markup. No page has a script; the decisions are plain forms.
+
+use airlock_gateway::{
+    approval::{Request, Status},
+    plan::PlannedChange,
+    visible::visible,
+};
+use maud::{html, Markup, DOCTYPE};
+
+use crate::{config::Role, sessions::Session};
+
+/// The one stylesheet, served from `/console/style.css` (the page's
+/// Content-Security-Policy allows no inline style).
+pub const STYLE: &str = "\
+body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}\
+header{display:flex;gap:1em;align-items:center;padding:.6em 1.2em;background:#1b1f24;color:#fff}\
+header a{color:#fff;font-weight:600;text-decoration:none}header .who{margin-left:auto}\
+header form{display:inline}main{padding:1.2em;max-width:72em}\
+table{border-collapse:collapse;width:100%;background:#fff}\
+th,td{border:1px solid #d0d7de;padding:.35em .5em;text-align:left;vertical-align:top}\
+td.args,pre{font-family:ui-monospace,monospace;font-size:13px;white-space:pre-wrap;word-break:break-all}\
+.status{font-weight:600}.pending{color:#9a6700}.approved{color:#1a7f37}.denied{color:#cf222e}.used{color:#57606a}\
+.note{background:#fff8c5;border:1px solid #d4a72c;padding:.5em .8em}\
+.error{background:#ffebe9;border:1px solid #cf222e;padding:.5em .8em}\
+form.decide{margin-top:1em;display:flex;gap:.6em;align-items:flex-end;flex-wrap:wrap}\
+textarea{width:28em;height:4em}button{padding:.35em 1em}";
+
+fn layout(title: &str, who: Option<&Session>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " — Airlock console" }
+                link rel="stylesheet" href="/console/style.css";
+            }
+            body {
+                header {
+                    a href="/console" { "Airlock console" }
+                    @if let Some(s) = who {
+                        span.who { (visible(&s.identity)) " · " (s.role.as_str()) }
+                        form method="post" action="/console/logout" {
+                            input type="hidden" name="csrf" value=(s.csrf);
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+}
+
+/// A page that only says something (a refusal, a result).
+pub fn message(title: &str, who: Option<&Session>, text: &str, error: bool) -> Markup {
+    layout(
+        title,
+        who,
+        html! {
+            h1 { (title) }
+            p class=(if error { "error" } else { "note" }) { (text) }
+            p { a href="/console" { "Back to the requests" } }
+        },
+    )
+}
+
+pub fn login(problem: Option<&str>) -> Markup {
+    layout(
+        "Sign in",
+        None,
+        html! {
+            h1 { "Sign in" }
+            @if let Some(p) = problem { p.error { (p) } }
+            form method="post" action="/console/login" {
+                p {
+                    label for="key" { "Your Airlock key (from " code { "airlock enroll" } ")" }
+                    br;
+                    input id="key" name="key" type="password" autocomplete="off" size="72" required;
+                }
+                button type="submit" { "Sign in" }
+            }
+        },
+    )
+}
+
+fn expires_in(r: &Request, now_ms: i64) -> String {
+    let left = (r.expires_ms - now_ms).max(0) / 1000;
+    if left == 0 {
+        "expired".into()
+    } else {
+        format!("{}m{:02}s", left / 60, left % 60)
+    }
+}
+
+fn what(r: &Request) -> Markup {
+    match &r.changes {
+        Some(changes) => {
+            let n = changes.iter().filter(|c| c.is_change()).count();
+            html! { "plan of " (n) " change" @if n != 1 { "s" } }
+        }
+        None => html! { code { (visible(&r.tool)) } },
+    }
+}
+
+/// The requests still open, newest first.
+pub fn list(who: &Session, requests: &[Request], now_ms: i64) -> Markup {
+    layout(
+        "Requests",
+        Some(who),
+        html! {
+            h1 { "Requests waiting or approved" }
+            @if requests.is_empty() {
+                p { "Nothing is waiting for a decision." }
+            } @else {
+                table {
+                    thead { tr { th { "id" } th { "asked by" } th { "what" } th { "arguments" } th { "status" } th { "expires in" } } }
+                    tbody {
+                        @for r in requests {
+                            tr {
+                                td { a href={ "/console/requests/" (r.id) } { (visible(&r.id)) } }
+                                td { (visible(&r.identity)) }
+                                td { (what(r)) }
+                                td.args { @if r.changes.is_none() { (visible(&r.summary)) } }
+                                td { span class={ "status " (r.status.as_str()) } { (r.status.as_str()) } }
+                                td { (expires_in(r, now_ms)) }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+fn change_rows(changes: &[PlannedChange]) -> Markup {
+    html! {
+        table {
+            thead { tr { th { "#" } th { "tool" } th { "acts on" } th { "tier" } th { "needs approval" } th { "arguments, as they will be sent" } } }
+            tbody {
+                @for c in changes {
+                    tr {
+                        td { (c.n) @if let Some(w) = c.waits_on { " (reads change " (w) "'s task)" } }
+                        td { code { (visible(&c.tool)) } br; small { (visible(if c.key.is_empty() { &c.tool } else { &c.key })) } }
+                        td { (visible(&c.target)) }
+                        td { (c.tier.as_str()) }
+                        td { @if c.needs_approval { "yes" } @else { "no" } }
+                        td.args { (visible(c.detail.as_deref().unwrap_or(&c.summary))) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What deciding offers `who` for `r`.
+pub enum Offer {
+    /// Approve or deny.
+    Both,
+    /// Deny only: `who` asked, and may not approve their own.
+    DenyOnly,
+    /// Nothing: not an approver, or the request is not pending.
+    Nothing,
+}
+
+pub fn request(who: &Session, r: &Request, offer: Offer, now_ms: i64) -> Markup {
+    layout(
+        &format!("Request {}", visible(&r.id)),
+        Some(who),
+        html! {
+            h1 { "Request " (visible(&r.id)) }
+            table {
+                tr { th { "asked by" } td { (visible(&r.identity)) } }
+                tr { th { "status" } td { span class={ "status " (r.status.as_str()) } { (r.status.as_str()) } } }
+                tr { th { "expires in" } td { (expires_in(r, now_ms)) } }
+                @if let Some(by) = &r.decided_by {
+                    tr { th { "decided by" } td { (visible(by)) " (" (visible(r.decided_via.as_deref().unwrap_or("unknown channel"))) ")" } }
+                }
+                @if let Some(reason) = &r.reason {
+                    tr { th { "reason" } td { (visible(reason)) } }
+                }
+                @if r.changes.is_none() {
+                    tr { th { "tool" } td { code { (visible(&r.tool)) } " " small { (visible(r.tool_key.as_deref().unwrap_or(""))) } } }
+                    tr { th { "arguments, as they will be sent" } td.args { (visible(r.detail.as_deref().unwrap_or(&r.summary))) } }
+                }
+            }
+            @if let Some(changes) = &r.changes {
+                h2 { "The plan's steps, approved or denied as a whole" }
+                (change_rows(changes))
+            }
+            @match offer {
+                Offer::Both | Offer::DenyOnly => {
+                    form.decide method="post" action={ "/console/requests/" (r.id) "/decide" } {
+                        input type="hidden" name="csrf" value=(who.csrf);
+                        label { "Reason (told to the requester, kept in the audit)" br;
+                            textarea name="reason" maxlength="500" {} }
+                        @if matches!(offer, Offer::Both) {
+                            button type="submit" name="decision" value="approve" { "Approve" }
+                        }
+                        button type="submit" name="decision" value="deny" { "Deny" }
+                    }
+                    @if matches!(offer, Offer::DenyOnly) {
+                        p.note { "You asked for this: another person must approve it. You may withdraw it by denying." }
+                    }
+                }
+                Offer::Nothing => {
+                    @if r.status == Status::Pending && who.role != Role::Approver {
+                        p.note { "Only approvers decide requests." }
+                    }
+                }
+            }
+        },
+    )
+}
