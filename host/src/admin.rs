@@ -148,7 +148,7 @@ pub fn revoke(file: &ConfigFile, identity: &str, path: Option<PathBuf>) -> ExitC
 
 /// `airlock enroll`: a key into the enrollment file named, else into the
 /// state backend when it keeps keys (PostgreSQL).
-pub fn enroll(file: &ConfigFile, identity: &str, path: Option<PathBuf>) -> ExitCode {
+pub fn enroll(file: &ConfigFile, identity: &str, path: Option<PathBuf>, console: bool) -> ExitCode {
     let store = match key_store(file, path) {
         Ok(s) => s,
         Err(e) => {
@@ -156,12 +156,22 @@ pub fn enroll(file: &ConfigFile, identity: &str, path: Option<PathBuf>) -> ExitC
             return ExitCode::from(2);
         }
     };
-    match keys::enroll(&*store, identity) {
+    let use_ = if console {
+        keys::KeyUse::Console
+    } else {
+        keys::KeyUse::Agent
+    };
+    match keys::enroll_for(&*store, identity, use_) {
         Ok(key) => {
             println!("{key}");
             eprintln!(
-                "enrolled {identity} in {}; give this key to the client (it is shown only once)",
-                store.location()
+                "enrolled {identity} in {}; give this key to {} (it is shown only once)",
+                store.location(),
+                if console {
+                    "the person, for the operator console at /console"
+                } else {
+                    "the client"
+                }
             );
             ExitCode::SUCCESS
         }

@@ -156,6 +156,12 @@ impl Gate {
                     Err(self.refused(&e))
                 }
             },
+            _ if airlock_gateway::keys::KeyUse::of(bearer)
+                == Some(airlock_gateway::keys::KeyUse::Console) =>
+            {
+                crate::metrics::global().refused("console_key");
+                Err(self.unauthorized(Some(CONSOLE_KEY)))
+            }
             _ => match self.identify(bearer) {
                 Some(identity) => Ok(Caller::new(identity)),
                 None => {
@@ -176,8 +182,13 @@ impl Gate {
                 }),
                 server.challenge_for_key(why.is_some()),
             ),
+            // A console key is told where it belongs; any other failure
+            // hears the one sentence, whatever went wrong.
             None => (
-                "a valid bearer key is required (Authorization: Bearer <key>); `airlock enroll` issues one".into(),
+                match why {
+                    Some(CONSOLE_KEY) => CONSOLE_KEY.into(),
+                    _ => "a valid bearer key is required (Authorization: Bearer <key>); `airlock enroll` issues one".into(),
+                },
                 "Bearer".into(),
             ),
         };
@@ -202,6 +213,9 @@ impl Gate {
         with_challenge(plain(status, &e.to_string()), &server.challenge(Some(e)))
     }
 }
+
+/// What a console key is told at the MCP endpoint.
+const CONSOLE_KEY: &str = "a console key (alc_…) signs a person in at /console and calls no tool; give the client an agent's key (`airlock enroll IDENTITY`)";
 
 const BAD_KEY: &str =
     "the bearer key is not enrolled (or was revoked); `airlock enroll` issues one";
@@ -566,14 +580,27 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
 /// The operator console, signing people in with the keys and the door
 /// the MCP endpoint uses: a failed key costs the client's address a
 /// token of `--failed-auth-per-minute`; an enrolled key is let past an
-/// empty bucket.
+/// empty bucket. Only console keys (`alc_…`) sign a person in.
 fn console(
     config: airlock_console::ConsoleConfig,
     gate: Arc<Gate>,
     gateway: Arc<airlock_gateway::Gateway>,
 ) -> Result<airlock_console::Console, String> {
-    use airlock_console::LoginRefused;
-    let login: airlock_console::KeyLogin = Arc::new(move |key, peer, headers| {
+    airlock_console::Console::new(gateway, config, Arc::new(ConsoleKeys(gate)))
+}
+
+struct ConsoleKeys(Arc<Gate>);
+
+impl airlock_console::Keys for ConsoleKeys {
+    fn sign_in(
+        &self,
+        key: &str,
+        peer: Option<std::net::SocketAddr>,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<String, airlock_console::LoginRefused> {
+        use airlock_console::LoginRefused;
+        use airlock_gateway::keys::KeyUse;
+        let gate = &self.0;
         let address = peer.map(|p| {
             crate::door::address_key(crate::door::client_address(
                 p.ip(),
@@ -581,7 +608,17 @@ fn console(
                 &gate.trusted_proxies,
             ))
         });
-        let identity = || (!key.is_empty()).then(|| gate.identify(key)).flatten();
+        // Only a console key signs a person in: an agent holding its own
+        // key (even an approver's identity's) cannot.
+        let console_key = KeyUse::of(key) == Some(KeyUse::Console);
+        let identity = || console_key.then(|| gate.identify(key)).flatten();
+        let unknown = || {
+            if KeyUse::of(key) == Some(KeyUse::Agent) {
+                LoginRefused::AgentKey
+            } else {
+                LoginRefused::Unknown
+            }
+        };
         let took = match &address {
             Some(a) => match gate.failures.take(a) {
                 Ok(()) => true,
@@ -606,11 +643,16 @@ fn console(
             }
             None => {
                 crate::metrics::global().refused("bad_key");
-                Err(LoginRefused::Unknown)
+                Err(unknown())
             }
         }
-    });
-    airlock_console::Console::new(gateway, config, login)
+    }
+
+    fn still_enrolled(&self, key_sha256: &[u8; 32], identity: &str) -> bool {
+        let keys = self.0.keys.read().unwrap_or_else(|p| p.into_inner());
+        keys.iter()
+            .any(|(hash, who)| bool::from(hash.ct_eq(key_sha256.as_slice())) && who == identity)
+    }
 }
 
 /// How long connections may stay open once a stopping server has closed

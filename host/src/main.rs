@@ -186,6 +186,11 @@ enum Command {
         /// database).
         #[arg(long, env = "AIRLOCK_ENROLLMENT", value_name = "FILE")]
         file: Option<PathBuf>,
+        /// Issue a person's key for the operator console (`alc_…`), which
+        /// signs in at /console and calls no tool; agents' keys (`alk_…`)
+        /// never sign in there.
+        #[arg(long)]
+        console: bool,
     },
     /// Revoke every key of an identity (in the enrollment file, or with
     /// [state] backend = "postgres" in the database). Servers stop
@@ -361,7 +366,8 @@ fn main() -> ExitCode {
             Command::Enroll {
                 identity,
                 file: path,
-            } => admin::enroll(&file, &identity, path),
+                console,
+            } => admin::enroll(&file, &identity, path, console),
             Command::Revoke {
                 identity,
                 file: path,

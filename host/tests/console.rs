@@ -8,96 +8,11 @@ mod common;
 
 use std::{collections::HashMap, ffi::OsString, time::Duration};
 
-use common::{call, configured, enroll, Server, ENROLLMENT};
-use reqwest::{header, redirect::Policy, StatusCode};
+use common::{call, configured, enroll, enroll_console, ConsoleUser, Server, ENROLLMENT};
+use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 const CONSOLE: &str = "\n[console]\napprovers = [\"rita\", \"olga\"]\nauditors = [\"local\"]\n";
-
-/// A browser's worth of HTTP for one person: no redirects followed, the
-/// console's cookie kept by hand.
-struct Person {
-    http: reqwest::Client,
-    base: String,
-    cookie: Option<String>,
-}
-
-impl Person {
-    fn new(server: &Server) -> Self {
-        Self {
-            http: reqwest::Client::builder()
-                .redirect(Policy::none())
-                .build()
-                .unwrap(),
-            base: server.base(),
-            cookie: None,
-        }
-    }
-
-    async fn sign_in(&mut self, key: &str) -> reqwest::Response {
-        let r = self
-            .http
-            .post(format!("{}/console/login", self.base))
-            .form(&[("key", key)])
-            .send()
-            .await
-            .unwrap();
-        if let Some(set) = r.headers().get(header::SET_COOKIE) {
-            let set = set.to_str().unwrap();
-            for part in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/console"] {
-                assert!(set.contains(part), "{set}");
-            }
-            self.cookie = Some(set.split(';').next().unwrap().to_string());
-        }
-        r
-    }
-
-    async fn get(&self, path: &str) -> (StatusCode, String) {
-        let mut req = self.http.get(format!("{}{path}", self.base));
-        if let Some(c) = &self.cookie {
-            req = req.header(header::COOKIE, c);
-        }
-        let r = req.send().await.unwrap();
-        let csp = r
-            .headers()
-            .get(header::CONTENT_SECURITY_POLICY)
-            .map(|v| v.to_str().unwrap().to_string())
-            .unwrap_or_default();
-        assert!(
-            csp.contains("default-src 'none'") && !csp.contains("script-src"),
-            "{path}: {csp}"
-        );
-        (r.status(), r.text().await.unwrap())
-    }
-
-    async fn post(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
-        let mut req = self.http.post(format!("{}{path}", self.base)).form(form);
-        if let Some(c) = &self.cookie {
-            req = req.header(header::COOKIE, c);
-        }
-        let r = req.send().await.unwrap();
-        (r.status(), r.text().await.unwrap())
-    }
-
-    /// The CSRF token on a page the person was shown.
-    fn csrf(page: &str) -> String {
-        let at = page
-            .find("name=\"csrf\" value=\"")
-            .expect("a form with a token")
-            + 19;
-        page[at..at + 64].to_string()
-    }
-
-    async fn decide(&self, id: &str, decision: &str, reason: &str) -> (StatusCode, String) {
-        let (_, page) = self.get(&format!("/console/requests/{id}")).await;
-        let csrf = Self::csrf(&page);
-        self.post(
-            &format!("/console/requests/{id}/decide"),
-            &[("csrf", &csrf), ("decision", decision), ("reason", reason)],
-        )
-        .await
-    }
-}
 
 /// The request an agent's change filed, from its execute result.
 async fn asks(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, vmid: u32) -> String {
@@ -126,9 +41,15 @@ async fn outcome(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, v
 async fn people_decide_in_the_console_and_the_agent_meets_it() {
     let (_sim, dir, config) = configured(Duration::ZERO, CONSOLE).await;
     let enrollment = dir.path().join(ENROLLMENT);
-    let keys: HashMap<&str, String> = ["alice", "olga", "rita", "local"]
+    // Agents' keys for alice and olga; people's console keys for rita,
+    // olga and local.
+    let agents: HashMap<&str, String> = ["alice", "olga", "rita"]
         .into_iter()
         .map(|who| (who, enroll(&enrollment, who)))
+        .collect();
+    let keys: HashMap<&str, String> = ["olga", "rita", "local", "alice"]
+        .into_iter()
+        .map(|who| (who, enroll_console(&enrollment, who)))
         .collect();
     let audit = dir.path().join("audit.jsonl");
     let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
@@ -138,17 +59,38 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
         .await
         .unwrap();
     assert!(server.said("operator console at").is_some());
-    let agent = server.connect(&keys["alice"]).await;
+    let agent = server.connect(&agents["alice"]).await;
 
     // Not signed in: sent to sign in; a wrong key is told so.
-    let mut rita = Person::new(&server);
+    let mut rita = ConsoleUser::new(&server.base());
     let (status, _) = rita.get("/console").await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     let r = rita.sign_in("alk_not-a-key").await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert!(rita.cookie.is_none());
-    // alice has a key but no role: no session.
-    let mut alice = Person::new(&server);
+    // An agent's key signs no one in, even an approver's identity's; a
+    // console key calls no tool.
+    let r = rita.sign_in(&agents["rita"]).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let body = r.text().await.unwrap();
+    assert!(body.contains("enroll IDENTITY --console"), "{body}");
+    assert!(rita.cookie.is_none());
+    let mcp = reqwest::Client::new()
+        .post(&server.url)
+        .bearer_auth(&keys["rita"])
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), StatusCode::UNAUTHORIZED);
+    assert!(mcp.text().await.unwrap().contains("console key"));
+    // alice has a console key but no role: no session.
+    let mut alice = ConsoleUser::new(&server.base());
     assert_eq!(
         alice.sign_in(&keys["alice"]).await.status(),
         StatusCode::FORBIDDEN
@@ -201,19 +143,22 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
         )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let mut olga = Person::new(&server);
+    let mut olga = ConsoleUser::new(&server.base());
     olga.sign_in(&keys["olga"]).await;
     let (_, olga_page) = olga.get("/console").await;
     let (status, _) = rita
         .post(
             &format!("/console/requests/{third}/decide"),
-            &[("csrf", &Person::csrf(&olga_page)), ("decision", "approve")],
+            &[
+                ("csrf", &ConsoleUser::csrf(&olga_page)),
+                ("decision", "approve"),
+            ],
         )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 
     // An auditor reads, and may not decide.
-    let mut local = Person::new(&server);
+    let mut local = ConsoleUser::new(&server.base());
     local.sign_in(&keys["local"]).await;
     let (status, page) = local.get(&format!("/console/requests/{third}")).await;
     assert_eq!(status, StatusCode::OK);
@@ -222,7 +167,7 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
     assert_eq!(status, StatusCode::FORBIDDEN);
 
     // An approver's own request: deny only, and an approve is refused.
-    let olga_agent = server.connect(&keys["olga"]).await;
+    let olga_agent = server.connect(&agents["olga"]).await;
     let own = asks(&olga_agent, 106).await;
     let (_, page) = olga.get(&format!("/console/requests/{own}")).await;
     assert!(
@@ -235,10 +180,21 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
     let still = outcome(&olga_agent, 106).await;
     assert_eq!(still["error"]["kind"], "ApprovalRequired", "{still}");
 
+    // A revoked key's sign-in opens nothing once the keys are re-read.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["revoke", "local", "--file"])
+        .arg(&server.enrollment)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGHUP) };
+    server.wait_for("reloaded the enrolled keys");
+    assert_eq!(local.get("/console").await.0, StatusCode::SEE_OTHER);
+
     // Signed out, the cookie opens nothing.
     let (_, page) = rita.get("/console").await;
     let (status, _) = rita
-        .post("/console/logout", &[("csrf", &Person::csrf(&page))])
+        .post("/console/logout", &[("csrf", &ConsoleUser::csrf(&page))])
         .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert_eq!(rita.get("/console").await.0, StatusCode::SEE_OTHER);

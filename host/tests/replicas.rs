@@ -27,7 +27,7 @@ use airlock::demo;
 use airlock_gateway::audit;
 use airlock_sim::Simulator;
 use airlock_testkit::{TempNginx, TempPostgres};
-use common::{call, Server};
+use common::{call, ConsoleUser, Server};
 use serde_json::{json, Value};
 
 /// The deployment: the simulator, the database, a configuration file
@@ -304,6 +304,51 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
 /// deployment: a token from the organisation's OpenID provider is good on
 /// every replica (each fetches the provider's keys itself), and an
 /// approval its holder needs crosses replicas as a key holder's does.
+/// A person signed in to the console on one replica decides, on another,
+/// a request an agent filed on the first; the agent's call then runs
+/// once, and signing out on either ends the sign-in on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_sign_in_on_one_replica_decides_on_another() {
+    let d = deployment().await;
+    let mut toml = std::fs::read_to_string(&d.config).unwrap();
+    toml.push_str("\n[console]\napprovers = [\"rita\"]\n");
+    std::fs::write(&d.config, toml).unwrap();
+    let alice = d.enroll("alice");
+    let out = d.airlock(&["enroll", "rita", "--console"]);
+    assert!(out.status.success(), "{out:?}");
+    let rita_key = stdout(&out).trim().to_string();
+    let (a, b) = d.two_replicas();
+    let on_a = a.connect(&alice).await;
+    let first = value(&call(&on_a, "execute", json!({"script": START})).await);
+    assert_eq!(first["code"], "approval_required", "{first}");
+    let id = first["id"].as_str().unwrap().to_string();
+
+    let mut rita = ConsoleUser::new(&a.base());
+    assert_eq!(
+        rita.sign_in(&rita_key).await.status(),
+        reqwest::StatusCode::SEE_OTHER
+    );
+    rita.base = b.base();
+    let (status, _) = rita.decide(&id, "approve", "on B").await;
+    assert_eq!(status, reqwest::StatusCode::SEE_OTHER);
+    let ran = value(&call(&on_a, "execute", json!({"script": START})).await);
+    assert!(
+        ran.as_str().is_some_and(|t| t.contains(":qmstart:103:")),
+        "{ran}"
+    );
+    let again = value(&call(&on_a, "execute", json!({"script": START})).await);
+    assert_eq!(again["code"], "approval_required", "used once: {again}");
+
+    let (_, page) = rita.get("/console").await;
+    let (status, _) = rita
+        .post("/console/logout", &[("csrf", &ConsoleUser::csrf(&page))])
+        .await;
+    assert_eq!(status, reqwest::StatusCode::SEE_OTHER);
+    rita.base = a.base();
+    assert_eq!(rita.get("/console").await.0, reqwest::StatusCode::SEE_OTHER);
+    on_a.cancel().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openid_providers_token_works_on_every_replica() {
     use airlock_testkit::{OidcClient, TempOidcProvider};

@@ -150,14 +150,25 @@ impl Server {
 }
 
 pub fn enroll(file: &std::path::Path, identity: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .args(["enroll", identity, "--file"])
-        .arg(file)
-        .output()
-        .unwrap();
+    enroll_as(file, identity, false)
+}
+
+/// A person's key for the operator console (`airlock enroll --console`).
+pub fn enroll_console(file: &std::path::Path, identity: &str) -> String {
+    enroll_as(file, identity, true)
+}
+
+fn enroll_as(file: &std::path::Path, identity: &str, console: bool) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    cmd.args(["enroll", identity, "--file"]).arg(file);
+    if console {
+        cmd.arg("--console");
+    }
+    let out = cmd.output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(key.starts_with("alk_") && key.len() == 68, "{key}");
+    let prefix = if console { "alc_" } else { "alk_" };
+    assert!(key.starts_with(prefix) && key.len() == 68, "{key}");
     key
 }
 
@@ -276,4 +287,94 @@ pub fn node_packages() -> Option<(PathBuf, PathBuf)> {
         },
         dir,
     ))
+}
+
+/// A browser's worth of HTTP for one person: no redirects followed, the
+/// console's cookie kept by hand.
+pub struct ConsoleUser {
+    http: reqwest::Client,
+    pub base: String,
+    pub cookie: Option<String>,
+}
+
+impl ConsoleUser {
+    pub fn new(base: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            base: base.to_string(),
+            cookie: None,
+        }
+    }
+
+    pub async fn sign_in(&mut self, key: &str) -> reqwest::Response {
+        let r = self
+            .http
+            .post(format!("{}/console/login", self.base))
+            .form(&[("key", key)])
+            .send()
+            .await
+            .unwrap();
+        if let Some(set) = r.headers().get(reqwest::header::SET_COOKIE) {
+            let set = set.to_str().unwrap();
+            for part in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/console"] {
+                assert!(set.contains(part), "{set}");
+            }
+            self.cookie = Some(set.split(';').next().unwrap().to_string());
+        }
+        r
+    }
+
+    pub async fn get(&self, path: &str) -> (reqwest::StatusCode, String) {
+        let mut req = self.http.get(format!("{}{path}", self.base));
+        if let Some(c) = &self.cookie {
+            req = req.header(reqwest::header::COOKIE, c);
+        }
+        let r = req.send().await.unwrap();
+        let csp = r
+            .headers()
+            .get(reqwest::header::CONTENT_SECURITY_POLICY)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        assert!(
+            csp.contains("default-src 'none'") && !csp.contains("script-src"),
+            "{path}: {csp}"
+        );
+        (r.status(), r.text().await.unwrap())
+    }
+
+    pub async fn post(&self, path: &str, form: &[(&str, &str)]) -> (reqwest::StatusCode, String) {
+        let mut req = self.http.post(format!("{}{path}", self.base)).form(form);
+        if let Some(c) = &self.cookie {
+            req = req.header(reqwest::header::COOKIE, c);
+        }
+        let r = req.send().await.unwrap();
+        (r.status(), r.text().await.unwrap())
+    }
+
+    /// The CSRF token on a page the person was shown.
+    pub fn csrf(page: &str) -> String {
+        let at = page
+            .find("name=\"csrf\" value=\"")
+            .expect("a form with a token")
+            + 19;
+        page[at..at + 64].to_string()
+    }
+
+    pub async fn decide(
+        &self,
+        id: &str,
+        decision: &str,
+        reason: &str,
+    ) -> (reqwest::StatusCode, String) {
+        let (_, page) = self.get(&format!("/console/requests/{id}")).await;
+        let csrf = Self::csrf(&page);
+        self.post(
+            &format!("/console/requests/{id}/decide"),
+            &[("csrf", &csrf), ("decision", decision), ("reason", reason)],
+        )
+        .await
+    }
 }

@@ -25,7 +25,8 @@ pub const MAX_SESSION_MINUTES: u64 = 24 * 60;
 pub const DEFAULT_SESSION_MINUTES: u64 = 8 * 60;
 
 /// What a signed-in person may do in the console.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Reads pending requests and what they would change.
     Auditor,

@@ -22,7 +22,7 @@ use airlock_gateway::{
     Caller, Gateway,
 };
 use axum::{
-    extract::{ConnectInfo, Path, State},
+    extract::{ConnectInfo, DefaultBodyLimit, Path, State},
     http::{header, HeaderMap, HeaderValue, StatusCode},
     middleware,
     response::{IntoResponse, Response},
@@ -40,15 +40,29 @@ use sessions::{Session, Sessions};
 pub enum LoginRefused {
     /// Not a key this deployment knows.
     Unknown,
+    /// An agent's key (`alk_…`): people sign in with console keys.
+    AgentKey,
     /// Too many failures from this address; try again in this many s.
     TooMany { retry_after_secs: u64 },
 }
 
-/// Checks a key (and counts a failure against the client's address):
-/// the identity it belongs to, or why not. The host supplies it, so the
-/// console shares the MCP server's keys and its door.
-pub type KeyLogin =
-    Arc<dyn Fn(&str, Option<SocketAddr>, &HeaderMap) -> Result<String, LoginRefused> + Send + Sync>;
+/// The keys people sign in with, as the host keeps them: the console
+/// shares the MCP server's key store and its door.
+pub trait Keys: Send + Sync {
+    /// Checks a console key presented from `peer` (counting a failure
+    /// against the client's address): the identity it belongs to, or why
+    /// not.
+    fn sign_in(
+        &self,
+        key: &str,
+        peer: Option<SocketAddr>,
+        headers: &HeaderMap,
+    ) -> Result<String, LoginRefused>;
+
+    /// Whether the key with this SHA-256 still belongs to `identity`: a
+    /// sign-in whose key was revoked opens nothing.
+    fn still_enrolled(&self, key_sha256: &[u8; 32], identity: &str) -> bool;
+}
 
 /// The console's state: the gateway it decides through, who may do
 /// what, and who is signed in.
@@ -56,21 +70,22 @@ pub struct Console {
     gateway: Arc<Gateway>,
     config: ConsoleConfig,
     sessions: Sessions,
-    login: KeyLogin,
+    keys: Arc<dyn Keys>,
 }
 
 impl Console {
     pub fn new(
         gateway: Arc<Gateway>,
         config: ConsoleConfig,
-        login: KeyLogin,
+        keys: Arc<dyn Keys>,
     ) -> Result<Self, String> {
         config.check()?;
+        let shared = gateway.state().console.clone();
         Ok(Self {
             gateway,
             config,
-            sessions: Sessions::default(),
-            login,
+            sessions: Sessions::new(shared),
+            keys,
         })
     }
 
@@ -85,6 +100,10 @@ impl Console {
             .route("/console/logout", post(logout))
             .route("/console/requests/{id}", get(request))
             .route("/console/requests/{id}/decide", post(decide))
+            .route("/console/{*rest}", get(nowhere).post(nowhere))
+            // A form is a key, a reason and a token: kilobytes at most,
+            // read before anyone is known.
+            .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
             .layer(middleware::map_response(secure_headers))
             .with_state(self)
     }
@@ -92,7 +111,22 @@ impl Console {
     fn session(&self, headers: &HeaderMap) -> Option<(String, Session)> {
         let cookie = headers.get(header::COOKIE)?.to_str().ok()?;
         let id = sessions::cookie_value(cookie)?;
-        let s = self.sessions.get(id, self.gateway.now_ms())?;
+        // A store that cannot be asked signs nobody in (fail closed).
+        let s = match self.sessions.get(id, self.gateway.now_ms()) {
+            Ok(s) => s?,
+            Err(e) => {
+                tracing::error!(error = %e, "the console could not read its sign-ins");
+                return None;
+            }
+        };
+        let key: Option<[u8; 32]> = hex::decode(&s.key_sha256)
+            .ok()
+            .and_then(|k| k.try_into().ok());
+        if !key.is_some_and(|k| self.keys.still_enrolled(&k, &s.identity)) {
+            tracing::info!(identity = %s.identity, "a console sign-in whose key was revoked ended");
+            let _ = self.sessions.close(id);
+            return None;
+        }
         Some((id.to_string(), s))
     }
 }
@@ -114,6 +148,16 @@ async fn secure_headers(mut r: Response) -> Response {
     set(h, header::CACHE_CONTROL, "no-store");
     set(h, header::X_FRAME_OPTIONS, "DENY");
     r
+}
+
+/// The largest form the console reads.
+pub const MAX_FORM_BYTES: usize = 16 * 1024;
+
+async fn nowhere() -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        pages::message("Not found", None, "The console has no such page.", true),
+    )
 }
 
 fn page(status: StatusCode, markup: Markup) -> Response {
@@ -182,12 +226,20 @@ async fn login(
         );
     }
     let key = form.get("key").map(|k| k.trim()).unwrap_or("");
-    let identity = match (c.login)(key, peer.map(|p| (p.0).0), &headers) {
+    let identity = match c.keys.sign_in(key, peer.map(|p| (p.0).0), &headers) {
         Ok(identity) => identity,
         Err(LoginRefused::Unknown) => {
             return page(
                 StatusCode::UNAUTHORIZED,
                 pages::login(Some("That key is not one this deployment knows.")),
+            )
+        }
+        Err(LoginRefused::AgentKey) => {
+            return page(
+                StatusCode::UNAUTHORIZED,
+                pages::login(Some(
+                    "That is an agent's key, which calls tools and signs no one in here: sign in with your console key (`airlock enroll IDENTITY --console`).",
+                )),
             )
         }
         Err(LoginRefused::TooMany { retry_after_secs }) => {
@@ -213,7 +265,22 @@ async fn login(
     };
     let now = c.gateway.now_ms();
     let lasts = c.config.session_ms();
-    let id = c.sessions.open(&identity, role, now, now + lasts);
+    let key_sha256 = airlock_gateway::keys::hash(key);
+    let id = match c
+        .sessions
+        .open(&identity, role, &key_sha256, now, now + lasts)
+    {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::error!(error = %e, "the console could not keep a sign-in");
+            return page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                pages::login(Some(
+                    "Signing in is not possible just now; try again shortly.",
+                )),
+            );
+        }
+    };
     tracing::info!(identity = %identity, role = role.as_str(), "console sign-in");
     let mut r = see_other("/console");
     if let Ok(v) = HeaderValue::from_str(&sessions::set_cookie(&id, lasts / 1000)) {
@@ -231,7 +298,9 @@ async fn logout(
         if cross_site(&headers) || !s.csrf_matches(form.get("csrf").map_or("", |t| t)) {
             return forbidden(&s, "That form did not come from this console's page.");
         }
-        c.sessions.close(&id);
+        if let Err(e) = c.sessions.close(&id) {
+            tracing::error!(error = %e, "the console could not end a sign-in");
+        }
     }
     let mut r = see_other("/console/login");
     if let Ok(v) = HeaderValue::from_str(&sessions::clear_cookie()) {
@@ -349,7 +418,9 @@ async fn decide(
                 ApprovalError::NotPending { .. } | ApprovalError::Expired(_) => {
                     StatusCode::CONFLICT
                 }
-                ApprovalError::ReasonTooLong { .. } => StatusCode::BAD_REQUEST,
+                ApprovalError::ReasonTooLong { .. } | ApprovalError::ReasonControl(_) => {
+                    StatusCode::BAD_REQUEST
+                }
                 ApprovalError::Storage(_) | ApprovalError::StateDir(_) => {
                     return unavailable(&s, e);
                 }

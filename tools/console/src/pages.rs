@@ -77,7 +77,7 @@ pub fn login(problem: Option<&str>) -> Markup {
             @if let Some(p) = problem { p.error { (p) } }
             form method="post" action="/console/login" {
                 p {
-                    label for="key" { "Your Airlock key (from " code { "airlock enroll" } ")" }
+                    label for="key" { "Your console key (from " code { "airlock enroll IDENTITY --console" } ")" }
                     br;
                     input id="key" name="key" type="password" autocomplete="off" size="72" required;
                 }

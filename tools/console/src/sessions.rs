@@ -4,10 +4,18 @@
 //! every form they post must carry (CSRF).
 //!
 //! One process keeps its sign-ins in memory, at most [`MAX_SESSIONS`]:
-//! past that, the one nearest its end goes first.
+//! past that, the one nearest its end goes first. A deployment whose
+//! state is in PostgreSQL keeps them there instead
+//! (`ConsoleSessions`), so any replica knows a person signed in on
+//! another.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
+use airlock_gateway::state::{ConsoleSessions, SessionError};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -19,11 +27,18 @@ pub const COOKIE: &str = "airlock_console";
 /// The most sign-ins one process keeps.
 pub const MAX_SESSIONS: usize = 10_000;
 
+/// The most one identity keeps: a new one ends its oldest.
+pub const MAX_SESSIONS_PER_IDENTITY: usize =
+    airlock_gateway::state::MAX_CONSOLE_SESSIONS_PER_IDENTITY as usize;
+
 /// One sign-in.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     pub identity: String,
     pub role: Role,
+    /// The SHA-256 of the key it signed in with (hex): once that key is
+    /// revoked, the sign-in opens nothing.
+    pub key_sha256: String,
     /// What every form posted in this session must carry.
     pub csrf: String,
     pub expires_ms: i64,
@@ -40,6 +55,8 @@ impl Session {
 #[derive(Default)]
 pub struct Sessions {
     by_hash: Mutex<HashMap<[u8; 32], Session>>,
+    /// Where a deployment's replicas share them, when they do.
+    shared: Option<Arc<dyn ConsoleSessions>>,
 }
 
 fn hash(id: &str) -> [u8; 32] {
@@ -54,13 +71,51 @@ pub fn random_token() -> String {
 }
 
 impl Sessions {
+    /// Sign-ins kept in `shared` when given, else in this process.
+    pub fn new(shared: Option<Arc<dyn ConsoleSessions>>) -> Self {
+        Self {
+            by_hash: Mutex::default(),
+            shared,
+        }
+    }
+
     /// Signs `identity` in as `role` until `expires_ms`; returns the id
     /// for the cookie.
-    pub fn open(&self, identity: &str, role: Role, now_ms: i64, expires_ms: i64) -> String {
+    pub fn open(
+        &self,
+        identity: &str,
+        role: Role,
+        key_sha256: &[u8; 32],
+        now_ms: i64,
+        expires_ms: i64,
+    ) -> Result<String, SessionError> {
         let id = random_token();
+        let session = Session {
+            identity: identity.to_string(),
+            role,
+            key_sha256: hex::encode(key_sha256),
+            csrf: random_token(),
+            expires_ms,
+        };
+        if let Some(shared) = &self.shared {
+            let record = serde_json::to_string(&session).expect("a session serializes");
+            shared.put(&hash(&id), identity, &record, expires_ms)?;
+            return Ok(id);
+        }
         let mut all = self.by_hash.lock().unwrap_or_else(|p| p.into_inner());
         if all.len() >= MAX_SESSIONS {
             all.retain(|_, s| s.expires_ms > now_ms);
+        }
+        let mut theirs: Vec<([u8; 32], i64)> = all
+            .iter()
+            .filter(|(_, s)| s.identity == identity)
+            .map(|(k, s)| (*k, s.expires_ms))
+            .collect();
+        if theirs.len() >= MAX_SESSIONS_PER_IDENTITY {
+            theirs.sort_by_key(|(_, expires)| *expires);
+            for (k, _) in &theirs[..=theirs.len() - MAX_SESSIONS_PER_IDENTITY] {
+                all.remove(k);
+            }
         }
         while all.len() >= MAX_SESSIONS {
             let nearest = all
@@ -70,37 +125,43 @@ impl Sessions {
                 .expect("a full map has a first entry");
             all.remove(&nearest);
         }
-        all.insert(
-            hash(&id),
-            Session {
-                identity: identity.to_string(),
-                role,
-                csrf: random_token(),
-                expires_ms,
-            },
-        );
-        id
+        all.insert(hash(&id), session);
+        Ok(id)
     }
 
     /// The live session `id` names, if any (an expired one is forgotten).
-    pub fn get(&self, id: &str, now_ms: i64) -> Option<Session> {
+    pub fn get(&self, id: &str, now_ms: i64) -> Result<Option<Session>, SessionError> {
         let key = hash(id);
+        if let Some(shared) = &self.shared {
+            let Some(record) = shared.get(&key, now_ms)? else {
+                return Ok(None);
+            };
+            // A record this build cannot read opens nothing.
+            return Ok(serde_json::from_str::<Session>(&record)
+                .ok()
+                .filter(|s| s.expires_ms > now_ms));
+        }
         let mut all = self.by_hash.lock().unwrap_or_else(|p| p.into_inner());
         match all.get(&key) {
-            Some(s) if s.expires_ms > now_ms => Some(s.clone()),
+            Some(s) if s.expires_ms > now_ms => Ok(Some(s.clone())),
             Some(_) => {
                 all.remove(&key);
-                None
+                Ok(None)
             }
-            None => None,
+            None => Ok(None),
         }
     }
 
-    pub fn close(&self, id: &str) {
+    pub fn close(&self, id: &str) -> Result<(), SessionError> {
+        if let Some(shared) = &self.shared {
+            return shared.delete(&hash(id));
+        }
         let mut all = self.by_hash.lock().unwrap_or_else(|p| p.into_inner());
         all.remove(&hash(id));
+        Ok(())
     }
 
+    /// Sign-ins this process keeps (none when they are shared).
     pub fn len(&self) -> usize {
         self.by_hash.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
@@ -140,19 +201,32 @@ mod tests {
     #[test]
     fn sessions_open_expire_close_and_stay_bounded() {
         let s = Sessions::default();
-        let id = s.open("rita", Role::Approver, 0, 1_000);
-        let got = s.get(&id, 999).unwrap();
+        let key = [7u8; 32];
+        let id = s.open("rita", Role::Approver, &key, 0, 1_000).unwrap();
+        let got = s.get(&id, 999).unwrap().unwrap();
+        assert_eq!(got.key_sha256, hex::encode(key));
         assert_eq!((got.identity.as_str(), got.role), ("rita", Role::Approver));
         assert!(got.csrf_matches(&got.csrf.clone()));
         assert!(!got.csrf_matches(&random_token()));
         assert!(!got.csrf_matches(""));
-        assert_eq!(s.get(&id, 1_000), None, "expired");
+        assert_eq!(s.get(&id, 1_000).unwrap(), None, "expired");
         assert!(s.is_empty(), "and forgotten");
-        let id = s.open("rita", Role::Approver, 0, 1_000);
-        s.close(&id);
-        assert_eq!(s.get(&id, 1), None);
+        let id = s.open("rita", Role::Approver, &key, 0, 1_000).unwrap();
+        s.close(&id).unwrap();
+        assert_eq!(s.get(&id, 1).unwrap(), None);
+        // One identity signing in again and again ends only its own.
+        let rita = s.open("rita", Role::Approver, &key, 0, 1_000_000).unwrap();
+        let first = s.open("x", Role::Auditor, &key, 0, 5_000).unwrap();
+        for i in 0..MAX_SESSIONS_PER_IDENTITY * 3 {
+            s.open("x", Role::Auditor, &key, 0, 10_000 + i as i64)
+                .unwrap();
+        }
+        assert_eq!(s.len(), 1 + MAX_SESSIONS_PER_IDENTITY);
+        assert!(s.get(&rita, 1).unwrap().is_some(), "rita's sign-in stays");
+        assert_eq!(s.get(&first, 1).unwrap(), None, "x's oldest went");
         for i in 0..MAX_SESSIONS + 10 {
-            s.open("x", Role::Auditor, 0, 10_000 + i as i64);
+            s.open(&format!("u{i}"), Role::Auditor, &key, 0, 10_000 + i as i64)
+                .unwrap();
         }
         assert_eq!(s.len(), MAX_SESSIONS);
     }

@@ -165,6 +165,8 @@ pub enum ApprovalError {
     StateDir(#[from] StateDirError),
     #[error("a reason of {chars} characters is longer than the {limit} a decision keeps; say it in fewer words")]
     ReasonTooLong { chars: usize, limit: usize },
+    #[error("a reason may hold line breaks and tabs, not other control characters (U+{0:04X}); write it as plain text")]
+    ReasonControl(u32),
 }
 
 /// The longest reason a decision keeps, in characters: a sentence or two
@@ -276,7 +278,14 @@ impl Decider {
     /// Gives the decision a reason; blank is none. Refuses one longer than
     /// [`MAX_REASON_CHARS`] rather than keeping half of it.
     pub fn with_reason(mut self, reason: &str) -> Result<Self, ApprovalError> {
-        let reason = reason.trim();
+        // A browser sends a textarea's line ends as CRLF.
+        let reason = reason.trim().replace("\r\n", "\n");
+        if let Some(c) = reason
+            .chars()
+            .find(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+        {
+            return Err(ApprovalError::ReasonControl(c as u32));
+        }
         let chars = reason.chars().count();
         if chars > MAX_REASON_CHARS {
             return Err(ApprovalError::ReasonTooLong {
@@ -284,7 +293,7 @@ impl Decider {
                 limit: MAX_REASON_CHARS,
             });
         }
-        self.reason = (!reason.is_empty()).then(|| reason.to_string());
+        self.reason = (!reason.is_empty()).then_some(reason);
         Ok(self)
     }
 }

@@ -113,9 +113,10 @@ pub fn decider(by: &str) -> Value {
     Value::String(cut_json(by, DECIDER_CHARS, DECIDER_JSON_BYTES))
 }
 
-/// A decision's reason, as a line records it: the approver's words, cut
-/// to what a line has room for beside the rest of a decision.
-pub const REASON_JSON_BYTES: usize = 1536;
+/// A decision's reason, as a line records it: the approver's words (at
+/// most 500 characters of text, line breaks and tabs: at most 2,000 bytes
+/// as JSON), so a reason a decision kept is never cut here.
+pub const REASON_JSON_BYTES: usize = 2048;
 
 /// A decision's reason as its line records it.
 pub fn reason(text: &str) -> Value {

@@ -50,16 +50,50 @@ pub trait KeyStore: Send + Sync {
     }
 }
 
+/// What a key is for. The use is written into the key itself (its
+/// prefix, part of what is hashed), so no holder can change it: an
+/// agent's key never signs a person into the console, and a console key
+/// never calls a tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyUse {
+    /// An MCP client's: `alk_…`.
+    Agent,
+    /// A person's, for the operator console only: `alc_…`.
+    Console,
+}
+
+impl KeyUse {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            KeyUse::Agent => "alk_",
+            KeyUse::Console => "alc_",
+        }
+    }
+
+    /// The use a presented key claims by its prefix (checked again by its
+    /// hash: a changed prefix is another key).
+    pub fn of(key: &str) -> Option<KeyUse> {
+        [KeyUse::Agent, KeyUse::Console]
+            .into_iter()
+            .find(|u| key.starts_with(u.prefix()))
+    }
+}
+
 /// Issues a fresh key for `identity` into `store`; returns the key, which
 /// is stored nowhere.
 pub fn enroll(store: &dyn KeyStore, identity: &str) -> Result<String, KeyError> {
+    enroll_for(store, identity, KeyUse::Agent)
+}
+
+/// [`enroll`], for `use_`.
+pub fn enroll_for(store: &dyn KeyStore, identity: &str, use_: KeyUse) -> Result<String, KeyError> {
     check_identity(identity)?;
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| KeyError::Store {
         location: store.location(),
         message: format!("no randomness for a key: {e}"),
     })?;
-    let key = format!("alk_{}", hex::encode(bytes));
+    let key = format!("{}{}", use_.prefix(), hex::encode(bytes));
     store.add(identity, &hash(&key))?;
     Ok(key)
 }

@@ -30,6 +30,9 @@ pub struct State {
     /// Sessions any replica can pick up (PostgreSQL only: one machine's
     /// sessions live in its memory).
     pub sessions: Option<Arc<dyn SessionRecords>>,
+    /// Sign-ins to the operator console any replica can check
+    /// (PostgreSQL only, as `sessions`).
+    pub console: Option<Arc<dyn ConsoleSessions>>,
 }
 
 /// The longest session id a record is kept or looked up for.
@@ -67,6 +70,35 @@ pub trait SessionRecords: Send + Sync {
 
     /// Who opened session `id`, if it is known.
     fn owner(&self, id: &str) -> Result<Option<String>, SessionError>;
+}
+
+/// The most console sign-ins a deployment keeps; past it, those nearest
+/// their end go first.
+pub const MAX_CONSOLE_SESSIONS: i64 = 10_000;
+
+/// The most console sign-ins one identity keeps; a new one ends its
+/// oldest, so one login cannot sign everyone else out.
+pub const MAX_CONSOLE_SESSIONS_PER_IDENTITY: i64 = 20;
+
+/// The largest console sign-in record kept.
+pub const MAX_CONSOLE_RECORD_BYTES: usize = 1024;
+
+/// Sign-ins to the operator console, kept by the SHA-256 of the id in
+/// the person's cookie (a copy of the store opens no session), as the
+/// console's opaque record, until `expires_ms`.
+pub trait ConsoleSessions: Send + Sync {
+    /// Keeps a sign-in of `identity`; past
+    /// [`MAX_CONSOLE_SESSIONS_PER_IDENTITY`] of theirs, their oldest go.
+    fn put(
+        &self,
+        id_sha256: &[u8; 32],
+        identity: &str,
+        record: &str,
+        expires_ms: i64,
+    ) -> Result<(), SessionError>;
+    /// The record, if the sign-in is known and `now_ms` is before its end.
+    fn get(&self, id_sha256: &[u8; 32], now_ms: i64) -> Result<Option<String>, SessionError>;
+    fn delete(&self, id_sha256: &[u8; 32]) -> Result<(), SessionError>;
 }
 
 /// Why a gateway's stores could not be opened, in the store's own words

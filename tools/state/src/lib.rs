@@ -78,7 +78,8 @@ impl Place {
                     rate: Arc::new(postgres::rate::PgRate::new(db.clone())),
                     shares: Arc::new(postgres::shares::PgShares::new(db.clone())),
                     keys: Some(Arc::new(postgres::keys::PgKeys::new(db.clone()))),
-                    sessions: Some(Arc::new(postgres::sessions::PgSessions::new(db))),
+                    sessions: Some(Arc::new(postgres::sessions::PgSessions::new(db.clone()))),
+                    console: Some(Arc::new(postgres::console::PgConsoleSessions::new(db))),
                 })
             }
             Place::Files {
@@ -93,6 +94,7 @@ impl Place {
                 shares: Arc::new(local::LocalShares::default()),
                 keys: None,
                 sessions: None,
+                console: None,
             }),
         }
     }

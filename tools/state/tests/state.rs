@@ -1269,3 +1269,53 @@ fn executions_past_the_deployment_share_are_refused_by_name() {
         "the place came back"
     );
 }
+
+/// Console sign-ins in PostgreSQL: one replica's is every replica's, it
+/// ends at its time or when deleted, one identity keeps at most its
+/// newest 20, and a record too large is refused.
+#[test]
+fn console_sign_ins_are_shared_bounded_and_end() {
+    use airlock_gateway::state::MAX_CONSOLE_SESSIONS_PER_IDENTITY;
+    let f = Fixture::postgres("console_sessions");
+    let (one, two) = (f.open(), f.open());
+    let (a, b) = (one.console.unwrap(), two.console.unwrap());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let rita = [1u8; 32];
+    a.put(&rita, "rita", "{\"who\":\"rita\"}", now + 60_000)
+        .unwrap();
+    assert_eq!(
+        b.get(&rita, now).unwrap().as_deref(),
+        Some("{\"who\":\"rita\"}"),
+        "seen on the other replica"
+    );
+    assert_eq!(
+        b.get(&rita, now + 60_000).unwrap(),
+        None,
+        "ended at its time"
+    );
+    assert_eq!(b.get(&[2u8; 32], now).unwrap(), None, "unknown");
+    let many = MAX_CONSOLE_SESSIONS_PER_IDENTITY as u8 + 5;
+    for i in 0..many {
+        a.put(&[100 + i; 32], "x", "x", now + 100_000 + i as i64)
+            .unwrap();
+    }
+    let kept: Vec<u8> = (0..many)
+        .filter(|i| b.get(&[100 + i; 32], now).unwrap().is_some())
+        .collect();
+    assert_eq!(kept, (5..many).collect::<Vec<_>>(), "x's newest 20 stay");
+    assert!(
+        b.get(&rita, now).unwrap().is_some(),
+        "rita's is not x's to trim"
+    );
+    b.delete(&rita).unwrap();
+    assert_eq!(a.get(&rita, now).unwrap(), None, "signed out everywhere");
+    let e = a
+        .put(&[3u8; 32], "x", &"y".repeat(2000), now + 1)
+        .unwrap_err();
+    assert!(e.to_string().contains("1024"), "{e}");
+    // One machine's files keep none: the console keeps them in memory.
+    assert!(Fixture::files().open().console.is_none());
+}

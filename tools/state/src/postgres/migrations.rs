@@ -126,6 +126,21 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "the reason a decision was given",
         "ALTER TABLE airlock_approvals ADD COLUMN reason TEXT;",
     ),
+    (
+        12,
+        "sign-ins to the operator console, by the SHA-256 of their id",
+        "
+    CREATE TABLE airlock_console_sessions (
+        id_sha256   TEXT PRIMARY KEY,
+        identity    TEXT NOT NULL,
+        record      TEXT NOT NULL,
+        expires_ms  BIGINT NOT NULL
+    );
+    CREATE INDEX airlock_console_sessions_expiry ON airlock_console_sessions (expires_ms);
+    CREATE INDEX airlock_console_sessions_identity
+        ON airlock_console_sessions (identity, expires_ms);
+    ",
+    ),
 ];
 
 /// The newest version this build knows.

@@ -1,7 +1,7 @@
 //! The state of a deployment in one PostgreSQL database, shared by every
 //! replica: approvals ([`approvals`]), the audit chain ([`audit`]), the
-//! rate buckets ([`rate`]), bearer keys ([`keys`]) and transport
-//! sessions ([`sessions`]).
+//! rate buckets ([`rate`]), bearer keys ([`keys`]), transport sessions
+//! ([`sessions`]) and sign-ins to the operator console ([`console`]).
 //!
 //! The gateway's call path is synchronous (an audit line is written before
 //! a call goes on, and again when a dropped call is cleaned up in `Drop`),
@@ -15,6 +15,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod console;
 pub mod keys;
 mod migrations;
 pub mod rate;
