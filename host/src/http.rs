@@ -539,6 +539,9 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         }
         app = app.merge(Arc::new(console(config, gate.clone(), gateway.clone())?).router());
         eprintln!("airlock: operator console at http://{addr}/console");
+        if !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "the operator console is served over plain HTTP off loopback: put TLS in front of it (its cookie is Secure, and keys are typed into it)");
+        }
     }
     let app = app
         .merge(mcp)

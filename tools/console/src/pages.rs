@@ -106,13 +106,23 @@ fn what(r: &Request) -> Markup {
     }
 }
 
+/// The most requests one page lists; the rest are counted, for the
+/// person to decide these first (or list them all with `airlock
+/// approvals list`).
+pub const LIST_LIMIT: usize = 200;
+
 /// The requests still open, newest first.
 pub fn list(who: &Session, requests: &[Request], now_ms: i64) -> Markup {
+    let more = requests.len().saturating_sub(LIST_LIMIT);
+    let requests = &requests[..requests.len().min(LIST_LIMIT)];
     layout(
         "Requests",
         Some(who),
         html! {
             h1 { "Requests waiting or approved" }
+            @if more > 0 {
+                p.note { (more) " more, older, are not listed here: decide these first, or list them all with " code { "airlock approvals list" } "." }
+            }
             @if requests.is_empty() {
                 p { "Nothing is waiting for a decision." }
             } @else {
@@ -214,4 +224,71 @@ pub fn request(who: &Session, r: &Request, offer: Offer, now_ms: i64) -> Markup 
             }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(n: usize, summary: &str) -> Request {
+        Request {
+            id: format!("ap-{n:016x}"),
+            identity: "alice".into(),
+            tool: "vm_stop".into(),
+            tool_key: Some("pve:POST /nodes/{node}/qemu/{vmid}/status/stop".into()),
+            args_hash: "h".into(),
+            summary: summary.into(),
+            detail: None,
+            status: Status::Pending,
+            created_ms: 0,
+            expires_ms: 60_000,
+            decided_by: None,
+            decided_via: None,
+            changes: None,
+            reason: None,
+        }
+    }
+
+    fn who() -> Session {
+        Session {
+            identity: "rita".into(),
+            role: Role::Approver,
+            key_sha256: String::new(),
+            csrf: "c".repeat(64),
+            expires_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_long_list_is_cut_and_says_how_much_is_left() {
+        let many: Vec<Request> = (0..LIST_LIMIT + 5).map(|n| request(n, "vmid=1")).collect();
+        let page = list(&who(), &many, 0).into_string();
+        assert_eq!(
+            page.matches("<tr>").count(),
+            LIST_LIMIT + 1,
+            "a header and 200 rows"
+        );
+        assert!(page.contains("5 more, older"), "{page}");
+    }
+
+    #[test]
+    fn what_an_agent_chose_is_text_never_markup() {
+        let r = request(
+            1,
+            "name=<script>alert(1)</script>\u{1b}[2J \" onmouseover=x",
+        );
+        let page = list(&who(), &[r.clone()], 0).into_string();
+        assert!(!page.contains("<script>alert"), "{page}");
+        assert!(page.contains("&lt;script&gt;"), "{page}");
+        assert!(!page.contains('\u{1b}'), "{page}");
+        let page = request_page(&r);
+        assert!(
+            !page.contains("<script>alert") && !page.contains("\" onmouseover"),
+            "{page}"
+        );
+    }
+
+    fn request_page(r: &Request) -> String {
+        super::request(&who(), r, Offer::Both, 0).into_string()
+    }
 }
