@@ -277,7 +277,7 @@ mod tests {
             1,
             "name=<script>alert(1)</script>\u{1b}[2J \" onmouseover=x",
         );
-        let page = list(&who(), &[r.clone()], 0).into_string();
+        let page = list(&who(), std::slice::from_ref(&r), 0).into_string();
         assert!(!page.contains("<script>alert"), "{page}");
         assert!(page.contains("&lt;script&gt;"), "{page}");
         assert!(!page.contains('\u{1b}'), "{page}");
