@@ -1,0 +1,349 @@
+//! The operator console in a real headless browser (Debian's Chromium,
+//! driven over WebDriver by chromedriver), against a real `airlock serve
+//! --http` on the simulated cluster with an agent on MCP beside it: a
+//! person signs in, reads a plan the agent filed, approves it with a
+//! reason, and the agent's apply runs; a denial's reason reaches the
+//! agent; an approver's own request offers only Deny.
+//!
+//! The pages are photographed into `target/console-screenshots/`; with
+//! `AIRLOCK_UPDATE_SCREENSHOTS=1` also into `docs/`, where the README and
+//! DEPLOYMENT.md show them.
+
+mod common;
+
+use std::{
+    collections::HashMap,
+    ffi::OsString,
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::{call, configured, enroll, enroll_console, Server, ENROLLMENT};
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+
+const CONSOLE: &str = "\n[console]\napprovers = [\"rita\", \"olga\"]\n";
+
+/// Stops two VMs of pve1: a plan of two changes.
+const PLAN: &str = "await tools.vm_stop({node: 'pve1', vmid: 101}); \
+                    await tools.vm_stop({node: 'pve1', vmid: 102}); 'stopped'";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// chromedriver on a free loopback port, stopped when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Driver {
+    /// Installs the browser if missing (scripts/install-browser.sh); `None`
+    /// (the test says SKIPPED) where that cannot be done.
+    async fn start() -> Option<Driver> {
+        let script = repo().join("scripts/install-browser.sh");
+        let installed = Command::new("sh").arg(&script).status().ok()?;
+        if !installed.success() {
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let driver = Driver {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            _profile: tempfile::tempdir().unwrap(),
+        };
+        // Ready when /status says so (bounded: a driver that never comes
+        // up fails the test).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // reqwest is built without a default TLS provider here.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::new();
+        loop {
+            let ready = http
+                .get(format!("{}/status", driver.url))
+                .send()
+                .await
+                .ok()
+                .filter(|r| r.status().is_success());
+            if ready.is_some() {
+                return Some(driver);
+            }
+            assert!(Instant::now() < deadline, "chromedriver never came up");
+            tokio::task::yield_now().await;
+        }
+    }
+
+    async fn browser(&self) -> Client {
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu",
+                "--disable-dev-shm-usage", "--window-size=1280,860",
+                format!("--user-data-dir={}", self._profile.path().display()),
+            ]}),
+        );
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&self.url)
+            .await
+            .expect("a browser session")
+    }
+}
+
+/// Saves the page as `name.png`, and into docs/ when asked to.
+async fn photograph(browser: &Client, name: &str) {
+    let png = browser.screenshot().await.unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 5_000,
+        "{name}: a real picture"
+    );
+    let dir = repo().join("target/console-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
+    if std::env::var_os("AIRLOCK_UPDATE_SCREENSHOTS").is_some() {
+        std::fs::write(repo().join(format!("docs/console-{name}.png")), &png).unwrap();
+    }
+}
+
+async fn sign_in(browser: &Client, base: &str, key: &str) {
+    browser.goto(&format!("{base}/console")).await.unwrap();
+    let field = browser.find(Locator::Css("input#key")).await.unwrap();
+    field.send_keys(key).await.unwrap();
+    browser
+        .find(Locator::Css("form button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("header .who"))
+        .await
+        .unwrap();
+}
+
+async fn sign_out(browser: &Client) {
+    browser
+        .find(Locator::Css("header form button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("input#key"))
+        .await
+        .unwrap();
+}
+
+/// Opens request `id` from the list, writes `reason` and presses `button`
+/// (`approve` or `deny`); returns the page's text after.
+async fn decide(
+    browser: &Client,
+    id: &str,
+    reason: &str,
+    button: &str,
+    shot: Option<&str>,
+) -> String {
+    browser
+        .find(Locator::LinkText(id))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let reason_box = browser
+        .wait()
+        .for_element(Locator::Css("textarea[name=reason]"))
+        .await
+        .unwrap();
+    reason_box.send_keys(reason).await.unwrap();
+    if let Some(name) = shot {
+        photograph(browser, name).await;
+    }
+    browser
+        .find(Locator::Css(&format!("button[value={button}]")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("span.status.approved, span.status.denied"))
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Css("main"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_decides_in_a_real_browser() {
+    let Some(driver) = Driver::start().await else {
+        eprintln!("SKIPPED: no chromium and chromedriver, and scripts/install-browser.sh could not install them");
+        return;
+    };
+    let (_sim, dir, config) = configured(Duration::ZERO, CONSOLE).await;
+    let enrollment = dir.path().join(ENROLLMENT);
+    let agents: HashMap<&str, String> = ["alice", "olga"]
+        .into_iter()
+        .map(|who| (who, enroll(&enrollment, who)))
+        .collect();
+    let people: HashMap<&str, String> = ["rita", "olga"]
+        .into_iter()
+        .map(|who| (who, enroll_console(&enrollment, who)))
+        .collect();
+    let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
+    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
+    args.push(enrollment.into());
+    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
+        .await
+        .unwrap();
+    let base = server.base();
+    let agent = server.connect(&agents["alice"]).await;
+
+    // The agent plans two changes; the plan waits for a person.
+    let planned = call(&agent, "execute", json!({"script": PLAN, "mode": "plan"})).await;
+    let planned: Value = planned.structured_content.unwrap();
+    let plan = planned["plan"]["id"]
+        .as_str()
+        .expect("a plan filed")
+        .to_string();
+
+    let browser = driver.browser().await;
+    browser.goto(&format!("{base}/console")).await.unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("input#key"))
+        .await
+        .unwrap();
+    photograph(&browser, "sign-in").await;
+    sign_in(&browser, &base, &people["rita"]).await;
+    let list = browser
+        .find(Locator::Css("main"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        list.contains(&plan) && list.contains("plan of 2 changes"),
+        "{list}"
+    );
+    photograph(&browser, "requests").await;
+
+    // rita reads the plan's table and approves it; the apply runs.
+    let after = decide(
+        &browser,
+        &plan,
+        "maintenance window 14:00",
+        "approve",
+        Some("plan"),
+    )
+    .await;
+    assert!(
+        after.contains("approved") && after.contains("maintenance window 14:00"),
+        "{after}"
+    );
+    assert!(
+        after.contains("vmid=101") && after.contains("vmid=102"),
+        "{after}"
+    );
+    photograph(&browser, "decided").await;
+    let applied = call(&agent, "execute", json!({"script": PLAN, "plan": plan})).await;
+    let applied: Value = applied.structured_content.unwrap();
+    assert_eq!(applied["result"], "stopped", "{applied}");
+
+    // A denial's reason reaches the agent.
+    let single = call(
+        &agent,
+        "execute",
+        json!({"script": "await tools.vm_start({node: 'pve1', vmid: 103})"}),
+    )
+    .await;
+    let asked = single.structured_content.unwrap()["error"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    browser.goto(&format!("{base}/console")).await.unwrap();
+    let after = decide(&browser, &asked, "not on the build host", "deny", None).await;
+    assert!(after.contains("denied"), "{after}");
+    let told = call(
+        &agent,
+        "execute",
+        json!({"script": "await tools.vm_start({node: 'pve1', vmid: 103})"}),
+    )
+    .await;
+    let told = told.structured_content.unwrap();
+    assert!(
+        told["error"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains(r#"by rita: "not on the build host""#)),
+        "{told}"
+    );
+    sign_out(&browser).await;
+
+    // olga, an approver, meets her own request: Deny only.
+    let olga_agent = server.connect(&agents["olga"]).await;
+    let own = call(
+        &olga_agent,
+        "execute",
+        json!({"script": "await tools.vm_start({node: 'pve1', vmid: 104})"}),
+    )
+    .await;
+    let own = own.structured_content.unwrap()["error"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sign_in(&browser, &base, &people["olga"]).await;
+    browser
+        .goto(&format!("{base}/console/requests/{own}"))
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("button[value=deny]"))
+        .await
+        .unwrap();
+    assert!(
+        browser
+            .find_all(Locator::Css("button[value=approve]"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "no Approve on one's own request"
+    );
+    photograph(&browser, "own-request").await;
+    browser.close().await.unwrap();
+    agent.cancel().await.unwrap();
+    olga_agent.cancel().await.unwrap();
+}
