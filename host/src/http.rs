@@ -100,7 +100,55 @@ struct Gate {
 /// sweeps are timed by.
 static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
+/// One credential check at the door: the client's address, and whether
+/// a token of its failure bucket was taken for it.
+struct Attempt {
+    address: Option<String>,
+    took: bool,
+}
+
 impl Gate {
+    /// Who is at the door: the client's address (through trusted
+    /// proxies), keyed as its failure bucket is.
+    fn address_of(
+        &self,
+        peer: Option<std::net::SocketAddr>,
+        headers: &axum::http::HeaderMap,
+    ) -> Option<String> {
+        peer.map(|p| {
+            let ip = crate::door::client_address(p.ip(), headers, &self.trusted_proxies);
+            crate::door::address_key(ip)
+        })
+    }
+
+    /// Takes a token of `address`'s failure bucket before a credential is
+    /// checked (so a burst at once gets no more checks than the bucket
+    /// holds). An empty bucket refuses with the seconds to wait, unless
+    /// `known` recognises the credential: then it is let in without a
+    /// token.
+    fn enter(&self, address: Option<String>, known: impl FnOnce() -> bool) -> Result<Attempt, u64> {
+        let took = match &address {
+            Some(a) => match self.failures.take(a) {
+                Ok(()) => true,
+                Err(_) if known() => false,
+                Err(wait) => {
+                    crate::metrics::global().refused("auth_rate_limited");
+                    return Err(wait);
+                }
+            },
+            None => false,
+        };
+        Ok(Attempt { address, took })
+    }
+
+    /// The credential was good (or could not be judged): the token goes
+    /// back.
+    fn passed(&self, attempt: &Attempt) {
+        if let (true, Some(a)) = (attempt.took, &attempt.address) {
+            self.failures.refund(a);
+        }
+    }
+
     /// The identity whose key this is, compared in constant time.
     fn identify(&self, key: &str) -> Option<String> {
         let digest = airlock_gateway::keys::hash(key);
@@ -257,51 +305,33 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
         .map(str::to_string);
     // Who is at the door: an address whose failures used its bucket up
     // is refused before its credential costs anything.
-    let address = req
+    let peer = req
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| {
-            let ip = crate::door::client_address(c.0.ip(), req.headers(), &gate.trusted_proxies);
-            crate::door::address_key(ip)
-        });
-    // A token is taken before the check (so a burst of requests at once
-    // gets no more checks than the bucket holds) and given back when the
-    // credential was good.
-    let took = match &address {
-        Some(address) => match gate.failures.take(address) {
-            Ok(()) => true,
-            // An enrolled key costs a hash to recognise and is let in all
-            // the same: a crowd behind one address (a proxy not declared
-            // with --trusted-proxy) failing does not lock its key holders
-            // out.
-            Err(_)
-                if bearer_of(authorization.as_deref()).is_some_and(|b| {
-                    gate.identify(b).is_some()
-                        || (looks_like_jwt(b) && gate.good_tokens.contains(b))
-                }) =>
-            {
-                false
-            }
-            Err(wait) => {
-                crate::metrics::global().refused("auth_rate_limited");
-                let mut r = plain(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    &format!("too many requests without a valid credential from this address (serve --failed-auth-per-minute {}); the next is allowed in {wait} s", gate.failures.per_minute()),
-                );
-                r.headers_mut().insert(header::RETRY_AFTER, wait.into());
-                return r;
-            }
-        },
-        None => false,
-    };
-    let refund = |gate: &Gate| {
-        if let (true, Some(address)) = (took, &address) {
-            gate.failures.refund(address);
+        .map(|c| c.0);
+    let address = gate.address_of(peer, req.headers());
+    // An enrolled key, or a token that passed lately, costs a hash to
+    // recognise and is let in all the same: a crowd behind one address (a
+    // proxy not declared with --trusted-proxy) failing does not lock
+    // their holders out.
+    let attempt = match gate.enter(address, || {
+        bearer_of(authorization.as_deref()).is_some_and(|b| {
+            gate.identify(b).is_some() || (looks_like_jwt(b) && gate.good_tokens.contains(b))
+        })
+    }) {
+        Ok(attempt) => attempt,
+        Err(wait) => {
+            let mut r = plain(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("too many requests without a valid credential from this address (serve --failed-auth-per-minute {}); the next is allowed in {wait} s", gate.failures.per_minute()),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, wait.into());
+            return r;
         }
     };
     let caller = match gate.authenticate(authorization.as_deref()).await {
         Ok(c) => {
-            refund(&gate);
+            gate.passed(&attempt);
             if let Some(b) = bearer_of(authorization.as_deref()).filter(|b| looks_like_jwt(b)) {
                 gate.good_tokens.remember(b);
             }
@@ -311,7 +341,7 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
             // A provider that cannot be asked (503) is not the client's
             // failure.
             if refusal.status() == StatusCode::SERVICE_UNAVAILABLE {
-                refund(&gate);
+                gate.passed(&attempt);
             } else if let Some(b) = bearer_of(authorization.as_deref()) {
                 gate.good_tokens.forget(b);
             }
@@ -604,49 +634,27 @@ impl airlock_console::Keys for ConsoleKeys {
         use airlock_console::LoginRefused;
         use airlock_gateway::keys::KeyUse;
         let gate = &self.0;
-        let address = peer.map(|p| {
-            crate::door::address_key(crate::door::client_address(
-                p.ip(),
-                headers,
-                &gate.trusted_proxies,
-            ))
-        });
         // Only a console key signs a person in: an agent holding its own
         // key (even an approver's identity's) cannot.
         let console_key = KeyUse::of(key) == Some(KeyUse::Console);
         let identity = || console_key.then(|| gate.identify(key)).flatten();
-        let unknown = || {
-            if KeyUse::of(key) == Some(KeyUse::Agent) {
-                LoginRefused::AgentKey
-            } else {
-                LoginRefused::Unknown
-            }
-        };
-        let took = match &address {
-            Some(a) => match gate.failures.take(a) {
-                Ok(()) => true,
-                Err(wait) => match identity() {
-                    Some(who) => return Ok(who),
-                    None => {
-                        crate::metrics::global().refused("auth_rate_limited");
-                        return Err(LoginRefused::TooMany {
-                            retry_after_secs: wait,
-                        });
-                    }
-                },
-            },
-            None => false,
-        };
+        let attempt = gate
+            .enter(gate.address_of(peer, headers), || identity().is_some())
+            .map_err(|wait| LoginRefused::TooMany {
+                retry_after_secs: wait,
+            })?;
         match identity() {
             Some(who) => {
-                if let (true, Some(a)) = (took, &address) {
-                    gate.failures.refund(a);
-                }
+                gate.passed(&attempt);
                 Ok(who)
             }
             None => {
                 crate::metrics::global().refused("bad_key");
-                Err(unknown())
+                Err(if KeyUse::of(key) == Some(KeyUse::Agent) {
+                    LoginRefused::AgentKey
+                } else {
+                    LoginRefused::Unknown
+                })
             }
         }
     }
