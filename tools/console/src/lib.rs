@@ -18,7 +18,7 @@ pub mod sessions;
 use std::{collections::HashMap, net::SocketAddr, sync::Arc};
 
 use airlock_gateway::{
-    approval::{ApprovalError, Decider, Status},
+    approval::{refusal, ApprovalError, Decider, Request, Status},
     Caller, Gateway,
 };
 use axum::{
@@ -106,6 +106,15 @@ impl Console {
             .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
             .layer(middleware::map_response(secure_headers))
             .with_state(self)
+    }
+
+    /// `s` deciding here, allowed to approve their own requests where
+    /// the operator lets their identity.
+    fn decider(&self, s: &Session) -> Decider {
+        let own = self
+            .gateway
+            .may_approve_own(&Caller::new(s.identity.clone()));
+        Decider::console(s.identity.clone(), own)
     }
 
     fn session(&self, headers: &HeaderMap) -> Option<(String, Session)> {
@@ -323,12 +332,13 @@ fn plausible_id(id: &str) -> bool {
         && id[3..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// What `s` may do with a request asked by `asked_by` in `status`.
-fn offer(c: &Console, s: &Session, asked_by: &str, status: Status) -> Offer {
-    if s.role != Role::Approver || status != Status::Pending {
+/// What `s` may do with `r`: the four-eyes rule the store keeps
+/// (`approval::refusal`), asked before the buttons are drawn.
+fn offer(c: &Console, s: &Session, r: &Request) -> Offer {
+    if s.role != Role::Approver || r.status != Status::Pending {
         return Offer::Nothing;
     }
-    if asked_by == s.identity && !c.gateway.may_approve_own(&Caller::new(s.identity.clone())) {
+    if refusal(r, &c.decider(s), Status::Approved).is_some() {
         return Offer::DenyOnly;
     }
     Offer::Both
@@ -348,7 +358,7 @@ async fn request(
     let now = c.gateway.now_ms();
     match c.gateway.approvals().get(&id) {
         Ok(r) => {
-            let offer = offer(&c, &s, &r.identity, r.status);
+            let offer = offer(&c, &s, &r);
             page(StatusCode::OK, pages::request(&s, &r, offer, now))
         }
         Err(ApprovalError::NotFound(_)) => not_found(&s),
@@ -401,9 +411,9 @@ async fn decide(
             )
         }
     };
-    let own = c.gateway.may_approve_own(&Caller::new(s.identity.clone()));
     let reason = form.get("reason").map_or("", |r| r);
-    let decided = Decider::console(s.identity.clone(), own)
+    let decided = c
+        .decider(&s)
         .with_reason(reason)
         .and_then(|d| c.gateway.decide(&id, &d, to));
     match decided {
