@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{connection, unavailable, PgError, Postgres};
+use super::{connection, epoch_ms, unavailable, PgError, Postgres};
 use airlock_gateway::state::{
     ConsoleSessions, SessionError, MAX_CONSOLE_RECORD_BYTES, MAX_CONSOLE_SESSIONS,
     MAX_CONSOLE_SESSIONS_PER_IDENTITY,
@@ -20,13 +20,6 @@ impl PgConsoleSessions {
     pub fn new(db: Arc<Postgres>) -> Self {
         Self { db }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl ConsoleSessions for PgConsoleSessions {
@@ -43,7 +36,7 @@ impl ConsoleSessions for PgConsoleSessions {
                 record.len()
             )));
         }
-        let (key, record, now) = (hex::encode(id_sha256), record.to_string(), now_ms());
+        let (key, record, now) = (hex::encode(id_sha256), record.to_string(), epoch_ms());
         let identity = identity.to_string();
         self.db
             .run::<_, PgError, _, _>("storing a console sign-in", move |pool, at| async move {

@@ -189,7 +189,8 @@ pub(crate) struct Conns {
 /// caller for its timeout, short enough that service resumes at once.
 pub const REST_MS: i64 = 1000;
 
-fn epoch_ms() -> i64 {
+/// The wall clock, in ms since the epoch, as rows store it.
+pub(crate) fn epoch_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

@@ -8,7 +8,7 @@ use std::sync::{
     Arc,
 };
 
-use super::{connection, unavailable, PgError, Postgres};
+use super::{connection, epoch_ms, unavailable, PgError, Postgres};
 use airlock_gateway::state::{
     SessionError, SessionRecords, MAX_SESSIONS_PER_IDENTITY, MAX_SESSION_ID_BYTES,
     MAX_SESSION_RECORDS, MAX_SESSION_RECORD_BYTES,
@@ -41,13 +41,6 @@ impl PgSessions {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl SessionRecords for PgSessions {
     fn put(&self, id: &str, record: &str) -> Result<(), SessionError> {
         if id.len() > MAX_SESSION_ID_BYTES || record.len() > MAX_SESSION_RECORD_BYTES {
@@ -57,7 +50,7 @@ impl SessionRecords for PgSessions {
                 id.len()
             )));
         }
-        let (id, record, now) = (id.to_string(), record.to_string(), now_ms());
+        let (id, record, now) = (id.to_string(), record.to_string(), epoch_ms());
         let trim = self
             .stored
             .fetch_add(1, Ordering::Relaxed)
@@ -92,7 +85,7 @@ impl SessionRecords for PgSessions {
         if id.len() > MAX_SESSION_ID_BYTES {
             return Ok(None);
         }
-        let (id, oldest) = (id.to_string(), now_ms() - KEEP_MS);
+        let (id, oldest) = (id.to_string(), epoch_ms() - KEEP_MS);
         Ok(self
             .db
             .run("reading a session", move |pool, at| async move {
