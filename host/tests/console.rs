@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::{collections::HashMap, ffi::OsString, time::Duration};
+use std::time::Duration;
 
-use common::{call, configured, enroll, enroll_console, ConsoleUser, Server, ENROLLMENT};
+use common::{call, serve_enrolled, ConsoleUser};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -39,25 +39,17 @@ async fn outcome(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, v
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn people_decide_in_the_console_and_the_agent_meets_it() {
-    let (_sim, dir, config) = configured(Duration::ZERO, CONSOLE).await;
-    let enrollment = dir.path().join(ENROLLMENT);
-    // Agents' keys for alice and olga; people's console keys for rita,
-    // olga and local.
-    let agents: HashMap<&str, String> = ["alice", "olga", "rita"]
-        .into_iter()
-        .map(|who| (who, enroll(&enrollment, who)))
-        .collect();
-    let keys: HashMap<&str, String> = ["olga", "rita", "local", "alice"]
-        .into_iter()
-        .map(|who| (who, enroll_console(&enrollment, who)))
-        .collect();
-    let audit = dir.path().join("audit.jsonl");
-    let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
-    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
-    args.push(enrollment.into());
-    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
-        .await
-        .unwrap();
+    // Agents' keys for alice, olga and rita; people's console keys for
+    // olga, rita, local and alice.
+    let (_sim, server, enrolled, audit) = serve_enrolled(
+        Duration::ZERO,
+        CONSOLE,
+        &[],
+        &["alice", "olga", "rita"],
+        &["olga", "rita", "local", "alice"],
+    )
+    .await;
+    let (agents, keys) = (enrolled.agents, enrolled.people);
     assert!(server.said("operator console at").is_some());
     let agent = server.connect(&agents["alice"]).await;
 

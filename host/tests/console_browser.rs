@@ -12,15 +12,14 @@
 mod common;
 
 use std::{
-    collections::HashMap,
-    ffi::OsString,
     net::TcpListener,
+    os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
-use common::{call, configured, enroll, enroll_console, Server, ENROLLMENT};
+use common::{call, serve_enrolled};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
@@ -42,8 +41,11 @@ struct Driver {
 }
 
 impl Drop for Driver {
+    /// Stops chromedriver and the browsers it started (its process
+    /// group): killing chromedriver alone leaves Chromium running when a
+    /// failed assertion skipped closing the session.
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.wait();
     }
 }
@@ -64,6 +66,7 @@ impl Driver {
             .port();
         let child = Command::new("chromedriver")
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -127,17 +130,15 @@ async fn photograph(browser: &Client, name: &str) {
     }
 }
 
+async fn click(browser: &Client, at: Locator<'_>) {
+    browser.find(at).await.unwrap().click().await.unwrap();
+}
+
 async fn sign_in(browser: &Client, base: &str, key: &str) {
     browser.goto(&format!("{base}/console")).await.unwrap();
     let field = browser.find(Locator::Css("input#key")).await.unwrap();
     field.send_keys(key).await.unwrap();
-    browser
-        .find(Locator::Css("form button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, Locator::Css("form button[type=submit]")).await;
     browser
         .wait()
         .for_element(Locator::Css("header .who"))
@@ -146,13 +147,7 @@ async fn sign_in(browser: &Client, base: &str, key: &str) {
 }
 
 async fn sign_out(browser: &Client) {
-    browser
-        .find(Locator::Css("header form button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, Locator::Css("header form button")).await;
     browser
         .wait()
         .for_element(Locator::Css("input#key"))
@@ -169,13 +164,7 @@ async fn decide(
     button: &str,
     shot: Option<&str>,
 ) -> String {
-    browser
-        .find(Locator::LinkText(id))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, Locator::LinkText(id)).await;
     let reason_box = browser
         .wait()
         .for_element(Locator::Css("textarea[name=reason]"))
@@ -185,13 +174,7 @@ async fn decide(
     if let Some(name) = shot {
         photograph(browser, name).await;
     }
-    browser
-        .find(Locator::Css(&format!("button[value={button}]")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, Locator::Css(&format!("button[value={button}]"))).await;
     browser
         .wait()
         .for_element(Locator::Css("span.status.approved, span.status.denied"))
@@ -212,22 +195,15 @@ async fn a_person_decides_in_a_real_browser() {
         eprintln!("SKIPPED: no chromium and chromedriver, and scripts/install-browser.sh could not install them");
         return;
     };
-    let (_sim, dir, config) = configured(Duration::ZERO, CONSOLE).await;
-    let enrollment = dir.path().join(ENROLLMENT);
-    let agents: HashMap<&str, String> = ["alice", "olga"]
-        .into_iter()
-        .map(|who| (who, enroll(&enrollment, who)))
-        .collect();
-    let people: HashMap<&str, String> = ["rita", "olga"]
-        .into_iter()
-        .map(|who| (who, enroll_console(&enrollment, who)))
-        .collect();
-    let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
-    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
-    args.push(enrollment.into());
-    let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
-        .await
-        .unwrap();
+    let (_sim, server, enrolled, _) = serve_enrolled(
+        Duration::ZERO,
+        CONSOLE,
+        &[],
+        &["alice", "olga"],
+        &["rita", "olga"],
+    )
+    .await;
+    let (agents, people) = (enrolled.agents, enrolled.people);
     let base = server.base();
     let agent = server.connect(&agents["alice"]).await;
 

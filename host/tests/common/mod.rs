@@ -200,10 +200,42 @@ pub async fn serve_configured(
     extra_toml: &str,
     extra_args: &[&str],
 ) -> (airlock_sim::Simulator, Server, String, PathBuf) {
+    let (sim, server, mut keys, audit) =
+        serve_enrolled(task_delay, extra_toml, extra_args, &["alice"], &[]).await;
+    let alice = keys.agents.remove("alice").unwrap();
+    (sim, server, alice, audit)
+}
+
+/// The keys enrolled before a server started, by identity.
+pub struct Enrolled {
+    /// Agents' keys (`alk_…`).
+    pub agents: std::collections::HashMap<String, String>,
+    /// People's console keys (`alc_…`).
+    pub people: std::collections::HashMap<String, String>,
+}
+
+/// [`serve_configured`] with agents' keys for `agents` and console keys
+/// for `people` enrolled.
+pub async fn serve_enrolled(
+    task_delay: Duration,
+    extra_toml: &str,
+    extra_args: &[&str],
+    agents: &[&str],
+    people: &[&str],
+) -> (airlock_sim::Simulator, Server, Enrolled, PathBuf) {
     let (sim, dir, config) = configured(task_delay, extra_toml).await;
     let audit = dir.path().join("audit.jsonl");
     let enrollment = dir.path().join(ENROLLMENT);
-    let alice = enroll(&enrollment, "alice");
+    let keys = Enrolled {
+        agents: agents
+            .iter()
+            .map(|who| (who.to_string(), enroll(&enrollment, who)))
+            .collect(),
+        people: people
+            .iter()
+            .map(|who| (who.to_string(), enroll_console(&enrollment, who)))
+            .collect(),
+    };
     let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
     args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
     args.push(enrollment.into());
@@ -211,7 +243,7 @@ pub async fn serve_configured(
     let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))
         .await
         .unwrap();
-    (sim, server, alice, audit)
+    (sim, server, keys, audit)
 }
 
 /// Calls one of Airlock's three tools with a JSON object of arguments.
