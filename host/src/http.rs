@@ -564,8 +564,8 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         }
     }
     if let Some(config) = options.console.clone() {
-        if !has_keys {
-            return Err("[console] signs people in with their Airlock keys, and this server has none: give --enrollment FILE (or keep keys in PostgreSQL with [state]), and do not serve it with --no-auth".into());
+        if !has_keys && (config.oidc.is_none() || options.no_auth) {
+            return Err("[console] signs people in with their console keys or through [console.oidc], and this server has no keys: give --enrollment FILE (or keep keys in PostgreSQL with [state]) or configure [console.oidc], and do not serve it with --no-auth".into());
         }
         app = app.merge(Arc::new(console(config, gate.clone(), gateway.clone())?).router());
         eprintln!("airlock: operator console at http://{addr}/console");

@@ -8,7 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{call, serve_enrolled, ConsoleUser};
+use airlock_testkit::{OidcClient, OidcPerson, TempOidcProvider};
+use common::{call, oidc_packages, serve_enrolled, serve_enrolled_on, ConsoleUser};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -205,4 +206,152 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
     assert_eq!(decisions[0]["reason"], "planned restart");
     agent.cancel().await.unwrap();
     olga_agent.cancel().await.unwrap();
+}
+
+/// The provider's sign-in refuses what did not start here: a callback
+/// without this browser's pending sign-in, with another state, or with a
+/// code the provider never issued; the start sends the browser to the
+/// provider with PKCE (S256), a state and a nonce, and keeps them in a
+/// cookie only the callback gets. No refusal signs anyone in, and the
+/// client secret is in no log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_sign_in_that_did_not_start_here_signs_no_one_in() {
+    let Some(packages) = oidc_packages() else {
+        return;
+    };
+    let provider = TempOidcProvider::start_with_people(
+        &packages,
+        &[OidcClient::new("airlock-console", "console-secret-7f3a")
+            .with_redirect("http://127.0.0.1/console/oidc/callback")],
+        &[OidcPerson::new("rita", None, &["ops-leads"])],
+    )
+    .unwrap();
+    let secrets = tempfile::tempdir().unwrap();
+    let secret_file = secrets.path().join("secret");
+    std::fs::write(&secret_file, "console-secret-7f3a\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let toml = format!(
+        "\n[console]\n\n[console.oidc]\nissuer = \"{}\"\nclient_id = \"airlock-console\"\n\
+         client_secret_file = \"{}\"\nredirect_uri = \"http://127.0.0.1:{port}/console/oidc/callback\"\n\
+         approver_groups = [\"ops-leads\"]\n",
+        provider.issuer(),
+        secret_file.display()
+    );
+    let (_sim, server, _, _) = serve_enrolled_on(
+        &format!("127.0.0.1:{port}"),
+        Duration::ZERO,
+        &toml,
+        &[],
+        &["alice"],
+        &[],
+    )
+    .await;
+    let base = server.base();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+
+    // The sign-in page offers the provider.
+    let page = http
+        .get(format!("{base}/console/login"))
+        .send()
+        .await
+        .unwrap();
+    assert!(page.text().await.unwrap().contains("/console/oidc/start"));
+
+    // The start: to the provider, with PKCE, state and nonce.
+    let start = http
+        .get(format!("{base}/console/oidc/start"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(start.status(), StatusCode::SEE_OTHER);
+    let to = reqwest::Url::parse(start.headers()["location"].to_str().unwrap()).unwrap();
+    assert!(to.as_str().starts_with(&provider.issuer()), "{to}");
+    let q: std::collections::HashMap<String, String> = to.query_pairs().into_owned().collect();
+    assert_eq!(q["code_challenge_method"], "S256");
+    assert_eq!(q["code_challenge"].len(), 43, "base64url of a SHA-256");
+    assert_eq!(q["client_id"], "airlock-console");
+    assert_eq!(q["response_type"], "code");
+    assert!(q["scope"].split(' ').any(|s| s == "openid"));
+    assert!(
+        !to.as_str().contains("console-secret"),
+        "the secret stays on the server"
+    );
+    let set = start.headers()["set-cookie"].to_str().unwrap().to_string();
+    for part in [
+        "airlock_console_login=",
+        "HttpOnly",
+        "Secure",
+        "SameSite=Lax",
+        "Path=/console/oidc",
+        "Max-Age=600",
+    ] {
+        assert!(set.contains(part), "{set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_string();
+    assert!(
+        !cookie.contains(&q["code_challenge"]),
+        "the verifier, not the challenge, is kept"
+    );
+    let state = q["state"].clone();
+
+    let callback = |query: String, cookie: Option<String>| {
+        let mut r = http.get(format!("{base}/console/oidc/callback?{query}"));
+        if let Some(c) = cookie {
+            r = r.header("cookie", c);
+        }
+        r.send()
+    };
+    let signed_in = |r: &reqwest::Response| {
+        r.headers()
+            .get_all("set-cookie")
+            .iter()
+            .any(|v| v.to_str().unwrap().starts_with("airlock_console="))
+    };
+    // No pending sign-in, or another state: not started here.
+    for (query, cookie) in [
+        (format!("state={state}&code=abc"), None),
+        (
+            format!("state={}&code=abc", "0".repeat(64)),
+            Some(cookie.clone()),
+        ),
+    ] {
+        let r = callback(query, cookie).await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert!(!signed_in(&r));
+        let body = r.text().await.unwrap();
+        assert!(body.contains("not started from this browser"), "{body}");
+    }
+    // The right state with a code the provider never issued.
+    let r = callback(format!("state={state}&code=made-up"), Some(cookie.clone()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(!signed_in(&r));
+    let body = r.text().await.unwrap();
+    assert!(body.contains("refused to finish the sign-in"), "{body}");
+    // The provider's error comes through as a code only.
+    let r = callback(
+        format!("state={state}&error=access_denied%3Cb%3Ex%3C%2Fb%3E"),
+        Some(cookie.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains("(access_deniedbxb)") && !body.contains("<b>x"),
+        "{body}"
+    );
+    // Nobody signed in: the console still sends to the sign-in page.
+    let r = http.get(format!("{base}/console")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    server.wait_for("console sign-in through the provider failed");
+    drop(server);
 }

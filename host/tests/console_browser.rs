@@ -3,7 +3,9 @@
 //! --http` on the simulated cluster with an agent on MCP beside it: a
 //! person signs in, reads a plan the agent filed, approves it with a
 //! reason, and the agent's apply runs; a denial's reason reaches the
-//! agent; an approver's own request offers only Deny.
+//! agent; an approver's own request offers only Deny. People also sign in
+//! through a real OpenID provider (oidc-provider, started by the testkit):
+//! the authorization code grant with PKCE, their groups giving their role.
 //!
 //! The pages are photographed into `target/console-screenshots/`; with
 //! `AIRLOCK_UPDATE_SCREENSHOTS=1` also into `docs/`, where the README and
@@ -19,7 +21,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{call, serve_enrolled};
+use airlock_testkit::{OidcClient, OidcPerson, TempOidcProvider};
+use common::{call, oidc_packages, serve_enrolled, serve_enrolled_on};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
@@ -322,4 +325,192 @@ async fn a_person_decides_in_a_real_browser() {
     browser.close().await.unwrap();
     agent.cancel().await.unwrap();
     olga_agent.cancel().await.unwrap();
+}
+
+/// Signs in at the provider's page as `login` (any password: the test
+/// provider's development page) after pressing the console's button.
+async fn sign_in_at_provider(browser: &Client, base: &str, login: &str) {
+    browser
+        .goto(&format!("{base}/console/login"))
+        .await
+        .unwrap();
+    click(
+        browser,
+        Locator::Css("a.button[href='/console/oidc/start']"),
+    )
+    .await;
+    let field = browser
+        .wait()
+        .for_element(Locator::Css("input[name=login]"))
+        .await
+        .unwrap();
+    field.send_keys(login).await.unwrap();
+    browser
+        .find(Locator::Css("input[name=password]"))
+        .await
+        .unwrap()
+        .send_keys("any password")
+        .await
+        .unwrap();
+    click(browser, Locator::Css("button[type=submit]")).await;
+}
+
+async fn main_text(browser: &Client) -> String {
+    browser
+        .find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_sign_in_through_the_openid_provider_with_the_role_their_groups_give() {
+    let Some(packages) = oidc_packages() else {
+        return;
+    };
+    let Some(driver) = Driver::start().await else {
+        eprintln!("SKIPPED: no chromium and chromedriver, and scripts/install-browser.sh could not install them");
+        return;
+    };
+    let provider = TempOidcProvider::start_with_people(
+        &packages,
+        &[OidcClient::new("airlock-console", "console-secret")
+            .with_redirect("http://127.0.0.1/console/oidc/callback")],
+        &[
+            OidcPerson::new("rita", Some("rita@example.test"), &["ops-leads"]),
+            OidcPerson::new("bob", None, &["ops"]),
+            OidcPerson::new("eve", None, &["marketing"]),
+        ],
+    )
+    .unwrap();
+    let secrets = tempfile::tempdir().unwrap();
+    let secret_file = secrets.path().join("console-secret");
+    std::fs::write(&secret_file, "console-secret\n").unwrap();
+    // The server's address goes into its redirect URI before it starts.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let toml = format!(
+        "\n[console]\napprovers = []\n\n[console.oidc]\nissuer = \"{}\"\nclient_id = \"airlock-console\"\n\
+         client_secret_file = \"{}\"\nredirect_uri = \"http://127.0.0.1:{port}/console/oidc/callback\"\n\
+         scopes = [\"email\", \"groups\"]\nalgorithms = [\"ES256\"]\n\
+         approver_groups = [\"ops-leads\"]\nauditor_groups = [\"ops\"]\n",
+        provider.issuer(),
+        secret_file.display()
+    );
+    let (_sim, server, enrolled, audit) = serve_enrolled_on(
+        &format!("127.0.0.1:{port}"),
+        Duration::ZERO,
+        &toml,
+        &[],
+        &["alice"],
+        &[],
+    )
+    .await;
+    let base = server.base();
+    let agent = server.connect(&enrolled.agents["alice"]).await;
+    let planned = call(&agent, "execute", json!({"script": PLAN, "mode": "plan"})).await;
+    let plan = planned.structured_content.unwrap()["plan"]["id"]
+        .as_str()
+        .expect("a plan filed")
+        .to_string();
+
+    let browser = driver.browser().await;
+    // rita, in ops-leads, signs in at the provider and lands on the list.
+    sign_in_at_provider(&browser, &base, "rita").await;
+    let who = browser
+        .wait()
+        .for_element(Locator::Css("header .who"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(who, "sso:rita · approver");
+    photograph(&browser, "sign-in-provider").await;
+    let after = decide(&browser, &plan, "window agreed in #ops", "approve", None).await;
+    assert!(
+        after.contains("approved") && after.contains("sso:rita"),
+        "{after}"
+    );
+    let applied = call(&agent, "execute", json!({"script": PLAN, "plan": plan})).await;
+    assert_eq!(applied.structured_content.unwrap()["result"], "stopped");
+    sign_out(&browser).await;
+
+    // bob, in ops, reads but is offered no decision.
+    let single = call(
+        &agent,
+        "execute",
+        json!({"script": "await tools.vm_start({node: 'pve1', vmid: 103})"}),
+    )
+    .await;
+    let asked = single.structured_content.unwrap()["error"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The provider remembers rita's sign-in: bob signs in afresh.
+    browser.delete_all_cookies().await.unwrap();
+    sign_in_at_provider(&browser, &base, "bob").await;
+    let who = browser
+        .wait()
+        .for_element(Locator::Css("header .who"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(who, "sso:bob · auditor");
+    browser
+        .goto(&format!("{base}/console/requests/{asked}"))
+        .await
+        .unwrap();
+    let text = main_text(&browser).await;
+    assert!(text.contains(&asked) && text.contains("pending"), "{text}");
+    for button in ["approve", "deny"] {
+        assert!(
+            browser
+                .find_all(Locator::Css(&format!("button[value={button}]")))
+                .await
+                .unwrap()
+                .is_empty(),
+            "no {button} for an auditor"
+        );
+    }
+
+    // eve's groups give no role: she is told, and holds no sign-in.
+    browser.delete_all_cookies().await.unwrap();
+    sign_in_at_provider(&browser, &base, "eve").await;
+    browser
+        .wait()
+        .for_element(Locator::Css("p.error"))
+        .await
+        .unwrap();
+    let text = main_text(&browser).await;
+    assert!(
+        text.contains("sso:eve has no role in the console"),
+        "{text}"
+    );
+    browser.goto(&format!("{base}/console")).await.unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("input#key"))
+        .await
+        .unwrap();
+    browser.close().await.unwrap();
+    agent.cancel().await.unwrap();
+
+    // The decision's audit line names the provider's identity.
+    let lines = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        lines.contains("\"sso:rita\"") && lines.contains("window agreed in #ops"),
+        "{lines}"
+    );
+    assert!(
+        !lines.contains("console-secret"),
+        "the client secret is in no audit line"
+    );
 }

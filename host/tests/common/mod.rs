@@ -223,6 +223,28 @@ pub async fn serve_enrolled(
     agents: &[&str],
     people: &[&str],
 ) -> (airlock_sim::Simulator, Server, Enrolled, PathBuf) {
+    serve_enrolled_on(
+        "127.0.0.1:0",
+        task_delay,
+        extra_toml,
+        extra_args,
+        agents,
+        people,
+    )
+    .await
+}
+
+/// [`serve_enrolled`] listening on `http` (`HOST:PORT`), for a test that
+/// must write the server's address into its configuration (a sign-in's
+/// redirect URI) before it starts.
+pub async fn serve_enrolled_on(
+    http: &str,
+    task_delay: Duration,
+    extra_toml: &str,
+    extra_args: &[&str],
+    agents: &[&str],
+    people: &[&str],
+) -> (airlock_sim::Simulator, Server, Enrolled, PathBuf) {
     let (sim, dir, config) = configured(task_delay, extra_toml).await;
     let audit = dir.path().join("audit.jsonl");
     let enrollment = dir.path().join(ENROLLMENT);
@@ -237,7 +259,7 @@ pub async fn serve_enrolled(
             .collect(),
     };
     let mut args: Vec<OsString> = vec!["--config".into(), config.into()];
-    args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
+    args.extend(["serve", "--http", http, "--enrollment"].map(OsString::from));
     args.push(enrollment.into());
     args.extend(extra_args.iter().map(OsString::from));
     let server = tokio::task::spawn_blocking(move || Server::spawn(dir, &args))

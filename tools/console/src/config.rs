@@ -1,6 +1,6 @@
 //! `[console]`: who may use the operator console, and as what.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, path::PathBuf};
 
 use serde::Deserialize;
 
@@ -16,7 +16,61 @@ pub struct ConsoleConfig {
     pub auditors: BTreeSet<String>,
     /// How long a sign-in lasts, in minutes (default 480: a working day).
     pub session_minutes: Option<u64>,
+    /// Signing in through the deployment's OpenID provider, beside keys.
+    pub oidc: Option<OidcConfig>,
 }
+
+/// `[console.oidc]`: people sign in with the deployment's OpenID
+/// provider (authorization code with PKCE; Airlock a confidential client).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcConfig {
+    /// Exactly as the provider writes it in `iss`.
+    pub issuer: String,
+    pub client_id: String,
+    /// A file holding the client's secret (and nothing else but a final
+    /// newline), readable by Airlock only: never in this file.
+    pub client_secret_file: PathBuf,
+    /// This console's callback as browsers reach it, registered with the
+    /// provider: `https://HOST/console/oidc/callback`.
+    pub redirect_uri: String,
+    /// The ID token claim naming the person (default `sub`; `email` only
+    /// when the token says `email_verified: true`). Keep it, and
+    /// `identity_prefix`, as `[oauth]` names the same issuer's people, so
+    /// a person is one identity in the console and in their agent's
+    /// calls (and cannot approve their own).
+    #[serde(default = "default_identity_claim")]
+    pub identity_claim: String,
+    /// Identities are `PREFIX:VALUE` (default `sso`, as `[oauth]`).
+    pub identity_prefix: Option<String>,
+    /// The claim listing the person's groups (default `groups`).
+    #[serde(default = "default_groups_claim")]
+    pub groups_claim: String,
+    /// Members of these groups are approvers.
+    #[serde(default)]
+    pub approver_groups: BTreeSet<String>,
+    /// Members of these groups are auditors.
+    #[serde(default)]
+    pub auditor_groups: BTreeSet<String>,
+    /// Scopes asked for besides `openid` (default `email`); a provider
+    /// that puts groups in the ID token only when asked needs its scope
+    /// here too.
+    pub scopes: Option<Vec<String>>,
+    /// ID token signature algorithms accepted (default RS256 and ES256).
+    pub algorithms: Option<Vec<String>>,
+    /// CA certificates (PEM) for a provider signed by a private CA.
+    pub ca_file: Option<PathBuf>,
+}
+
+fn default_identity_claim() -> String {
+    "sub".into()
+}
+fn default_groups_claim() -> String {
+    "groups".into()
+}
+
+/// The identity prefix when `[console.oidc]` names none (as `[oauth]`).
+pub const DEFAULT_IDENTITY_PREFIX: &str = "sso";
 
 /// The longest sign-in the console keeps.
 pub const MAX_SESSION_MINUTES: u64 = 24 * 60;
@@ -46,8 +100,25 @@ impl Role {
 impl ConsoleConfig {
     /// Settings that would make the console useless or a session endless.
     pub fn check(&self) -> Result<(), String> {
-        if self.approvers.is_empty() && self.auditors.is_empty() {
-            return Err("[console] names nobody: list identities in approvers (may decide) or auditors (may read), or remove [console]".into());
+        let groups = self
+            .oidc
+            .as_ref()
+            .is_some_and(|o| !o.approver_groups.is_empty() || !o.auditor_groups.is_empty());
+        if self.approvers.is_empty() && self.auditors.is_empty() && !groups {
+            return Err("[console] names nobody: list identities in approvers (may decide) or auditors (may read), or groups in [console.oidc] approver_groups or auditor_groups, or remove [console]".into());
+        }
+        if let Some(o) = &self.oidc {
+            let prefix = o
+                .identity_prefix
+                .as_deref()
+                .unwrap_or(DEFAULT_IDENTITY_PREFIX);
+            if prefix.is_empty()
+                || !prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(format!("[console.oidc] identity_prefix = {prefix:?}: use letters, digits, - and _ (identities are PREFIX:VALUE, never a key's plain name)"));
+            }
         }
         match self.session_minutes {
             Some(0) => Err("[console] session_minutes = 0 would sign everyone out at once; give 1 to 1440".into()),
@@ -60,6 +131,43 @@ impl ConsoleConfig {
 
     /// The role `identity` has, if any: an approver also reads.
     pub fn role_of(&self, identity: &str) -> Option<Role> {
+        self.role_with_groups(identity, &[])
+    }
+
+    /// The role `identity`, in `groups` at the OpenID provider, has: the
+    /// wider of what the lists and `[console.oidc]`'s groups give.
+    pub fn role_with_groups(&self, identity: &str, groups: &[String]) -> Option<Role> {
+        let (approver_groups, auditor_groups) = match &self.oidc {
+            Some(o) => (&o.approver_groups, &o.auditor_groups),
+            None => return self.listed_role(identity),
+        };
+        let in_any = |set: &BTreeSet<String>| groups.iter().any(|g| set.contains(g));
+        let by_groups = if in_any(approver_groups) {
+            Some(Role::Approver)
+        } else if in_any(auditor_groups) {
+            Some(Role::Auditor)
+        } else {
+            None
+        };
+        self.listed_role(identity).max(by_groups)
+    }
+
+    /// The groups among `groups` that give a role: all a sign-in keeps.
+    pub fn groups_that_matter(&self, groups: &[String]) -> Vec<String> {
+        let Some(o) = &self.oidc else {
+            return Vec::new();
+        };
+        let mut kept: Vec<String> = groups
+            .iter()
+            .filter(|g| o.approver_groups.contains(*g) || o.auditor_groups.contains(*g))
+            .cloned()
+            .collect();
+        kept.sort();
+        kept.dedup();
+        kept
+    }
+
+    fn listed_role(&self, identity: &str) -> Option<Role> {
         if self.approvers.contains(identity) {
             Some(Role::Approver)
         } else if self.auditors.contains(identity) {
@@ -85,11 +193,52 @@ mod tests {
             approvers: ["rita".to_string()].into(),
             auditors: ["rita".to_string(), "local".to_string()].into(),
             session_minutes: None,
+            oidc: None,
         };
         c.check().unwrap();
         assert_eq!(c.role_of("rita"), Some(Role::Approver), "the wider role");
         assert_eq!(c.role_of("local"), Some(Role::Auditor));
         assert_eq!(c.role_of("alice"), None);
+        let groups = ConsoleConfig {
+            approvers: Default::default(),
+            auditors: ["sso:bob".to_string()].into(),
+            session_minutes: None,
+            oidc: Some(OidcConfig {
+                issuer: "https://idp.example.test".into(),
+                client_id: "airlock".into(),
+                client_secret_file: "/dev/null".into(),
+                redirect_uri: "https://a.example.test/console/oidc/callback".into(),
+                identity_claim: "sub".into(),
+                identity_prefix: None,
+                groups_claim: "groups".into(),
+                approver_groups: ["ops-leads".to_string()].into(),
+                auditor_groups: ["ops".to_string()].into(),
+                scopes: None,
+                algorithms: None,
+                ca_file: None,
+            }),
+        };
+        groups.check().unwrap();
+        let g = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            groups.role_with_groups("sso:x", &g(&["ops", "ops-leads"])),
+            Some(Role::Approver)
+        );
+        assert_eq!(
+            groups.role_with_groups("sso:x", &g(&["ops"])),
+            Some(Role::Auditor)
+        );
+        assert_eq!(
+            groups.role_with_groups("sso:bob", &g(&["ops-leads"])),
+            Some(Role::Approver),
+            "the wider role"
+        );
+        assert_eq!(groups.role_with_groups("sso:bob", &[]), Some(Role::Auditor));
+        assert_eq!(groups.role_with_groups("sso:x", &g(&["dev"])), None);
+        assert_eq!(
+            groups.groups_that_matter(&g(&["dev", "ops", "ops"])),
+            g(&["ops"])
+        );
         assert_eq!(c.session_ms(), 8 * 3_600_000);
         let e = ConsoleConfig::default().check().unwrap_err();
         assert!(e.contains("approvers"), "{e}");

@@ -5,14 +5,18 @@
 //! It decides through the same store and the same four-eyes rule as
 //! `airlock approvals approve` (`Gateway::decide`), so a request filed on
 //! one replica is decided on any other that shares its state, once. A
-//! person signs in with their Airlock key; their identity's role comes
-//! from `[console]` (approver, auditor, or none). Every page carries a
+//! person signs in with their console key, or through the deployment's
+//! OpenID provider (`[console.oidc]`: the authorization code grant with
+//! PKCE, Airlock a confidential client); their role comes from
+//! `[console]` (approver, auditor, or none), worked out again on every
+//! request, so a change to it takes effect at once. Every page carries a
 //! strict Content-Security-Policy and no script; every form a decision
 //! is posted with carries the session's CSRF token, and the session
 //! cookie is HttpOnly, Secure and SameSite=Strict.
 
 pub mod config;
 pub mod pages;
+mod provider;
 pub mod sessions;
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc};
@@ -21,6 +25,7 @@ use airlock_gateway::{
     approval::{refusal, ApprovalError, Decider, Request, Status},
     Caller, Gateway,
 };
+use airlock_oauth::SignIn;
 use axum::{
     extract::{ConnectInfo, DefaultBodyLimit, Path, State},
     http::{header, HeaderMap, HeaderValue, StatusCode},
@@ -31,9 +36,17 @@ use axum::{
 };
 use maud::Markup;
 
-pub use config::{ConsoleConfig, Role};
+pub use config::{ConsoleConfig, OidcConfig, Role};
 use pages::Offer;
-use sessions::{Session, Sessions};
+use provider::{oidc_callback, oidc_start, sign_in};
+use sessions::{Proof, Session, Sessions};
+
+/// The cookie a sign-in through the provider waits in (state, nonce and
+/// PKCE verifier) while the browser is away; sent back only to the
+/// callback, and (SameSite=Lax) on the provider's redirect back to it.
+pub const LOGIN_COOKIE: &str = "airlock_console_login";
+/// How long a person has to sign in at the provider.
+pub const LOGIN_SECS: u64 = 600;
 
 /// Why a key did not sign anyone in.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +84,8 @@ pub struct Console {
     config: ConsoleConfig,
     sessions: Sessions,
     keys: Arc<dyn Keys>,
+    /// Signing in through the OpenID provider, when configured.
+    provider: Option<SignIn>,
 }
 
 impl Console {
@@ -80,13 +95,23 @@ impl Console {
         keys: Arc<dyn Keys>,
     ) -> Result<Self, String> {
         config.check()?;
+        let provider = match &config.oidc {
+            Some(o) => Some(sign_in(o).map_err(|e| format!("[console.oidc] {e}"))?),
+            None => None,
+        };
         let shared = gateway.state().console.clone();
         Ok(Self {
             gateway,
             config,
             sessions: Sessions::new(shared),
             keys,
+            provider,
         })
+    }
+
+    /// The sign-in page, with the provider's button when there is one.
+    fn login_page(&self, problem: Option<&str>) -> Markup {
+        pages::login(problem, self.provider.is_some())
     }
 
     /// The routes under `/console`, each answer with the console's
@@ -97,6 +122,8 @@ impl Console {
             .route("/console/", get(home))
             .route("/console/style.css", get(style))
             .route("/console/login", get(login_page).post(login))
+            .route("/console/oidc/start", get(oidc_start))
+            .route("/console/oidc/callback", get(oidc_callback))
             .route("/console/logout", post(logout))
             .route("/console/requests/{id}", get(request))
             .route("/console/requests/{id}/decide", post(decide))
@@ -128,13 +155,32 @@ impl Console {
                 return None;
             }
         };
-        let key: Option<[u8; 32]> = hex::decode(&s.key_sha256)
-            .ok()
-            .and_then(|k| k.try_into().ok());
-        if !key.is_some_and(|k| self.keys.still_enrolled(&k, &s.identity)) {
-            tracing::info!(identity = %s.identity, "a console sign-in whose key was revoked ended");
-            let _ = self.sessions.close(id);
-            return None;
+        let mut s = s;
+        if s.provider {
+            // Not kept: the provider's sign-in ends with its session
+            // (`session_minutes`); one no longer configured opens nothing.
+            if self.provider.is_none() {
+                let _ = self.sessions.close(id);
+                return None;
+            }
+        } else {
+            let key: Option<[u8; 32]> = hex::decode(&s.key_sha256)
+                .ok()
+                .and_then(|k| k.try_into().ok());
+            if !key.is_some_and(|k| self.keys.still_enrolled(&k, &s.identity)) {
+                tracing::info!(identity = %s.identity, "a console sign-in whose key was revoked ended");
+                let _ = self.sessions.close(id);
+                return None;
+            }
+        }
+        // The role as `[console]` gives it now, not as it was at sign-in.
+        match self.config.role_with_groups(&s.identity, &s.groups) {
+            Some(role) => s.role = role,
+            None => {
+                tracing::info!(identity = %s.identity, "a console sign-in whose identity no longer has a role ended");
+                let _ = self.sessions.close(id);
+                return None;
+            }
         }
         Some((id.to_string(), s))
     }
@@ -218,8 +264,8 @@ fn unavailable(s: &Session, e: ApprovalError) -> Response {
     )
 }
 
-async fn login_page() -> Response {
-    page(StatusCode::OK, pages::login(None))
+async fn login_page(State(c): State<Arc<Console>>) -> Response {
+    page(StatusCode::OK, c.login_page(None))
 }
 
 async fn login(
@@ -231,7 +277,7 @@ async fn login(
     if cross_site(&headers) {
         return page(
             StatusCode::FORBIDDEN,
-            pages::login(Some("Sign in from this page, not from another site.")),
+            c.login_page(Some("Sign in from this page, not from another site.")),
         );
     }
     let key = form.get("key").map(|k| k.trim()).unwrap_or("");
@@ -240,13 +286,13 @@ async fn login(
         Err(LoginRefused::Unknown) => {
             return page(
                 StatusCode::UNAUTHORIZED,
-                pages::login(Some("That key is not one this deployment knows.")),
+                c.login_page(Some("That key is not one this deployment knows.")),
             )
         }
         Err(LoginRefused::AgentKey) => {
             return page(
                 StatusCode::UNAUTHORIZED,
-                pages::login(Some(
+                c.login_page(Some(
                     "That is an agent's key, which calls tools and signs no one in here: sign in with your console key (`airlock enroll IDENTITY --console`).",
                 )),
             )
@@ -254,7 +300,7 @@ async fn login(
         Err(LoginRefused::TooMany { retry_after_secs }) => {
             let mut r = page(
                 StatusCode::TOO_MANY_REQUESTS,
-                pages::login(Some(&format!(
+                c.login_page(Some(&format!(
                     "Too many failed sign-ins from this address; try again in {retry_after_secs} s."
                 ))),
             );
@@ -267,24 +313,21 @@ async fn login(
         tracing::warn!(identity = %identity, "a console sign-in by an identity [console] gives no role");
         return page(
             StatusCode::FORBIDDEN,
-            pages::login(Some(
+            c.login_page(Some(
                 "This identity has no role in the console: an operator adds it to [console] approvers or auditors.",
             )),
         );
     };
     let now = c.gateway.now_ms();
     let lasts = c.config.session_ms();
-    let key_sha256 = airlock_gateway::keys::hash(key);
-    let id = match c
-        .sessions
-        .open(&identity, role, &key_sha256, now, now + lasts)
-    {
+    let proof = Proof::Key(airlock_gateway::keys::hash(key));
+    let id = match c.sessions.open(&identity, role, &proof, now, now + lasts) {
         Ok(id) => id,
         Err(e) => {
             tracing::error!(error = %e, "the console could not keep a sign-in");
             return page(
                 StatusCode::SERVICE_UNAVAILABLE,
-                pages::login(Some(
+                c.login_page(Some(
                     "Signing in is not possible just now; try again shortly.",
                 )),
             );
@@ -387,7 +430,7 @@ async fn decide(
     let Some((_, s)) = c.session(&headers) else {
         return (
             StatusCode::UNAUTHORIZED,
-            pages::login(Some("Sign in first.")),
+            c.login_page(Some("Sign in first.")),
         )
             .into_response();
     };

@@ -26,7 +26,8 @@ td.args,pre{font-family:ui-monospace,monospace;font-size:13px;white-space:pre-wr
 .note{background:#fff8c5;border:1px solid #d4a72c;padding:.5em .8em}\
 .error{background:#ffebe9;border:1px solid #cf222e;padding:.5em .8em}\
 form.decide{margin-top:1em;display:flex;gap:.6em;align-items:flex-end;flex-wrap:wrap}\
-textarea{width:28em;height:4em}button{padding:.35em 1em}";
+textarea{width:28em;height:4em}button{padding:.35em 1em}\
+a.button{display:inline-block;padding:.45em 1.1em;background:#1b1f24;color:#fff;border-radius:4px;text-decoration:none}";
 
 fn layout(title: &str, who: Option<&Session>, body: Markup) -> Markup {
     html! {
@@ -55,6 +56,30 @@ fn layout(title: &str, who: Option<&Session>, body: Markup) -> Markup {
     }
 }
 
+/// The page the provider's sign-in ends on: it moves on to the console
+/// at once. A redirect would not do: the browser arrives here from the
+/// provider's site, and would not send the SameSite=Strict session
+/// cookie along a redirect that began there; a page of our own that
+/// moves on is same-site.
+pub fn signed_in(identity: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content="0; url=/console";
+                title { "Signed in — Airlock console" }
+                link rel="stylesheet" href="/console/style.css";
+            }
+            body {
+                main {
+                    p.note { "Signed in as " (visible(identity)) ". " a href="/console" { "Continue to the console" } }
+                }
+            }
+        }
+    }
+}
+
 /// A page that only says something (a refusal, a result).
 pub fn message(title: &str, who: Option<&Session>, text: &str, error: bool) -> Markup {
     layout(
@@ -68,13 +93,19 @@ pub fn message(title: &str, who: Option<&Session>, text: &str, error: bool) -> M
     )
 }
 
-pub fn login(problem: Option<&str>) -> Markup {
+pub fn login(problem: Option<&str>, provider: bool) -> Markup {
     layout(
         "Sign in",
         None,
         html! {
             h1 { "Sign in" }
             @if let Some(p) = problem { p.error { (p) } }
+            @if provider {
+                // A link, not a form: the CSP's form-action would stop a
+                // form's redirect to the provider.
+                p { a.button href="/console/oidc/start" { "Sign in with your organisation's account" } }
+                p { "Or with a console key:" }
+            }
             form method="post" action="/console/login" {
                 p {
                     label for="key" { "Your console key (from " code { "airlock enroll IDENTITY --console" } ")" }
@@ -254,6 +285,8 @@ mod tests {
             identity: "rita".into(),
             role: Role::Approver,
             key_sha256: String::new(),
+            provider: false,
+            groups: Vec::new(),
             csrf: "c".repeat(64),
             expires_ms: 1,
         }

@@ -37,8 +37,17 @@ pub struct Session {
     pub identity: String,
     pub role: Role,
     /// The SHA-256 of the key it signed in with (hex): once that key is
-    /// revoked, the sign-in opens nothing.
+    /// revoked, the sign-in opens nothing. Empty for a sign-in through the
+    /// OpenID provider.
     pub key_sha256: String,
+    /// Signed in through the OpenID provider (`[console.oidc]`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub provider: bool,
+    /// The provider's groups of the person that give a console role
+    /// (the rest are not kept): the role is worked out again from them
+    /// and the current `[console]` on every request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
     /// What every form posted in this session must carry.
     pub csrf: String,
     pub expires_ms: i64,
@@ -51,6 +60,19 @@ impl Session {
         self.csrf.len() == token.len() && bool::from(self.csrf.as_bytes().ct_eq(token.as_bytes()))
     }
 }
+
+/// How someone proved who they are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Proof {
+    /// A console key, by its SHA-256.
+    Key([u8; 32]),
+    /// The OpenID provider, which put them in these groups (those that
+    /// matter to `[console]`).
+    Provider { groups: Vec<String> },
+}
+
+/// The most groups a sign-in keeps, so its record stays small.
+pub const MAX_KEPT_GROUPS: usize = 8;
 
 #[derive(Default)]
 pub struct Sessions {
@@ -85,15 +107,30 @@ impl Sessions {
         &self,
         identity: &str,
         role: Role,
-        key_sha256: &[u8; 32],
+        proof: &Proof,
         now_ms: i64,
         expires_ms: i64,
     ) -> Result<String, SessionError> {
         let id = random_token();
+        let (key_sha256, provider, groups) = match proof {
+            Proof::Key(k) => (hex::encode(k), false, Vec::new()),
+            Proof::Provider { groups } => (
+                String::new(),
+                true,
+                groups
+                    .iter()
+                    .filter(|g| g.len() <= 64)
+                    .take(MAX_KEPT_GROUPS)
+                    .cloned()
+                    .collect(),
+            ),
+        };
         let session = Session {
             identity: identity.to_string(),
             role,
-            key_sha256: hex::encode(key_sha256),
+            key_sha256,
+            provider,
+            groups,
             csrf: random_token(),
             expires_ms,
         };
@@ -201,10 +238,25 @@ mod tests {
     #[test]
     fn sessions_open_expire_close_and_stay_bounded() {
         let s = Sessions::default();
-        let key = [7u8; 32];
+        let key = Proof::Key([7u8; 32]);
         let id = s.open("rita", Role::Approver, &key, 0, 1_000).unwrap();
         let got = s.get(&id, 999).unwrap().unwrap();
-        assert_eq!(got.key_sha256, hex::encode(key));
+        assert_eq!(got.key_sha256, hex::encode([7u8; 32]));
+        assert!(!got.provider && got.groups.is_empty());
+        let many: Vec<String> = (0..20).map(|i| format!("g{i}")).collect();
+        let sso = s
+            .open(
+                "sso:rita",
+                Role::Approver,
+                &Proof::Provider { groups: many },
+                0,
+                1_000,
+            )
+            .unwrap();
+        let got = s.get(&sso, 1).unwrap().unwrap();
+        assert!(got.provider && got.key_sha256.is_empty());
+        assert_eq!(got.groups.len(), MAX_KEPT_GROUPS, "bounded");
+        s.close(&sso).unwrap();
         assert_eq!((got.identity.as_str(), got.role), ("rita", Role::Approver));
         assert!(got.csrf_matches(&got.csrf.clone()));
         assert!(!got.csrf_matches(&random_token()));

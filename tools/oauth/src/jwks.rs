@@ -287,10 +287,23 @@ impl IssuerKeys {
         url: &str,
         what: &str,
     ) -> Result<T, String> {
-        let mut response = self
+        let request = self
             .http
             .get(url)
-            .header(reqwest::header::ACCEPT, "application/json")
+            .header(reqwest::header::ACCEPT, "application/json");
+        self.json(request, what).await
+    }
+
+    /// Sends `request` (within [`FETCH_TIMEOUT`], no redirects) and reads
+    /// a JSON answer of at most [`MAX_DOCUMENT_BYTES`]; a status other
+    /// than 200 is an error naming only the status (the body may quote
+    /// what we sent).
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+        what: &str,
+    ) -> Result<T, String> {
+        let mut response = request
             .send()
             .await
             .map_err(|e| format!("{what}: {}", describe(&e)))?;
@@ -316,12 +329,67 @@ impl IssuerKeys {
         }
         serde_json::from_slice(&body).map_err(|e| format!("{what}: not the expected JSON ({e})"))
     }
+
+    /// The provider's authorization and token endpoints, from its
+    /// discovery document (checked as the key set's address is: the
+    /// issuer must match, and each must be https://, or plain HTTP on
+    /// loopback for a loopback issuer).
+    pub(crate) async fn sign_in_endpoints(&self) -> Result<(Url, Url), String> {
+        let doc: Discovery = self.get_json(&self.discovery, "discovery document").await?;
+        if doc.issuer != self.issuer {
+            return Err(format!(
+                "the discovery document names issuer `{}`, not the configured `{}`",
+                truncated(&doc.issuer),
+                self.issuer
+            ));
+        }
+        let endpoint = |value: Option<String>, name: &str| -> Result<Url, String> {
+            let value = value.ok_or_else(|| format!("the discovery document has no {name}"))?;
+            let url = Url::parse(&value)
+                .map_err(|e| format!("the discovery document's {name} is not a URL ({e})"))?;
+            match url.scheme() {
+                "https" => Ok(url),
+                "http" if self.loopback_http && loopback(&url) => Ok(url),
+                _ => Err(format!("the discovery document's {name} is not https://")),
+            }
+        };
+        Ok((
+            endpoint(doc.authorization_endpoint, "authorization_endpoint")?,
+            endpoint(doc.token_endpoint, "token_endpoint")?,
+        ))
+    }
+
+    /// POSTs `form` (already encoded) to `url` with HTTP basic client
+    /// authentication and reads the JSON answer, bounded as every fetch.
+    pub(crate) async fn post_form<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &Url,
+        form: String,
+        basic: &str,
+        what: &str,
+    ) -> Result<T, String> {
+        let request = self
+            .http
+            .post(url.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .header(reqwest::header::AUTHORIZATION, basic)
+            .body(form);
+        self.json(request, what).await
+    }
 }
 
 #[derive(Deserialize)]
 struct Discovery {
     issuer: String,
     jwks_uri: String,
+    #[serde(default)]
+    authorization_endpoint: Option<String>,
+    #[serde(default)]
+    token_endpoint: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -4,8 +4,9 @@
 //! documents publish, and tells clients where to get one (Protected
 //! Resource Metadata, RFC 9728, and the `WWW-Authenticate` challenge).
 //!
-//! It is never an authorization server: it issues no token and keeps no
-//! client. Bearer keys from `airlock enroll` keep working beside tokens.
+//! It is never an authorization server: it issues no token. It is a
+//! client only to sign people in to the operator console (`login.rs`:
+//! the authorization code grant with PKCE). Bearer keys from `airlock enroll` keep working beside tokens.
 //!
 //! A token is accepted only when all of these hold: its `iss` is a
 //! configured issuer; its header's `alg` is on that issuer's list (never
@@ -17,9 +18,12 @@
 
 mod config;
 mod jwks;
+pub mod login;
 mod metadata;
 mod token;
 
 pub use config::{ConfigError, IssuerConfig, OAuthConfig};
+pub use jsonwebtoken::Algorithm;
+pub use login::{Pending, Person, SignIn, SignInError, SignInSettings};
 pub use metadata::ResourceServer;
 pub use token::{TokenError, Tokens};

@@ -220,7 +220,7 @@ fn looks_like_id_token(claims: &Map<String, Value>) -> bool {
 /// The claim's value as a name: printable ASCII without spaces (no
 /// lookalike letters, no invisible or right-to-left characters for an
 /// operator reading the audit to mistake for someone else).
-fn identity(claims: &Map<String, Value>, claim: &str) -> Result<String, TokenError> {
+pub(crate) fn identity(claims: &Map<String, Value>, claim: &str) -> Result<String, TokenError> {
     let bad = |why| TokenError::BadIdentity {
         claim: claim.to_string(),
         why,

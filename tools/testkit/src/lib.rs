@@ -29,7 +29,7 @@ mod nginx;
 mod watchdog;
 pub use nginx::TempNginx;
 mod oidc;
-pub use oidc::{OidcClient, TempOidcProvider};
+pub use oidc::{OidcClient, OidcPerson, TempOidcProvider};
 
 /// The superuser initdb creates; every connection uses it.
 const SUPERUSER: &str = "airlock";

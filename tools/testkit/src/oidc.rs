@@ -53,6 +53,32 @@ pub struct OidcClient {
     pub secret: String,
     pub groups: Vec<String>,
     pub email: Option<String>,
+    /// Where a web application's sign-ins return to; not empty makes the
+    /// client one people sign in to with the authorization code grant
+    /// (and no longer a `client_credentials` one). `http://127.0.0.1`
+    /// URIs match whatever port (the loopback rule of RFC 8252), so the
+    /// server under test may pick its port after the provider starts.
+    pub redirect_uris: Vec<String>,
+}
+
+/// Someone who can sign in to the provider's web clients: on its sign-in
+/// page with `login` and any password (the provider's development page);
+/// their ID tokens carry `email` (verified) and `groups` when asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OidcPerson {
+    pub login: String,
+    pub email: Option<String>,
+    pub groups: Vec<String>,
+}
+
+impl OidcPerson {
+    pub fn new(login: &str, email: Option<&str>, groups: &[&str]) -> OidcPerson {
+        OidcPerson {
+            login: login.to_string(),
+            email: email.map(str::to_string),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
 }
 
 impl OidcClient {
@@ -63,7 +89,15 @@ impl OidcClient {
             secret: secret.to_string(),
             groups: Vec::new(),
             email: None,
+            redirect_uris: Vec::new(),
         }
+    }
+
+    /// The same client as a web application people sign in to, returning
+    /// to `uri`.
+    pub fn with_redirect(mut self, uri: &str) -> OidcClient {
+        self.redirect_uris.push(uri.to_string());
+        self
     }
 
     /// The same client with these groups in its tokens' `groups` claim.
@@ -153,6 +187,16 @@ impl TempOidcProvider {
     /// temporary directory. The provider's output is kept in a log there
     /// and quoted in the error when it fails to start within 60 s.
     pub fn start(node_packages: &Path, clients: &[OidcClient]) -> Result<TempOidcProvider, String> {
+        Self::start_with_people(node_packages, clients, &[])
+    }
+
+    /// As [`start`](Self::start), with `people` who can sign in to the
+    /// web clients (those with redirect URIs) in a browser.
+    pub fn start_with_people(
+        node_packages: &Path,
+        clients: &[OidcClient],
+        people: &[OidcPerson],
+    ) -> Result<TempOidcProvider, String> {
         check_clients(clients)?;
         let node = find_node(node_packages)?;
         let entry = node_packages.join("node_modules/oidc-provider/package.json");
@@ -182,7 +226,7 @@ impl TempOidcProvider {
                 format!("OpenID provider: cannot create a temporary directory: {e}; check TMPDIR")
             })?;
         let config = dir.path().join("config.json");
-        write_private(&config, &config_json(&packages, clients))?;
+        write_private(&config, &config_json(&packages, clients, people))?;
         let log = dir.path().join("provider.log");
 
         let mut provider = TempOidcProvider {
@@ -584,7 +628,14 @@ fn check_clients(clients: &[OidcClient]) -> Result<(), String> {
 
 /// provider.mjs's configuration: where oidc-provider is installed, port 0
 /// (any free port) and the clients.
-fn config_json(packages: &Path, clients: &[OidcClient]) -> String {
+fn config_json(packages: &Path, clients: &[OidcClient], people: &[OidcPerson]) -> String {
+    let list = |items: &[String]| {
+        items
+            .iter()
+            .map(|i| json_string(i))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let clients: Vec<String> = clients
         .iter()
         .map(|c| {
@@ -595,17 +646,34 @@ fn config_json(packages: &Path, clients: &[OidcClient]) -> String {
                 .map(|email| format!(",\"email\":{}", json_string(email)))
                 .unwrap_or_default();
             format!(
-                "{{\"client_id\":{},\"client_secret\":{},\"groups\":[{}]{email}}}",
+                "{{\"client_id\":{},\"client_secret\":{},\"groups\":[{}]{email},\"redirect_uris\":[{}]}}",
                 json_string(&c.id),
                 json_string(&c.secret),
-                groups.join(",")
+                groups.join(","),
+                list(&c.redirect_uris)
+            )
+        })
+        .collect();
+    let people: Vec<String> = people
+        .iter()
+        .map(|p| {
+            let email = p
+                .email
+                .as_deref()
+                .map(|email| format!(",\"email\":{}", json_string(email)))
+                .unwrap_or_default();
+            format!(
+                "{{\"login\":{}{email},\"groups\":[{}]}}",
+                json_string(&p.login),
+                list(&p.groups)
             )
         })
         .collect();
     format!(
-        "{{\"packages\":{},\"port\":0,\"clients\":[{}]}}\n",
+        "{{\"packages\":{},\"port\":0,\"clients\":[{}],\"people\":[{}]}}\n",
         json_string(&packages.to_string_lossy()),
-        clients.join(",")
+        clients.join(","),
+        people.join(",")
     )
 }
 

@@ -1,0 +1,194 @@
+//! Signing in through the deployment's OpenID provider (`[console.oidc]`).
+//!
+//! `/console/oidc/start` sends the browser to the provider with a fresh
+//! state, nonce and PKCE challenge, keeping them in a short-lived cookie
+//! of its own (so the replica the browser comes back to can finish the
+//! sign-in: nothing is kept on the server meanwhile).
+//! `/console/oidc/callback` checks and trades what the provider sent back
+//! (`airlock_oauth::SignIn`) and signs the person in as the identity and
+//! role their ID token gives them.
+
+use std::{collections::HashMap, sync::Arc};
+
+use airlock_oauth::{Pending, SignIn, SignInError, SignInSettings};
+use axum::{
+    extract::{Query, State},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+};
+
+use crate::{
+    config::{OidcConfig, DEFAULT_IDENTITY_PREFIX},
+    page, pages, see_other,
+    sessions::{self, Proof},
+    Console, LOGIN_COOKIE, LOGIN_SECS,
+};
+
+/// The client secret file's largest size: a secret, not a document.
+const MAX_SECRET_BYTES: u64 = 4096;
+
+/// The provider's sign-in, from `[console.oidc]`; the secret read from its
+/// file now (a missing or empty file stops the server from starting).
+pub(crate) fn sign_in(o: &OidcConfig) -> Result<SignIn, String> {
+    let path = &o.client_secret_file;
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("client_secret_file {}: {e}", path.display()))?
+        .len();
+    if size > MAX_SECRET_BYTES {
+        return Err(format!(
+            "client_secret_file {} is {size} bytes; it must hold only the client secret",
+            path.display()
+        ));
+    }
+    let secret = std::fs::read_to_string(path)
+        .map_err(|e| format!("client_secret_file {}: {e}", path.display()))?
+        .trim_end_matches(['\r', '\n'])
+        .to_string();
+    if secret.is_empty() || secret.contains(['\r', '\n']) {
+        return Err(format!(
+            "client_secret_file {} must hold the client secret on one line",
+            path.display()
+        ));
+    }
+    let algorithms = o
+        .algorithms
+        .clone()
+        .unwrap_or_else(|| vec!["RS256".into(), "ES256".into()])
+        .iter()
+        .map(|a| {
+            a.parse::<airlock_oauth::Algorithm>().map_err(|_| {
+                format!("algorithms: `{a}` is not a JWS algorithm (RS256, ES256, ...)")
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    SignIn::new(SignInSettings {
+        issuer: o.issuer.clone(),
+        client_id: o.client_id.clone(),
+        client_secret: secret,
+        redirect_uri: o.redirect_uri.clone(),
+        identity_claim: o.identity_claim.clone(),
+        identity_prefix: format!(
+            "{}:",
+            o.identity_prefix
+                .as_deref()
+                .unwrap_or(DEFAULT_IDENTITY_PREFIX)
+        ),
+        groups_claim: o.groups_claim.clone(),
+        algorithms,
+        scopes: o.scopes.clone().unwrap_or_else(|| vec!["email".into()]),
+        leeway_secs: 30,
+        ca_file: o.ca_file.clone(),
+    })
+}
+
+fn login_cookie(value: &str, max_age: u64) -> String {
+    format!(
+        "{LOGIN_COOKIE}={value}; Path=/console/oidc; HttpOnly; Secure; SameSite=Lax; Max-Age={max_age}"
+    )
+}
+
+fn pending_in(headers: &HeaderMap) -> Option<Pending> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == LOGIN_COOKIE)
+        .and_then(|(_, value)| Pending::from_cookie(value))
+}
+
+pub(crate) async fn oidc_start(State(c): State<Arc<Console>>) -> Response {
+    let Some(provider) = &c.provider else {
+        return crate::nowhere().await;
+    };
+    match provider.begin().await {
+        Ok((url, pending)) => {
+            let mut r = see_other(&url);
+            if let Ok(v) = HeaderValue::from_str(&login_cookie(&pending.to_cookie(), LOGIN_SECS)) {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            r
+        }
+        Err(e) => refused(&c, e),
+    }
+}
+
+pub(crate) async fn oidc_callback(
+    State(c): State<Arc<Console>>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(provider) = &c.provider else {
+        return crate::nowhere().await;
+    };
+    let pending = pending_in(&headers);
+    let person = match provider
+        .finish(
+            pending.as_ref(),
+            query.get("state").map(String::as_str),
+            query.get("code").map(String::as_str),
+            query.get("error").map(String::as_str),
+        )
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => return refused(&c, e),
+    };
+    let groups = c.config.groups_that_matter(&person.groups);
+    let Some(role) = c.config.role_with_groups(&person.identity, &groups) else {
+        tracing::warn!(identity = %person.identity, "a console sign-in through the provider by an identity [console] gives no role");
+        return page(
+            StatusCode::FORBIDDEN,
+            c.login_page(Some(&format!(
+                "{} has no role in the console: an operator adds the identity to [console] approvers or auditors, or one of its groups to [console.oidc] approver_groups or auditor_groups.",
+                airlock_gateway::visible::visible(&person.identity)
+            ))),
+        );
+    };
+    let now = c.gateway.now_ms();
+    let lasts = c.config.session_ms();
+    let proof = Proof::Provider { groups };
+    let id = match c
+        .sessions
+        .open(&person.identity, role, &proof, now, now + lasts)
+    {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::error!(error = %e, "the console could not keep a sign-in");
+            return page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                c.login_page(Some(
+                    "Signing in is not possible just now; try again shortly.",
+                )),
+            );
+        }
+    };
+    tracing::info!(identity = %person.identity, role = role.as_str(), "console sign-in through the provider");
+    let mut r = (StatusCode::OK, pages::signed_in(&person.identity)).into_response();
+    for cookie in [sessions::set_cookie(&id, lasts / 1000), login_cookie("", 0)] {
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            r.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    r
+}
+
+fn refused(c: &Console, e: SignInError) -> Response {
+    let status = match &e {
+        SignInError::Unavailable(why) | SignInError::Exchange(why) | SignInError::IdToken(why) => {
+            tracing::warn!(error = %e, detail = %why, "a console sign-in through the provider failed");
+            match e {
+                SignInError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::UNAUTHORIZED,
+            }
+        }
+        SignInError::NotStarted | SignInError::Provider(_) => StatusCode::UNAUTHORIZED,
+        SignInError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let mut r = page(status, c.login_page(Some(&e.to_string())));
+    if let Ok(v) = HeaderValue::from_str(&login_cookie("", 0)) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    r
+}
