@@ -253,9 +253,9 @@ mod tests {
                 1_000,
             )
             .unwrap();
-        let got = s.get(&sso, 1).unwrap().unwrap();
-        assert!(got.provider && got.key_sha256.is_empty());
-        assert_eq!(got.groups.len(), MAX_KEPT_GROUPS, "bounded");
+        let by_provider = s.get(&sso, 1).unwrap().unwrap();
+        assert!(by_provider.provider && by_provider.key_sha256.is_empty());
+        assert_eq!(by_provider.groups.len(), MAX_KEPT_GROUPS, "bounded");
         s.close(&sso).unwrap();
         assert_eq!((got.identity.as_str(), got.role), ("rita", Role::Approver));
         assert!(got.csrf_matches(&got.csrf.clone()));
