@@ -21,8 +21,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use airlock_testkit::{OidcClient, OidcPerson, TempOidcProvider};
-use common::{call, oidc_packages, serve_enrolled, serve_enrolled_on};
+use airlock_testkit::{OidcClient, OidcPerson, TempNginx, TempOidcProvider, TempPostgres};
+use common::{call, oidc_packages, serve_enrolled, serve_enrolled_on, Server};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
@@ -513,4 +513,130 @@ async fn people_sign_in_through_the_openid_provider_with_the_role_their_groups_g
         !lines.contains("console-secret"),
         "the client secret is in no audit line"
     );
+}
+
+/// A port that was free a moment ago (as chromedriver's): the address
+/// must be written into configurations before the process binds it.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Two replicas sharing PostgreSQL behind nginx, which spreads the
+/// browser's requests over both (round robin): a person signs in through
+/// the provider (the sign-in starting on one replica and finishing on
+/// whichever the callback reaches), approves a plan an agent filed on
+/// replica A, and the agent applies it on replica B, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_behind_nginx_serve_one_console() {
+    let Some(packages) = oidc_packages() else {
+        return;
+    };
+    let Some(driver) = Driver::start().await else {
+        eprintln!("SKIPPED: no chromium and chromedriver, and scripts/install-browser.sh could not install them");
+        return;
+    };
+    let provider = TempOidcProvider::start_with_people(
+        &packages,
+        &[OidcClient::new("airlock-console", "console-secret")
+            .with_redirect("http://127.0.0.1/console/oidc/callback")],
+        &[OidcPerson::new("rita", None, &["ops-leads"])],
+    )
+    .unwrap();
+    let pg = TempPostgres::start().unwrap();
+    let url = pg.create_database("airlock").unwrap();
+    let (_sim, sim_config) = airlock::demo::start(Duration::ZERO, 0).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proxmox =
+        airlock::demo::proxmox_section(&_sim, &sim_config, &dir.path().join("tokens")).unwrap();
+    let secret_file = dir.path().join("console-secret");
+    std::fs::write(&secret_file, "console-secret\n").unwrap();
+
+    // nginx first, on the replicas' ports-to-be: its address is the
+    // console's redirect URI, written before the replicas start.
+    let ports = [free_port(), free_port()];
+    let upstreams: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let nginx = TempNginx::start(&upstreams, "", "").unwrap();
+    let front = nginx.url("");
+    let mut toml = airlock::demo::config_toml(&proxmox, &dir.path().join("unused-state"));
+    toml.push_str(&format!(
+        "\n[state]\nbackend = \"postgres\"\nurl = {url:?}\npassword_file = {:?}\n\
+         \n[console]\n\n[console.oidc]\nissuer = \"{}\"\nclient_id = \"airlock-console\"\n\
+         client_secret_file = {:?}\nredirect_uri = \"{front}/console/oidc/callback\"\n\
+         algorithms = [\"ES256\"]\nscopes = [\"groups\"]\napprover_groups = [\"ops-leads\"]\n",
+        pg.password_file().display().to_string(),
+        provider.issuer(),
+        secret_file.display().to_string(),
+    ));
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(&config, toml).unwrap();
+    let enrolled = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .arg("--config")
+        .arg(&config)
+        .args(["enroll", "alice"])
+        .output()
+        .unwrap();
+    assert!(enrolled.status.success(), "{enrolled:?}");
+    let alice = String::from_utf8(enrolled.stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let replica = |port: u16| {
+        let args: Vec<std::ffi::OsString> = vec![
+            "--config".into(),
+            config.clone().into(),
+            "serve".into(),
+            "--http".into(),
+            format!("127.0.0.1:{port}").into(),
+        ];
+        Server::spawn(tempfile::tempdir().unwrap(), &args)
+    };
+    let (a, b) = tokio::task::block_in_place(|| (replica(ports[0]), replica(ports[1])));
+
+    let on_a = a.connect(&alice).await;
+    let planned = call(&on_a, "execute", json!({"script": PLAN, "mode": "plan"})).await;
+    let plan = planned.structured_content.unwrap()["plan"]["id"]
+        .as_str()
+        .expect("a plan filed")
+        .to_string();
+
+    let browser = driver.browser().await;
+    sign_in_at_provider(&browser, &front, "rita").await;
+    let who = browser
+        .wait()
+        .for_element(Locator::Css("header .who"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(who, "sso:rita · approver");
+    let after = decide(&browser, &plan, "through nginx", "approve", None).await;
+    assert!(after.contains("approved"), "{after}");
+    browser.close().await.unwrap();
+
+    let on_b = b.connect(&alice).await;
+    let applied = call(&on_b, "execute", json!({"script": PLAN, "plan": plan})).await;
+    assert_eq!(applied.structured_content.unwrap()["result"], "stopped");
+    let again = call(&on_a, "execute", json!({"script": PLAN, "plan": plan})).await;
+    let again = again.structured_content.unwrap();
+    assert!(
+        again["error"].is_object(),
+        "a plan is applied once: {again}"
+    );
+
+    // Both replicas served the console.
+    let log = nginx.access_log();
+    for up in &upstreams {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("/console") && l.contains(&format!("upstream={up} "))),
+            "no console request reached {up}:\n{log}"
+        );
+    }
+    on_a.cancel().await.unwrap();
+    on_b.cancel().await.unwrap();
 }
