@@ -659,6 +659,23 @@ impl airlock_console::Keys for ConsoleKeys {
         }
     }
 
+    fn try_sign_in(
+        &self,
+        peer: Option<std::net::SocketAddr>,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<Option<String>, u64> {
+        let gate = &self.0;
+        let attempt = gate.enter(gate.address_of(peer, headers), || false)?;
+        Ok(attempt.address.filter(|_| attempt.took))
+    }
+
+    fn sign_in_passed(&self, address: &str) {
+        self.0.passed(&Attempt {
+            address: Some(address.to_string()),
+            took: true,
+        });
+    }
+
     fn still_enrolled(&self, key_sha256: &[u8; 32], identity: &str) -> bool {
         let keys = self.0.keys.read().unwrap_or_else(|p| p.into_inner());
         keys.iter()

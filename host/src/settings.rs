@@ -152,10 +152,16 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
         })?;
     }
     if let Some(console) = &file.console {
-        console.check().map_err(|message| SettingsError::Parse {
-            path: path.display().to_string(),
-            message,
-        })?;
+        console
+            .check()
+            .and_then(|()| match &file.oauth {
+                Some(oauth) => console.check_with_oauth(oauth),
+                None => Ok(()),
+            })
+            .map_err(|message| SettingsError::Parse {
+                path: path.display().to_string(),
+                message,
+            })?;
     }
     file.approve_command = Some(approve_command("airlock", path));
     Ok(file)

@@ -204,6 +204,59 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
         .iter()
         .all(|d| d["channel"] == "console" && d["decided_by"] == "rita"));
     assert_eq!(decisions[0]["reason"], "planned restart");
+
+    // Executions and the audit trail, under the whole chain's verdict.
+    let (status, page) = olga.get("/console/executions").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("The chain verifies"), "{page}");
+    let starts = log.matches("\"event\":\"execution_start\"").count();
+    assert_eq!(
+        page.matches("<tr>").count(),
+        1 + starts.min(100),
+        "one row each: {page}"
+    );
+    assert!(
+        page.contains("vm_start ×1") && page.contains(">alice<"),
+        "{page}"
+    );
+    let (status, page) = olga
+        .get("/console/audit?identity=alice&tool=vm_start")
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let calls = log
+        .lines()
+        .filter(|l| l.contains("\"identity\":\"alice\"") && l.contains("\"tool\":\"vm_start\""))
+        .count();
+    let lines = log.lines().count();
+    assert!(calls >= 5, "{calls}");
+    assert!(
+        page.contains(&format!("{calls} of {lines} lines match")),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td>alice</td>") && !page.contains("<td>olga</td>"),
+        "only alice's lines"
+    );
+    // A bad search is named, and reads nothing.
+    let (status, page) = olga.get("/console/audit?since=yesterday").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        page.contains("since `yesterday` is not a UTC time"),
+        "{page}"
+    );
+    // An edited line breaks the chain, and the page says where.
+    let edited = log.replacen("planned restart", "planned restarT", 1);
+    std::fs::write(&audit, edited).unwrap();
+    let (_, page) = olga.get("/console/audit").await;
+    let broken_at = log
+        .lines()
+        .position(|l| l.contains("planned restart"))
+        .unwrap()
+        + 1;
+    assert!(
+        page.contains(&format!("The chain is broken at line {broken_at}")),
+        "{page}"
+    );
     agent.cancel().await.unwrap();
     olga_agent.cancel().await.unwrap();
 }
@@ -285,11 +338,11 @@ async fn a_provider_sign_in_that_did_not_start_here_signs_no_one_in() {
     );
     let set = start.headers()["set-cookie"].to_str().unwrap().to_string();
     for part in [
-        "airlock_console_login=",
+        "__Host-airlock_console_login=",
         "HttpOnly",
         "Secure",
         "SameSite=Lax",
-        "Path=/console/oidc",
+        "Path=/;",
         "Max-Age=600",
     ] {
         assert!(set.contains(part), "{set}");
@@ -312,7 +365,7 @@ async fn a_provider_sign_in_that_did_not_start_here_signs_no_one_in() {
         r.headers()
             .get_all("set-cookie")
             .iter()
-            .any(|v| v.to_str().unwrap().starts_with("airlock_console="))
+            .any(|v| v.to_str().unwrap().starts_with("__Host-airlock_console="))
     };
     // No pending sign-in, or another state: not started here.
     for (query, cookie) in [

@@ -373,7 +373,13 @@ impl ConsoleUser {
             .unwrap();
         if let Some(set) = r.headers().get(reqwest::header::SET_COOKIE) {
             let set = set.to_str().unwrap();
-            for part in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/console"] {
+            for part in [
+                "__Host-airlock_console=",
+                "HttpOnly",
+                "Secure",
+                "SameSite=Strict",
+                "Path=/;",
+            ] {
                 assert!(set.contains(part), "{set}");
             }
             self.cookie = Some(set.split(';').next().unwrap().to_string());

@@ -129,6 +129,49 @@ impl ConsoleConfig {
         }
     }
 
+    /// Checks `[console.oidc]` against `[oauth]`: a person must be one
+    /// identity in the console and in their agent's calls, or the
+    /// four-eyes rule (an exact comparison of identities) would let them
+    /// approve their own requests. So an issuer both name must name its
+    /// people with the same claim and prefix, and the console's prefix
+    /// must not be another issuer's.
+    pub fn check_with_oauth(&self, oauth: &airlock_oauth::OAuthConfig) -> Result<(), String> {
+        let Some(o) = &self.oidc else {
+            return Ok(());
+        };
+        let Ok((_, issuers)) = oauth.check() else {
+            return Ok(()); // [oauth]'s own check says what is wrong
+        };
+        let prefix = format!(
+            "{}:",
+            o.identity_prefix
+                .as_deref()
+                .unwrap_or(DEFAULT_IDENTITY_PREFIX)
+        );
+        for i in &issuers {
+            if i.issuer == o.issuer {
+                if i.identity_claim != o.identity_claim || i.identity_prefix != prefix {
+                    return Err(format!(
+                        "[console.oidc] names {}'s people {prefix}<{}> and [oauth] names them {}<{}>: give [console.oidc] identity_claim = {:?} and identity_prefix = {:?}, so a person is one identity in the console and in their agent's calls (else they could approve their own requests)",
+                        o.issuer,
+                        o.identity_claim,
+                        i.identity_prefix,
+                        i.identity_claim,
+                        i.identity_claim,
+                        i.identity_prefix.trim_end_matches(':'),
+                    ));
+                }
+            } else if i.identity_prefix == prefix {
+                return Err(format!(
+                    "[console.oidc] identity_prefix {:?} is [oauth] issuer {}'s: the console's people would be named as that issuer's; choose another prefix",
+                    prefix.trim_end_matches(':'),
+                    i.issuer
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The role `identity` has, if any: an approver also reads.
     pub fn role_of(&self, identity: &str) -> Option<Role> {
         self.role_with_groups(identity, &[])
@@ -159,11 +202,16 @@ impl ConsoleConfig {
         };
         let mut kept: Vec<String> = groups
             .iter()
+            .filter(|g| g.len() <= crate::sessions::MAX_GROUP_CHARS)
             .filter(|g| o.approver_groups.contains(*g) || o.auditor_groups.contains(*g))
             .cloned()
             .collect();
         kept.sort();
         kept.dedup();
+        // Approver groups first, so the role worked out from what is kept
+        // is the one worked out from all.
+        kept.sort_by_key(|g| !o.approver_groups.contains(g));
+        kept.truncate(crate::sessions::MAX_KEPT_GROUPS);
         kept
     }
 

@@ -18,6 +18,8 @@ pub mod config;
 pub mod pages;
 mod provider;
 pub mod sessions;
+pub mod trail;
+mod trail_pages;
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc};
 
@@ -27,7 +29,7 @@ use airlock_gateway::{
 };
 use airlock_oauth::SignIn;
 use axum::{
-    extract::{ConnectInfo, DefaultBodyLimit, Path, State},
+    extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State},
     http::{header, HeaderMap, HeaderValue, StatusCode},
     middleware,
     response::{IntoResponse, Response},
@@ -44,7 +46,7 @@ use sessions::{Proof, Session, Sessions};
 /// The cookie a sign-in through the provider waits in (state, nonce and
 /// PKCE verifier) while the browser is away; sent back only to the
 /// callback, and (SameSite=Lax) on the provider's redirect back to it.
-pub const LOGIN_COOKIE: &str = "airlock_console_login";
+pub const LOGIN_COOKIE: &str = "__Host-airlock_console_login";
 /// How long a person has to sign in at the provider.
 pub const LOGIN_SECS: u64 = 600;
 
@@ -75,6 +77,19 @@ pub trait Keys: Send + Sync {
     /// Whether the key with this SHA-256 still belongs to `identity`: a
     /// sign-in whose key was revoked opens nothing.
     fn still_enrolled(&self, key_sha256: &[u8; 32], identity: &str) -> bool;
+
+    /// Takes one of the failed-sign-in tokens of the client at `peer`
+    /// before a sign-in through the provider is finished (each costs a
+    /// request to the provider): the address to give it back to when the
+    /// sign-in succeeds, or the seconds to wait when none is left.
+    fn try_sign_in(
+        &self,
+        peer: Option<SocketAddr>,
+        headers: &HeaderMap,
+    ) -> Result<Option<String>, u64>;
+
+    /// The sign-in through the provider succeeded: the token goes back.
+    fn sign_in_passed(&self, address: &str);
 }
 
 /// The console's state: the gateway it decides through, who may do
@@ -86,6 +101,8 @@ pub struct Console {
     keys: Arc<dyn Keys>,
     /// Signing in through the OpenID provider, when configured.
     provider: Option<SignIn>,
+    /// Held while the audit chain is read for a page: one pass at a time.
+    reading: tokio::sync::Semaphore,
 }
 
 impl Console {
@@ -106,6 +123,7 @@ impl Console {
             sessions: Sessions::new(shared),
             keys,
             provider,
+            reading: tokio::sync::Semaphore::new(1),
         })
     }
 
@@ -126,6 +144,8 @@ impl Console {
             .route("/console/oidc/callback", get(oidc_callback))
             .route("/console/logout", post(logout))
             .route("/console/requests/{id}", get(request))
+            .route("/console/executions", get(executions))
+            .route("/console/audit", get(audit_trail))
             .route("/console/requests/{id}/decide", post(decide))
             .route("/console/{*rest}", get(nowhere).post(nowhere))
             // A form is a key, a reason and a token: kilobytes at most,
@@ -145,8 +165,12 @@ impl Console {
     }
 
     fn session(&self, headers: &HeaderMap) -> Option<(String, Session)> {
-        let cookie = headers.get(header::COOKIE)?.to_str().ok()?;
-        let id = sessions::cookie_value(cookie)?;
+        let id = sessions::cookie_value(
+            headers
+                .get_all(header::COOKIE)
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+        )?;
         // A store that cannot be asked signs nobody in (fail closed).
         let s = match self.sessions.get(id, self.gateway.now_ms()) {
             Ok(s) => s?,
@@ -223,13 +247,24 @@ fn see_other(to: &str) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, to.to_string())]).into_response()
 }
 
-/// A form posted from another site (a browser says so in
-/// `Sec-Fetch-Site`) is refused whatever it carries.
+/// A form posted from another site is refused whatever it carries: a
+/// browser says so in `Sec-Fetch-Site`, or (older ones) in an `Origin`
+/// that is not this host's.
 fn cross_site(headers: &HeaderMap) -> bool {
-    headers
-        .get("sec-fetch-site")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| !matches!(v, "same-origin" | "none"))
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = text("sec-fetch-site") {
+        return !matches!(site, "same-origin" | "none");
+    }
+    match (text("origin"), text("host")) {
+        (None, _) => false,
+        (Some(origin), Some(host)) => {
+            let bare = origin
+                .strip_prefix("https://")
+                .or_else(|| origin.strip_prefix("http://"));
+            bare != Some(host)
+        }
+        (Some(_), None) => true,
+    }
 }
 
 async fn style() -> Response {
@@ -249,6 +284,83 @@ async fn home(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
         Ok(list) => page(StatusCode::OK, pages::list(&s, &list, now)),
         Err(e) => unavailable(&s, e),
     }
+}
+
+/// One pass over the audit chain for `s`, off the async workers, one at
+/// a time: the page drawn from it, or why not.
+async fn read_trail(
+    c: &Arc<Console>,
+    s: &Session,
+    search: trail::Search,
+    draw: impl FnOnce(&trail::Trail) -> Markup,
+) -> Response {
+    let Ok(_turn) = c.reading.try_acquire() else {
+        return page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            pages::message(
+                "Busy",
+                Some(s),
+                "Another page is reading the audit chain just now; try again in a moment.",
+                true,
+            ),
+        );
+    };
+    let audit = c.gateway.state().audit.clone();
+    let read = tokio::task::spawn_blocking(move || trail::read(audit.as_ref(), &search)).await;
+    match read {
+        Ok(Ok(t)) => page(StatusCode::OK, draw(&t)),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the console could not read the audit chain");
+            page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                pages::message(
+                    "Unavailable",
+                    Some(s),
+                    "The audit chain cannot be read just now; try again shortly.",
+                    true,
+                ),
+            )
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the console's audit read stopped");
+            page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                pages::message("Failed", Some(s), "Reading the audit chain failed.", true),
+            )
+        }
+    }
+}
+
+async fn executions(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    let Some((_, s)) = c.session(&headers) else {
+        return see_other("/console/login");
+    };
+    let who = s.clone();
+    read_trail(&c, &s, trail::Search::default(), move |t| {
+        trail_pages::executions(&who, t)
+    })
+    .await
+}
+
+async fn audit_trail(
+    State(c): State<Arc<Console>>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let Some((_, s)) = c.session(&headers) else {
+        return see_other("/console/login");
+    };
+    let search = match trail::Search::from_query(&query) {
+        Ok(search) => search,
+        Err(why) => {
+            return page(
+                StatusCode::BAD_REQUEST,
+                pages::message("Bad search", Some(&s), &why, true),
+            )
+        }
+    };
+    let (who, shown) = (s.clone(), search.clone());
+    read_trail(&c, &s, search, move |t| trail_pages::audit(&who, &shown, t)).await
 }
 
 fn unavailable(s: &Session, e: ApprovalError) -> Response {
@@ -346,8 +458,19 @@ async fn logout(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
+    if cross_site(&headers) {
+        return page(
+            StatusCode::FORBIDDEN,
+            pages::message(
+                "Not allowed",
+                None,
+                "That form did not come from this console's page.",
+                true,
+            ),
+        );
+    }
     if let Some((id, s)) = c.session(&headers) {
-        if cross_site(&headers) || !s.csrf_matches(form.get("csrf").map_or("", |t| t)) {
+        if !s.csrf_matches(form.get("csrf").map_or("", |t| t)) {
             return forbidden(&s, "That form did not come from this console's page.");
         }
         if let Err(e) = c.sessions.close(&id) {

@@ -19,6 +19,10 @@ body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7
 header{display:flex;gap:1em;align-items:center;padding:.6em 1.2em;background:#1b1f24;color:#fff}\
 header a{color:#fff;font-weight:600;text-decoration:none}header .who{margin-left:auto}\
 header form{display:inline}main{padding:1.2em;max-width:72em}\
+header nav{display:flex;gap:1em}header nav a{font-weight:400}\
+form.search{display:flex;gap:.5em;flex-wrap:wrap;align-items:flex-end;margin-bottom:1em}\
+form.search input{width:11em}.verdict.ok{color:#1a7f37}.verdict.broken{color:#cf222e;font-weight:600}\
+details summary{cursor:pointer}\
 table{border-collapse:collapse;width:100%;background:#fff}\
 th,td{border:1px solid #d0d7de;padding:.35em .5em;text-align:left;vertical-align:top}\
 td.args,pre{font-family:ui-monospace,monospace;font-size:13px;white-space:pre-wrap;word-break:break-all}\
@@ -29,7 +33,7 @@ form.decide{margin-top:1em;display:flex;gap:.6em;align-items:flex-end;flex-wrap:
 textarea{width:28em;height:4em}button{padding:.35em 1em}\
 a.button{display:inline-block;padding:.45em 1.1em;background:#1b1f24;color:#fff;border-radius:4px;text-decoration:none}";
 
-fn layout(title: &str, who: Option<&Session>, body: Markup) -> Markup {
+pub(crate) fn layout(title: &str, who: Option<&Session>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -42,6 +46,13 @@ fn layout(title: &str, who: Option<&Session>, body: Markup) -> Markup {
             body {
                 header {
                     a href="/console" { "Airlock console" }
+                    @if who.is_some() {
+                        nav {
+                            a href="/console" { "Requests" }
+                            a href="/console/executions" { "Executions" }
+                            a href="/console/audit" { "Audit trail" }
+                        }
+                    }
                     @if let Some(s) = who {
                         span.who { (visible(&s.identity)) " · " (s.role.as_str()) }
                         form method="post" action="/console/logout" {

@@ -8,13 +8,14 @@
 //! (`airlock_oauth::SignIn`) and signs the person in as the identity and
 //! role their ID token gives them.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, net::SocketAddr, sync::Arc};
 
 use airlock_oauth::{Pending, SignIn, SignInError, SignInSettings};
 use axum::{
-    extract::{Query, State},
+    extract::{ConnectInfo, Query, State},
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
+    Extension,
 };
 
 use crate::{
@@ -82,20 +83,18 @@ pub(crate) fn sign_in(o: &OidcConfig) -> Result<SignIn, String> {
 }
 
 fn login_cookie(value: &str, max_age: u64) -> String {
-    format!(
-        "{LOGIN_COOKIE}={value}; Path=/console/oidc; HttpOnly; Secure; SameSite=Lax; Max-Age={max_age}"
-    )
+    format!("{LOGIN_COOKIE}={value}; Path=/; HttpOnly; Secure; SameSite=Lax; Max-Age={max_age}")
 }
 
 fn pending_in(headers: &HeaderMap) -> Option<Pending> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == LOGIN_COOKIE)
-        .and_then(|(_, value)| Pending::from_cookie(value))
+    sessions::the_one_cookie(
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+        LOGIN_COOKIE,
+    )
+    .and_then(Pending::from_cookie)
 }
 
 pub(crate) async fn oidc_start(State(c): State<Arc<Console>>) -> Response {
@@ -116,11 +115,27 @@ pub(crate) async fn oidc_start(State(c): State<Arc<Console>>) -> Response {
 
 pub(crate) async fn oidc_callback(
     State(c): State<Arc<Console>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     let Some(provider) = &c.provider else {
         return crate::nowhere().await;
+    };
+    // Each finish may cost a request to the provider: counted against the
+    // client's failed sign-ins, given back when it signs someone in.
+    let address = match c.keys.try_sign_in(peer.map(|p| (p.0).0), &headers) {
+        Ok(address) => address,
+        Err(wait) => {
+            let mut r = page(
+                StatusCode::TOO_MANY_REQUESTS,
+                c.login_page(Some(&format!(
+                    "Too many failed sign-ins from this address; try again in {wait} s."
+                ))),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, wait.into());
+            return r;
+        }
     };
     let pending = pending_in(&headers);
     let person = match provider
@@ -135,6 +150,9 @@ pub(crate) async fn oidc_callback(
         Ok(p) => p,
         Err(e) => return refused(&c, e),
     };
+    if let Some(a) = &address {
+        c.keys.sign_in_passed(a);
+    }
     let groups = c.config.groups_that_matter(&person.groups);
     let Some(role) = c.config.role_with_groups(&person.identity, &groups) else {
         tracing::warn!(identity = %person.identity, "a console sign-in through the provider by an identity [console] gives no role");
@@ -186,9 +204,14 @@ fn refused(c: &Console, e: SignInError) -> Response {
         SignInError::NotStarted | SignInError::Provider(_) => StatusCode::UNAUTHORIZED,
         SignInError::Busy => StatusCode::SERVICE_UNAVAILABLE,
     };
+    let busy = matches!(e, SignInError::Busy | SignInError::Unavailable(_));
     let mut r = page(status, c.login_page(Some(&e.to_string())));
-    if let Ok(v) = HeaderValue::from_str(&login_cookie("", 0)) {
-        r.headers_mut().append(header::SET_COOKIE, v);
+    // A pending sign-in that failed is used up; one that met a busy or
+    // unreachable provider may be tried again.
+    if !busy {
+        if let Ok(v) = HeaderValue::from_str(&login_cookie("", 0)) {
+            r.headers_mut().append(header::SET_COOKIE, v);
+        }
     }
     r
 }

@@ -21,8 +21,10 @@ use subtle::ConstantTimeEq;
 
 use crate::config::Role;
 
-/// The cookie a sign-in lives in, sent back only to `/console`.
-pub const COOKIE: &str = "airlock_console";
+/// The cookie a sign-in lives in. `__Host-`: the browser keeps it only
+/// when set Secure, for `/`, by this host itself, so no sibling subdomain
+/// can plant or shadow one.
+pub const COOKIE: &str = "__Host-airlock_console";
 
 /// The most sign-ins one process keeps.
 pub const MAX_SESSIONS: usize = 10_000;
@@ -72,7 +74,9 @@ pub enum Proof {
 }
 
 /// The most groups a sign-in keeps, so its record stays small.
-pub const MAX_KEPT_GROUPS: usize = 8;
+pub const MAX_KEPT_GROUPS: usize = 4;
+/// The longest group name a sign-in keeps.
+pub const MAX_GROUP_CHARS: usize = 64;
 
 #[derive(Default)]
 pub struct Sessions {
@@ -119,7 +123,7 @@ impl Sessions {
                 true,
                 groups
                     .iter()
-                    .filter(|g| g.len() <= 64)
+                    .filter(|g| g.len() <= MAX_GROUP_CHARS)
                     .take(MAX_KEPT_GROUPS)
                     .cloned()
                     .collect(),
@@ -208,27 +212,39 @@ impl Sessions {
     }
 }
 
-/// The session id in a `Cookie` header, if it carries ours.
-pub fn cookie_value(header: &str) -> Option<&str> {
-    header
-        .split(';')
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value)
+/// The session id in the `Cookie` headers, if they carry ours once (two
+/// of the same name mean someone planted one: neither is used).
+pub fn cookie_value<'a>(headers: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    the_one_cookie(headers, COOKIE)
         .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// The value of the only cookie called `name` in `headers`; `None` when
+/// there is none or more than one.
+pub fn the_one_cookie<'a>(
+    headers: impl IntoIterator<Item = &'a str>,
+    name: &str,
+) -> Option<&'a str> {
+    let mut found = headers
+        .into_iter()
+        .flat_map(|h| h.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(|(n, _)| *n == name)
+        .map(|(_, value)| value);
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
+}
+
 /// The `Set-Cookie` value that keeps `id` for `max_age_secs`; the cookie
-/// never reaches a script, another site, or plain HTTP off this machine.
+/// never reaches a script, another site, or plain HTTP off this machine
+/// (its path is `/`, as `__Host-` requires: `/mcp` ignores it).
 pub fn set_cookie(id: &str, max_age_secs: i64) -> String {
-    format!(
-        "{COOKIE}={id}; Path=/console; HttpOnly; Secure; SameSite=Strict; Max-Age={max_age_secs}"
-    )
+    format!("{COOKIE}={id}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={max_age_secs}")
 }
 
 /// The `Set-Cookie` value that removes it.
 pub fn clear_cookie() -> String {
-    format!("{COOKIE}=; Path=/console; HttpOnly; Secure; SameSite=Strict; Max-Age=0")
+    format!("{COOKIE}=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0")
 }
 
 #[cfg(test)]
@@ -287,11 +303,23 @@ mod tests {
     fn only_our_cookie_of_the_right_shape_is_read() {
         let id = random_token();
         let header = format!("other=1; {COOKIE}={id}; x=y");
-        assert_eq!(cookie_value(&header), Some(id.as_str()));
-        assert_eq!(cookie_value(&format!("{COOKIE}=../../etc")), None);
-        assert_eq!(cookie_value("other=1"), None);
+        assert_eq!(cookie_value([header.as_str()]), Some(id.as_str()));
+        assert_eq!(cookie_value([format!("{COOKIE}=../../etc").as_str()]), None);
+        assert_eq!(cookie_value(["other=1"]), None);
+        let planted = format!("{COOKIE}={}", random_token());
+        assert_eq!(
+            cookie_value([header.as_str(), planted.as_str()]),
+            None,
+            "two: neither"
+        );
         let c = set_cookie(&id, 60);
-        for part in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/console"] {
+        for part in [
+            "__Host-",
+            "HttpOnly",
+            "Secure",
+            "SameSite=Strict",
+            "Path=/;",
+        ] {
             assert!(c.contains(part), "{c}");
         }
     }

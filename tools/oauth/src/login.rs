@@ -28,7 +28,7 @@ use subtle::ConstantTimeEq;
 
 use crate::{
     config::{loopback, Issuer},
-    jwks::IssuerKeys,
+    jwks::{IssuerKeys, RETRY_AFTER_FAILURE},
     token::{identity, TokenError, MAX_TOKEN_BYTES},
 };
 
@@ -41,8 +41,9 @@ pub const MAX_EXCHANGES: usize = 16;
 /// Groups kept from an ID token; more are ignored.
 pub const MAX_GROUPS: usize = 256;
 
-/// How the console signs people in with the provider, checked.
-#[derive(Clone, Debug)]
+/// How the console signs people in with the provider, checked. Its
+/// `Debug` leaves the client secret out.
+#[derive(Clone)]
 pub struct SignInSettings {
     /// Exactly as the provider writes it in `iss`.
     pub issuer: String,
@@ -64,6 +65,19 @@ pub struct SignInSettings {
     pub ca_file: Option<PathBuf>,
 }
 
+impl std::fmt::Debug for SignInSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignInSettings")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"[redacted]")
+            .field("redirect_uri", &self.redirect_uri)
+            .field("identity_claim", &self.identity_claim)
+            .field("identity_prefix", &self.identity_prefix)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Who the provider says signed in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Person {
@@ -73,12 +87,19 @@ pub struct Person {
 }
 
 /// A sign-in sent to the provider and not yet back: kept by the browser
-/// (in an HttpOnly cookie) until it returns.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// (in an HttpOnly cookie) until it returns. Its `Debug` shows nothing of
+/// it.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Pending {
     state: String,
     nonce: String,
     verifier: String,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pending([redacted])")
+    }
 }
 
 impl Pending {
@@ -150,6 +171,10 @@ pub struct SignIn {
     keys: IssuerKeys,
     basic: String,
     endpoints: RwLock<Option<(Url, Url)>>,
+    /// When discovery last failed: tried again only after
+    /// [`RETRY_AFTER_FAILURE`], so a provider that is down is not asked
+    /// once per visitor.
+    failed_at: RwLock<Option<std::time::Instant>>,
     exchanges: tokio::sync::Semaphore,
 }
 
@@ -225,6 +250,7 @@ impl SignIn {
             keys,
             basic,
             endpoints: RwLock::new(None),
+            failed_at: RwLock::new(None),
             exchanges: tokio::sync::Semaphore::new(MAX_EXCHANGES),
         })
     }
@@ -243,11 +269,20 @@ impl SignIn {
         {
             return Ok(e);
         }
-        let found = self
-            .keys
-            .sign_in_endpoints()
-            .await
-            .map_err(SignInError::Unavailable)?;
+        let failed = *self.failed_at.read().unwrap_or_else(|p| p.into_inner());
+        if failed.is_some_and(|at| at.elapsed() < RETRY_AFTER_FAILURE) {
+            return Err(SignInError::Unavailable(
+                "the discovery document could not be fetched a moment ago".into(),
+            ));
+        }
+        let found = match self.keys.sign_in_endpoints().await {
+            Ok(found) => found,
+            Err(e) => {
+                *self.failed_at.write().unwrap_or_else(|p| p.into_inner()) =
+                    Some(std::time::Instant::now());
+                return Err(SignInError::Unavailable(e));
+            }
+        };
         *self.endpoints.write().unwrap_or_else(|p| p.into_inner()) = Some(found.clone());
         Ok(found)
     }
@@ -351,6 +386,7 @@ impl SignIn {
         validation.set_issuer(&[&self.settings.issuer]);
         validation.set_audience(&[&self.settings.client_id]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
         validation.leeway = self.settings.leeway_secs;
         let claims = jsonwebtoken::decode::<Map<String, Value>>(id_token, &key, &validation)
             .map_err(|e| {
@@ -374,10 +410,22 @@ impl SignIn {
         if !nonce_ok {
             return Err(bad("not this sign-in's nonce"));
         }
-        if let Some(azp) = claims.get("azp") {
-            if azp.as_str() != Some(self.settings.client_id.as_str()) {
+        // OpenID Connect Core 3.1.3.7: a token for several audiences must
+        // name this client as the one it was issued to.
+        let audiences = match claims.get("aud") {
+            Some(Value::Array(a)) => a.len(),
+            _ => 1,
+        };
+        match claims.get("azp") {
+            Some(azp) if azp.as_str() != Some(self.settings.client_id.as_str()) => {
                 return Err(bad("authorized for another client (azp)"));
             }
+            None if audiences > 1 => {
+                return Err(bad(
+                    "for several audiences without naming this client (azp)",
+                ));
+            }
+            _ => {}
         }
         let name = identity(&claims, &self.settings.identity_claim).map_err(|e| match e {
             TokenError::EmailNotVerified => bad("the email is not verified"),
@@ -434,6 +482,12 @@ mod tests {
             leeway_secs: 30,
             ca_file: None,
         }
+    }
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let s = format!("{:?} {:?}", settings(), Pending::new());
+        assert!(!s.contains("s3cret") && s.contains("[redacted]"), "{s}");
     }
 
     #[test]

@@ -1,0 +1,148 @@
+//! The executions and audit trail pages, drawn from one [`trail::read`]
+//! pass. Every value comes from the audit chain, which holds what agents
+//! sent: all of it is escaped by maud and spelled out by `visible`.
+
+use airlock_gateway::visible::visible;
+use maud::{html, Markup};
+use serde_json::{Map, Value};
+
+use crate::{
+    pages::layout,
+    sessions::Session,
+    trail::{Search, Trail, MAX_SHOWN},
+};
+
+/// What the whole chain's check says, above any list drawn from it.
+fn verdict(t: &Trail) -> Markup {
+    let v = &t.verdict;
+    html! {
+        @match &v.problem {
+            None => p.verdict.ok {
+                "The chain verifies: all " (v.good_lines) " lines, head seq " (v.head.seq) " hash "
+                code { (visible(&v.head.hash.chars().take(16).collect::<String>())) } "…, as "
+                code { "airlock audit verify" } " would say."
+            },
+            Some((line, why)) => p.verdict.broken {
+                "The chain is broken at line " (line) ": " (visible(why)) ". Lines 1-" (v.good_lines)
+                " verify; nothing from line " (line) " on is vouched for. Run "
+                code { "airlock audit verify" } " on a replica and look into it."
+            },
+        }
+    }
+}
+
+fn text<'a>(line: &'a Map<String, Value>, key: &str) -> &'a str {
+    line.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn search_form(s: &Search) -> Markup {
+    let field = |name: &str, label: &str, value: &Option<String>, hint: &str| {
+        html! {
+            label { (label) br; input type="text" name=(name) value=(value.as_deref().unwrap_or("")) placeholder=(hint) maxlength="256"; }
+        }
+    };
+    html! {
+        form.search method="get" action="/console/audit" {
+            (field("identity", "identity", &s.identity, "alice"))
+            (field("tool", "tool", &s.tool, "vm_stop"))
+            (field("event", "event", &s.event, "call"))
+            (field("plan", "plan", &s.plan, "pl-…"))
+            (field("execution", "execution", &s.execution, "…-x12"))
+            (field("since", "since (UTC)", &s.since, "2026-12-03T14:00"))
+            (field("until", "until (UTC)", &s.until, "2026-12-03"))
+            button type="submit" { "Search" }
+        }
+    }
+}
+
+/// The audit trail: the newest lines matching `search`.
+pub fn audit(who: &Session, search: &Search, t: &Trail) -> Markup {
+    layout(
+        "Audit trail",
+        Some(who),
+        html! {
+            h1 { "Audit trail" }
+            (verdict(t))
+            (search_form(search))
+            p {
+                (t.matched) " of " (t.lines) " lines match"
+                @if t.matched as usize > MAX_SHOWN { "; the newest " (MAX_SHOWN) " are shown (narrow the search, or export it with " code { "airlock audit export" } ")" }
+                "."
+            }
+            @if !t.shown.is_empty() {
+                table {
+                    thead { tr { th { "seq" } th { "time (UTC)" } th { "event" } th { "identity" } th { "what" } th { "line" } } }
+                    tbody {
+                        @for line in &t.shown {
+                            tr {
+                                td { (line.get("seq").and_then(Value::as_u64).unwrap_or(0)) }
+                                td { (visible(text(line, "ts"))) }
+                                td { (visible(text(line, "event"))) }
+                                td { (visible(text(line, "identity"))) }
+                                td { (what(line)) }
+                                td.args { details { summary { "all fields" } (visible(&serde_json::to_string_pretty(line).unwrap_or_default())) } }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// The fields that say what a line is about, linked to a search for each.
+fn what(line: &Map<String, Value>) -> Markup {
+    let link = |key: &str, value: &str| {
+        let href = format!("/console/audit?{key}={}", url_encode(value));
+        html! { (key) " " a href=(href) { code { (visible(value)) } } " " }
+    };
+    html! {
+        @for key in ["tool", "decision", "reason", "execution", "plan", "approval", "outcome", "status"] {
+            @let v = text(line, key);
+            @if !v.is_empty() {
+                @if matches!(key, "tool" | "execution" | "plan") { (link(key, v)) }
+                @else { (key) " " code { (visible(v)) } " " }
+            }
+        }
+    }
+}
+
+fn url_encode(v: &str) -> String {
+    url::form_urlencoded::byte_serialize(v.as_bytes()).collect()
+}
+
+/// Executions: those with no end line yet, then the newest ones.
+pub fn executions(who: &Session, t: &Trail) -> Markup {
+    let running: Vec<_> = t
+        .executions
+        .iter()
+        .filter(|e| e.outcome.is_none())
+        .collect();
+    layout(
+        "Executions",
+        Some(who),
+        html! {
+            h1 { "Executions" }
+            (verdict(t))
+            p { (running.len()) " without an end line (running, or their process stopped); the newest " (t.executions.len()) " in all:" }
+            @if !t.executions.is_empty() {
+                table {
+                    thead { tr { th { "execution" } th { "identity" } th { "started (UTC)" } th { "outcome" } th { "took" } th { "calls per tool" } th { "plan" } } }
+                    tbody {
+                        @for e in &t.executions {
+                            tr {
+                                td { a href={ "/console/audit?execution=" (url_encode(&e.id)) } { code { (visible(&e.id)) } } }
+                                td { (visible(&e.identity)) }
+                                td { (visible(&e.started)) }
+                                td { @match &e.outcome { Some(o) => span class={ "status " @if o == "ok" { "approved" } @else { "denied" } } { (visible(o)) }, None => span.status.pending { "running" } } }
+                                td { @if let Some(ms) = e.wall_ms { (ms) " ms" } }
+                                td.args { @for (tool, n) in &e.calls { (visible(tool)) " ×" (n) br; } }
+                                td { @if let Some(p) = &e.plan { a href={ "/console/requests/" (url_encode(p)) } { (visible(p)) } " " (visible(e.mode.as_deref().unwrap_or(""))) } }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
