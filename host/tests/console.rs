@@ -408,3 +408,93 @@ async fn a_provider_sign_in_that_did_not_start_here_signs_no_one_in() {
     server.wait_for("console sign-in through the provider failed");
     drop(server);
 }
+
+/// The webhook hears of each request as it is filed (the message links
+/// it, with no argument), and never holds up the call that filed it: the
+/// receiver keeps the first message unanswered while the agent goes on
+/// filing. Asking again for the same call tells nobody twice; a receiver
+/// that refuses is logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_hears_of_each_request_and_never_holds_up_the_call() {
+    use std::sync::Arc;
+    let (heard, mut hear) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    // Answers wait for the test to let them go, one permit each.
+    let answers = Arc::new(tokio::sync::Semaphore::new(0));
+    let release = answers.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: String| {
+            let (heard, answers) = (heard.clone(), answers.clone());
+            async move {
+                let v: Value = serde_json::from_str(&body).unwrap();
+                let plan = !v["airlock"]["changes"].is_null();
+                heard.send(v).unwrap();
+                answers.acquire().await.unwrap().forget();
+                if plan {
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR
+                } else {
+                    axum::http::StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let secrets = tempfile::tempdir().unwrap();
+    let url_file = secrets.path().join("webhook-url");
+    std::fs::write(&url_file, format!("{hook}\n")).unwrap();
+    let toml = format!(
+        "\n[console]\napprovers = [\"rita\"]\nwebhook_url_file = {:?}\npublic_url = \"https://airlock.example.test\"\n",
+        url_file.display().to_string()
+    );
+    let (_sim, server, enrolled, _) =
+        serve_enrolled(Duration::ZERO, &toml, &[], &["alice"], &["rita"]).await;
+    let agent = server.connect(&enrolled.agents["alice"]).await;
+
+    let first = asks(&agent, 103).await;
+    let told = hear.recv().await.unwrap();
+    assert_eq!(told["airlock"]["id"], first.as_str());
+    assert_eq!(told["airlock"]["identity"], "alice");
+    assert_eq!(told["airlock"]["tool"], "vm_start");
+    let link = format!("https://airlock.example.test/console/requests/{first}");
+    assert_eq!(told["airlock"]["link"], link.as_str());
+    let text = told["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Airlock: alice asks to call vm_start")
+            && text.contains(&format!("<{link}|Decide in the console>")),
+        "{text}"
+    );
+    assert!(!told.to_string().contains("vmid"), "no argument: {told}");
+
+    // The first message is still unanswered: the calls go on regardless.
+    let second = asks(&agent, 104).await;
+    assert_eq!(
+        asks(&agent, 103).await,
+        first,
+        "the same request, found again"
+    );
+    let plan = call(
+        &agent,
+        "execute",
+        json!({"script": "await tools.vm_stop({node: 'pve1', vmid: 101}); 1", "mode": "plan"}),
+    )
+    .await;
+    let plan = plan.structured_content.unwrap()["plan"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    release.add_permits(3);
+    let ids: Vec<String> = [hear.recv().await.unwrap(), hear.recv().await.unwrap()]
+        .iter()
+        .map(|m| m["airlock"]["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        [second, plan],
+        "one message per request, in order; none for the retry"
+    );
+    server.wait_for("the webhook refused a request's message");
+    assert!(hear.try_recv().is_err(), "nothing more");
+    agent.cancel().await.unwrap();
+}

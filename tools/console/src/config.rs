@@ -18,6 +18,42 @@ pub struct ConsoleConfig {
     pub session_minutes: Option<u64>,
     /// Signing in through the deployment's OpenID provider, beside keys.
     pub oidc: Option<OidcConfig>,
+    /// A file holding the URL of a webhook (Slack, Mattermost, or any
+    /// receiver of a JSON POST) told of every request filed; the URL is a
+    /// secret (anyone holding it can post), so it is never in this file.
+    pub webhook_url_file: Option<PathBuf>,
+    /// CA certificates (PEM) for a webhook signed by a private CA.
+    pub webhook_ca_file: Option<PathBuf>,
+    /// Where people reach the console, for the webhook's links (default:
+    /// the origin of `[console.oidc] redirect_uri`).
+    pub public_url: Option<String>,
+}
+
+/// The largest secret file read (a client secret, a webhook URL).
+const MAX_SECRET_FILE_BYTES: u64 = 4096;
+
+/// The one line a secret file holds (a final newline allowed), read now:
+/// a missing, empty, multi-line or oversized file is named.
+pub fn secret_from_file(path: &std::path::Path, what: &str) -> Result<String, String> {
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("{what} {}: {e}", path.display()))?
+        .len();
+    if size > MAX_SECRET_FILE_BYTES {
+        return Err(format!(
+            "{what} {} is {size} bytes; it must hold the one secret line only",
+            path.display()
+        ));
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    let line = text.trim_end_matches(['\r', '\n']);
+    if line.is_empty() || line.contains(['\r', '\n']) {
+        return Err(format!(
+            "{what} {} must hold the secret on one line",
+            path.display()
+        ));
+    }
+    Ok(line.to_string())
 }
 
 /// `[console.oidc]`: people sign in with the deployment's OpenID
@@ -107,6 +143,9 @@ impl ConsoleConfig {
         if self.approvers.is_empty() && self.auditors.is_empty() && !groups {
             return Err("[console] names nobody: list identities in approvers (may decide) or auditors (may read), or groups in [console.oidc] approver_groups or auditor_groups, or remove [console]".into());
         }
+        if self.webhook_url_file.is_some() && self.public_url().is_none() {
+            return Err("[console] webhook_url_file needs public_url (where people reach the console, for the message's link), or [console.oidc] redirect_uri to take it from".into());
+        }
         if let Some(o) = &self.oidc {
             let prefix = o
                 .identity_prefix
@@ -170,6 +209,17 @@ impl ConsoleConfig {
             }
         }
         Ok(())
+    }
+
+    /// Where people reach the console: `public_url`, else the origin of
+    /// the provider's redirect URI.
+    pub fn public_url(&self) -> Option<String> {
+        if let Some(u) = &self.public_url {
+            return Some(u.clone());
+        }
+        let redirect = &self.oidc.as_ref()?.redirect_uri;
+        let u = url::Url::parse(redirect).ok()?;
+        Some(u.origin().ascii_serialization())
     }
 
     /// The role `identity` has, if any: an approver also reads.
@@ -242,6 +292,7 @@ mod tests {
             auditors: ["rita".to_string(), "local".to_string()].into(),
             session_minutes: None,
             oidc: None,
+            ..ConsoleConfig::default()
         };
         c.check().unwrap();
         assert_eq!(c.role_of("rita"), Some(Role::Approver), "the wider role");
@@ -251,6 +302,9 @@ mod tests {
             approvers: Default::default(),
             auditors: ["sso:bob".to_string()].into(),
             session_minutes: None,
+            webhook_url_file: None,
+            webhook_ca_file: None,
+            public_url: None,
             oidc: Some(OidcConfig {
                 issuer: "https://idp.example.test".into(),
                 client_id: "airlock".into(),

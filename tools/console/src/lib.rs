@@ -20,6 +20,7 @@ mod provider;
 pub mod sessions;
 pub mod trail;
 mod trail_pages;
+pub mod webhook;
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc};
 
@@ -116,6 +117,15 @@ impl Console {
             Some(o) => Some(sign_in(o).map_err(|e| format!("[console.oidc] {e}"))?),
             None => None,
         };
+        if let Some(file) = &config.webhook_url_file {
+            let url = config::secret_from_file(file, "[console] webhook_url_file")?;
+            let public = config.public_url().unwrap_or_default();
+            let hook = webhook::Webhook::start(&url, &public, config.webhook_ca_file.as_deref())
+                .map_err(|e| format!("[console] {e}"))?;
+            if gateway.on_filed(hook).is_err() {
+                return Err("[console] a webhook is already set for this gateway".into());
+            }
+        }
         let shared = gateway.state().console.clone();
         Ok(Self {
             gateway,

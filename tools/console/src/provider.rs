@@ -19,38 +19,16 @@ use axum::{
 };
 
 use crate::{
-    config::{OidcConfig, DEFAULT_IDENTITY_PREFIX},
+    config::{secret_from_file, OidcConfig, DEFAULT_IDENTITY_PREFIX},
     page, pages, see_other,
     sessions::{self, Proof},
     Console, LOGIN_COOKIE, LOGIN_SECS,
 };
 
-/// The client secret file's largest size: a secret, not a document.
-const MAX_SECRET_BYTES: u64 = 4096;
-
 /// The provider's sign-in, from `[console.oidc]`; the secret read from its
 /// file now (a missing or empty file stops the server from starting).
 pub(crate) fn sign_in(o: &OidcConfig) -> Result<SignIn, String> {
-    let path = &o.client_secret_file;
-    let size = std::fs::metadata(path)
-        .map_err(|e| format!("client_secret_file {}: {e}", path.display()))?
-        .len();
-    if size > MAX_SECRET_BYTES {
-        return Err(format!(
-            "client_secret_file {} is {size} bytes; it must hold only the client secret",
-            path.display()
-        ));
-    }
-    let secret = std::fs::read_to_string(path)
-        .map_err(|e| format!("client_secret_file {}: {e}", path.display()))?
-        .trim_end_matches(['\r', '\n'])
-        .to_string();
-    if secret.is_empty() || secret.contains(['\r', '\n']) {
-        return Err(format!(
-            "client_secret_file {} must hold the client secret on one line",
-            path.display()
-        ));
-    }
+    let secret = secret_from_file(&o.client_secret_file, "client_secret_file")?;
     let algorithms = o
         .algorithms
         .clone()

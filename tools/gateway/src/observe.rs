@@ -32,6 +32,13 @@ pub trait Observer: Send + Sync {
     fn audit_append(&self, elapsed: Duration, written: bool);
 }
 
+/// Told when a request starts waiting for a person (a single call's or a
+/// plan's), to let people know (the console's webhook). Called on the
+/// call's own path: it must return at once, never wait on the network.
+pub trait Filed: Send + Sync {
+    fn filed(&self, request: &crate::approval::Request);
+}
+
 /// An audit store that times its appends for an observer.
 pub(crate) struct TimedAudit {
     pub(crate) inner: Arc<dyn AuditStore>,

@@ -100,13 +100,8 @@ impl FetchState {
 
 impl IssuerKeys {
     pub fn new(issuer: &Issuer) -> Result<Self, String> {
-        let tls = match &issuer.ca_file {
-            Some(path) => airlock_gateway::tls::client_config(
-                &airlock_gateway::tls::Trust::CaBundle(path.clone()),
-            )
-            .map_err(|e| format!("issuer {}: ca_file: {e}", issuer.issuer))?,
-            None => system_trust().map_err(|e| format!("issuer {}: {e}", issuer.issuer))?,
-        };
+        let tls = outbound_tls(issuer.ca_file.as_deref())
+            .map_err(|e| format!("issuer {}: {e}", issuer.issuer))?;
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .no_proxy()
@@ -463,6 +458,19 @@ fn key_algorithm(alg: Algorithm) -> Option<KeyAlgorithm> {
         Algorithm::EdDSA => KeyAlgorithm::EdDSA,
         _ => return None,
     })
+}
+
+/// TLS for a request to a service on the network (an issuer, a webhook):
+/// the CA certificates in `ca_file` (PEM) when given, else the system's
+/// trust store.
+pub fn outbound_tls(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
+    match ca_file {
+        Some(path) => airlock_gateway::tls::client_config(&airlock_gateway::tls::Trust::CaBundle(
+            path.to_path_buf(),
+        ))
+        .map_err(|e| format!("ca_file: {e}")),
+        None => system_trust(),
+    }
 }
 
 /// The system's trust store, for an issuer on the public internet or a

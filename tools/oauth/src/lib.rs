@@ -24,6 +24,7 @@ mod token;
 
 pub use config::{ConfigError, IssuerConfig, OAuthConfig};
 pub use jsonwebtoken::Algorithm;
+pub use jwks::outbound_tls;
 pub use login::{Pending, Person, SignIn, SignInError, SignInSettings};
 pub use metadata::ResourceServer;
 pub use token::{TokenError, Tokens};

@@ -102,10 +102,11 @@ impl Gateway {
                 summary: &shown.short,
                 detail: shown.full.as_deref(),
             };
+            let now = self.now_ms();
             let check = self
                 .state
                 .approvals
-                .check(&asked, self.now_ms())
+                .check(&asked, now)
                 .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?;
             match check {
                 Check::Proceed {
@@ -129,6 +130,10 @@ impl Gateway {
                     }
                 }
                 Check::Required(r) => {
+                    // Filed by this check (an older one is only found again).
+                    if r.created_ms == now {
+                        self.tell_filed(&r);
+                    }
                     line.insert("approval".into(), Value::String(r.id.clone()));
                     let mut how = self.approve_instruction(&r.id);
                     if let Some(PlanRun::Apply(plan)) = &caller.plan {

@@ -106,6 +106,8 @@ pub struct Gateway {
     next_call: AtomicU64,
     /// Told of every call's decision and time, and of limit hits.
     observer: Option<Arc<dyn Observer>>,
+    /// Told of each request filed for a person, once set.
+    filed: std::sync::OnceLock<Arc<dyn crate::observe::Filed>>,
     /// Distinguishes this process's call ids in a shared audit log.
     instance: String,
     clock: Clock,
@@ -213,6 +215,7 @@ impl Gateway {
                 executions: Mutex::new(HashMap::new()),
                 next_call: AtomicU64::new(1),
                 observer: None,
+                filed: std::sync::OnceLock::new(),
                 instance: hex::encode(instance),
                 clock: Arc::new(now_ms),
                 summary_key: std::sync::OnceLock::new(),
@@ -229,6 +232,22 @@ impl Gateway {
         });
         self.observer = Some(observer);
         self
+    }
+
+    /// Tells `hook` of every request filed for a person from now on (set
+    /// once; a second hook is refused and returned).
+    pub fn on_filed(
+        &self,
+        hook: Arc<dyn crate::observe::Filed>,
+    ) -> Result<(), Arc<dyn crate::observe::Filed>> {
+        self.filed.set(hook)
+    }
+
+    /// A request `r` was filed just now.
+    pub(super) fn tell_filed(&self, r: &crate::approval::Request) {
+        if let Some(hook) = self.filed.get() {
+            hook.filed(r);
+        }
     }
 
     /// Replaces the wall clock (milliseconds since the epoch), for tests of

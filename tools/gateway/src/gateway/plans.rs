@@ -91,6 +91,9 @@ impl Gateway {
             }
             return Err(CallError::AuditUnavailable(told(&e)));
         }
+        if let PlanFiled::Filed(r) = &filed {
+            self.tell_filed(r);
+        }
         Ok(filed)
     }
 
