@@ -322,6 +322,44 @@ async fn a_person_decides_in_a_real_browser() {
         "no Approve on one's own request"
     );
     photograph(&browser, "own-request").await;
+
+    // What ran, and the trail under the chain's verdict.
+    browser
+        .goto(&format!("{base}/console/executions"))
+        .await
+        .unwrap();
+    let text = main_text(&browser).await;
+    assert!(
+        text.contains("The chain verifies") && text.contains("vm_stop ×2"),
+        "{text}"
+    );
+    photograph(&browser, "executions").await;
+    browser
+        .goto(&format!("{base}/console/audit"))
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Css("input[name=event]"))
+        .await
+        .unwrap()
+        .send_keys("approval_decision")
+        .await
+        .unwrap();
+    click(&browser, Locator::Css("form.search button")).await;
+    let text = browser
+        .wait()
+        .for_element(Locator::Css("main table"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        text.matches("approval_decision").count(),
+        2,
+        "rita's two decisions: {text}"
+    );
+    photograph(&browser, "audit").await;
     browser.close().await.unwrap();
     agent.cancel().await.unwrap();
     olga_agent.cancel().await.unwrap();
@@ -420,6 +458,11 @@ async fn people_sign_in_through_the_openid_provider_with_the_role_their_groups_g
         .to_string();
 
     let browser = driver.browser().await;
+    browser
+        .goto(&format!("{base}/console/login"))
+        .await
+        .unwrap();
+    photograph(&browser, "sign-in-provider").await;
     // rita, in ops-leads, signs in at the provider and lands on the list.
     sign_in_at_provider(&browser, &base, "rita").await;
     let who = browser
@@ -431,7 +474,6 @@ async fn people_sign_in_through_the_openid_provider_with_the_role_their_groups_g
         .await
         .unwrap();
     assert_eq!(who, "sso:rita · approver");
-    photograph(&browser, "sign-in-provider").await;
     let after = decide(&browser, &plan, "window agreed in #ops", "approve", None).await;
     assert!(
         after.contains("approved") && after.contains("sso:rita"),

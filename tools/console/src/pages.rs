@@ -34,11 +34,25 @@ textarea{width:28em;height:4em}button{padding:.35em 1em}\
 a.button{display:inline-block;padding:.45em 1.1em;background:#1b1f24;color:#fff;border-radius:4px;text-decoration:none}";
 
 pub(crate) fn layout(title: &str, who: Option<&Session>, body: Markup) -> Markup {
+    layout_reloading(title, who, body, None)
+}
+
+/// How often the request list reloads itself (no script: the browser's
+/// own refresh), so a request filed meanwhile shows up.
+pub const LIST_REFRESH_SECS: u64 = 15;
+
+fn layout_reloading(
+    title: &str,
+    who: Option<&Session>,
+    body: Markup,
+    every_secs: Option<u64>,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
+                @if let Some(secs) = every_secs { meta http-equiv="refresh" content=(secs); }
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " — Airlock console" }
                 link rel="stylesheet" href="/console/style.css";
@@ -157,11 +171,12 @@ pub const LIST_LIMIT: usize = 200;
 pub fn list(who: &Session, requests: &[Request], now_ms: i64) -> Markup {
     let more = requests.len().saturating_sub(LIST_LIMIT);
     let requests = &requests[..requests.len().min(LIST_LIMIT)];
-    layout(
+    layout_reloading(
         "Requests",
         Some(who),
         html! {
             h1 { "Requests waiting or approved" }
+            p { small { "This list reloads itself every " (LIST_REFRESH_SECS) " s." } }
             @if more > 0 {
                 p.note { (more) " more, older, are not listed here: decide these first, or list them all with " code { "airlock approvals list" } "." }
             }
@@ -185,6 +200,7 @@ pub fn list(who: &Session, requests: &[Request], now_ms: i64) -> Markup {
                 }
             }
         },
+        Some(LIST_REFRESH_SECS),
     )
 }
 
@@ -313,6 +329,18 @@ mod tests {
             "a header and 200 rows"
         );
         assert!(page.contains("5 more, older"), "{page}");
+        assert!(
+            page.contains(&format!(
+                "<meta http-equiv=\"refresh\" content=\"{LIST_REFRESH_SECS}\">"
+            )),
+            "the list reloads itself"
+        );
+        let one = request(1, "vmid=1");
+        let page = super::request(&who(), &one, Offer::Both, 0).into_string();
+        assert!(
+            !page.contains("refresh"),
+            "a page with a form never reloads under the person"
+        );
     }
 
     #[test]

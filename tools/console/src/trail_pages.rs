@@ -97,7 +97,7 @@ fn what(line: &Map<String, Value>) -> Markup {
         html! { (key) " " a href=(href) { code { (visible(value)) } } " " }
     };
     html! {
-        @for key in ["tool", "decision", "reason", "execution", "plan", "approval", "outcome", "status"] {
+        @for key in ["tool", "decision", "decided_by", "channel", "reason", "execution", "plan", "approval", "outcome", "status"] {
             @let v = text(line, key);
             @if !v.is_empty() {
                 @if matches!(key, "tool" | "execution" | "plan") { (link(key, v)) }
