@@ -522,6 +522,37 @@ async fn people_sign_in_through_the_openid_provider_with_the_role_their_groups_g
             "no {button} for an auditor"
         );
     }
+    // bob forges the approve: from a page of no origin the browser keeps
+    // the Strict cookie back and says cross-site; from the console's own
+    // page, without the session's token. Neither decides.
+    let forge = r#"const f = document.createElement('form');
+        f.method = 'post'; f.action = arguments[0];
+        const d = document.createElement('input'); d.name = 'decision'; d.value = 'approve';
+        f.appendChild(d); document.body.appendChild(f); f.submit();"#;
+    let endpoint = format!("{base}/console/requests/{asked}/decide");
+    for from in ["about:blank".to_string(), format!("{base}/console")] {
+        browser.goto(&from).await.unwrap();
+        browser.execute(forge, vec![json!(endpoint)]).await.unwrap();
+        let text = browser
+            .wait()
+            .for_element(Locator::Css("p.error"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            text.contains("Sign in first")
+                || text.contains("did not come from this console's page"),
+            "from {from}: {text}"
+        );
+    }
+    browser
+        .goto(&format!("{base}/console/requests/{asked}"))
+        .await
+        .unwrap();
+    let text = main_text(&browser).await;
+    assert!(text.contains("pending"), "still pending: {text}");
 
     // eve's groups give no role: she is told, and holds no sign-in.
     browser.delete_all_cookies().await.unwrap();

@@ -96,7 +96,17 @@ pub struct OidcConfig {
     pub algorithms: Option<Vec<String>>,
     /// CA certificates (PEM) for a provider signed by a private CA.
     pub ca_file: Option<PathBuf>,
+    /// How long a sign-in through the provider lasts, in minutes (default
+    /// 60, at most `[console] session_minutes`): Airlock cannot ask the
+    /// provider whether the person is still in their groups, so this is
+    /// how long a removal there takes to reach the console. Signing in
+    /// again is one click while the provider's own session lasts.
+    pub session_minutes: Option<u64>,
 }
+
+/// How long a provider sign-in lasts unless `[console.oidc]
+/// session_minutes` says.
+pub const DEFAULT_PROVIDER_SESSION_MINUTES: u64 = 60;
 
 fn default_identity_claim() -> String {
     "sub".into()
@@ -147,6 +157,9 @@ impl ConsoleConfig {
             return Err("[console] webhook_url_file needs public_url (where people reach the console, for the message's link), or [console.oidc] redirect_uri to take it from".into());
         }
         if let Some(o) = &self.oidc {
+            if o.session_minutes == Some(0) {
+                return Err("[console.oidc] session_minutes = 0 would end every provider sign-in at once; give 1 or more (default 60)".into());
+            }
             let prefix = o
                 .identity_prefix
                 .as_deref()
@@ -275,6 +288,17 @@ impl ConsoleConfig {
         }
     }
 
+    /// How long a sign-in through the provider lasts.
+    pub fn provider_session_ms(&self) -> i64 {
+        let minutes = self
+            .oidc
+            .as_ref()
+            .and_then(|o| o.session_minutes)
+            .unwrap_or(DEFAULT_PROVIDER_SESSION_MINUTES)
+            .clamp(1, MAX_SESSION_MINUTES);
+        ((minutes * 60_000) as i64).min(self.session_ms())
+    }
+
     pub fn session_ms(&self) -> i64 {
         let minutes = self.session_minutes.unwrap_or(DEFAULT_SESSION_MINUTES);
         (minutes.min(MAX_SESSION_MINUTES) * 60_000) as i64
@@ -318,9 +342,15 @@ mod tests {
                 scopes: None,
                 algorithms: None,
                 ca_file: None,
+                session_minutes: None,
             }),
         };
         groups.check().unwrap();
+        assert_eq!(
+            groups.provider_session_ms(),
+            3_600_000,
+            "an hour unless set"
+        );
         let g = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             groups.role_with_groups("sso:x", &g(&["ops", "ops-leads"])),

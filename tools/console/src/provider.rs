@@ -143,7 +143,7 @@ pub(crate) async fn oidc_callback(
         );
     };
     let now = c.gateway.now_ms();
-    let lasts = c.config.session_ms();
+    let lasts = c.config.provider_session_ms();
     let proof = Proof::Provider { groups };
     let id = match c
         .sessions
