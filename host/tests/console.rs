@@ -461,7 +461,7 @@ async fn a_webhook_hears_of_each_request_and_never_holds_up_the_call() {
     assert_eq!(told["airlock"]["link"], link.as_str());
     let text = told["text"].as_str().unwrap();
     assert!(
-        text.starts_with("Airlock: alice asks to call vm_start")
+        text.starts_with("Airlock: `alice` asks to call `vm_start`")
             && text.contains(&format!("<{link}|Decide in the console>")),
         "{text}"
     );

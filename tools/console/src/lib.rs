@@ -103,7 +103,7 @@ pub struct Console {
     /// Signing in through the OpenID provider, when configured.
     provider: Option<SignIn>,
     /// Held while the audit chain is read for a page: one pass at a time.
-    reading: tokio::sync::Semaphore,
+    reading: Arc<tokio::sync::Semaphore>,
 }
 
 impl Console {
@@ -133,7 +133,7 @@ impl Console {
             sessions: Sessions::new(shared),
             keys,
             provider,
-            reading: tokio::sync::Semaphore::new(1),
+            reading: Arc::new(tokio::sync::Semaphore::new(1)),
         })
     }
 
@@ -304,7 +304,9 @@ async fn read_trail(
     search: trail::Search,
     draw: impl FnOnce(&trail::Trail) -> Markup,
 ) -> Response {
-    let Ok(_turn) = c.reading.try_acquire() else {
+    // The turn goes with the pass, not the request: a browser that gives
+    // up (a reload) does not free it while the pass still runs.
+    let Ok(turn) = c.reading.clone().try_acquire_owned() else {
         return page(
             StatusCode::SERVICE_UNAVAILABLE,
             pages::message(
@@ -316,7 +318,12 @@ async fn read_trail(
         );
     };
     let audit = c.gateway.state().audit.clone();
-    let read = tokio::task::spawn_blocking(move || trail::read(audit.as_ref(), &search)).await;
+    let read = tokio::task::spawn_blocking(move || {
+        let read = trail::read(audit.as_ref(), &search);
+        drop(turn);
+        read
+    })
+    .await;
     match read {
         Ok(Ok(t)) => page(StatusCode::OK, draw(&t)),
         Ok(Err(e)) => {

@@ -239,7 +239,9 @@ impl Pass<'_> {
                     e.wall_ms = line.get("wall_ms").and_then(Value::as_u64);
                 }
             }
-            Some("call") => {
+            // Calls that ran: a refused one (an unknown tool's made-up
+            // name among them) takes no place in the counts.
+            Some("call") if line.get("decision").and_then(Value::as_str) == Some("allowed") => {
                 if let Some(e) = self.executions.get_mut(&id) {
                     let tool = text("tool").unwrap_or_else(|| "?".into());
                     let key =

@@ -80,7 +80,7 @@ pub fn audit(who: &Session, search: &Search, t: &Trail) -> Markup {
                                 td { (visible(text(line, "event"))) }
                                 td { (visible(text(line, "identity"))) }
                                 td { (what(line)) }
-                                td.args { details { summary { "all fields" } (visible(&serde_json::to_string_pretty(line).unwrap_or_default())) } }
+                                td.args { details { summary { "all fields" } (fields(line)) } }
                             }
                         }
                     }
@@ -107,24 +107,48 @@ fn what(line: &Map<String, Value>) -> Markup {
     }
 }
 
+/// A line's fields, one per row, values spelled out. Hashes of arguments
+/// and scripts are left out: unkeyed, they would let a reader test
+/// guesses of a secret argument offline.
+fn fields(line: &Map<String, Value>) -> String {
+    line.iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "args_sha256" | "script_sha256"))
+        .map(|(k, v)| {
+            let v = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            format!("{}: {}", visible(k), visible(&v))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn url_encode(v: &str) -> String {
     url::form_urlencoded::byte_serialize(v.as_bytes()).collect()
 }
 
 /// Executions: those with no end line yet, then the newest ones.
 pub fn executions(who: &Session, t: &Trail) -> Markup {
-    let running: Vec<_> = t
-        .executions
-        .iter()
-        .filter(|e| e.outcome.is_none())
-        .collect();
+    // From the whole chain's check, not only the newest executions.
+    let running = &t.verdict.unfinished;
     layout(
         "Executions",
         Some(who),
         html! {
             h1 { "Executions" }
             (verdict(t))
-            p { (running.len()) " without an end line (running, or their process stopped); the newest " (t.executions.len()) " in all:" }
+            p { (running.len()) " without an end line (running, or their process stopped)"
+                @if !running.is_empty() { ":" } @else { "." } }
+            @if !running.is_empty() {
+                ul {
+                    @for u in running.iter().take(MAX_SHOWN) {
+                        li { a href={ "/console/audit?execution=" (url_encode(&u.execution)) } { code { (visible(&u.execution)) } }
+                            " by " (visible(u.identity.as_deref().unwrap_or("?"))) ", started " (visible(&u.started)) }
+                    }
+                }
+            }
+            p { "The newest " (t.executions.len()) ", with what their allowed calls were:" }
             @if !t.executions.is_empty() {
                 table {
                     thead { tr { th { "execution" } th { "identity" } th { "started (UTC)" } th { "outcome" } th { "took" } th { "calls per tool" } th { "plan" } } }

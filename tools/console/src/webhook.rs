@@ -26,10 +26,27 @@ use tokio::sync::mpsc;
 pub const QUEUE: usize = 256;
 /// Bound on one send, connect included.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+/// Messages one identity's requests may cause a minute; the rest are
+/// counted and said in its next message, so an agent filing and
+/// withdrawing requests in a loop cannot drown the channel (or the queue
+/// everyone shares).
+pub const PER_IDENTITY_PER_MINUTE: u32 = 6;
+/// Identities whose counts are kept before old ones are forgotten.
+const COUNTED_IDENTITIES: usize = 10_000;
+
+/// One identity's messages in the current minute.
+#[derive(Default)]
+struct Count {
+    minute_from_ms: i64,
+    sent: u32,
+    /// Requests not announced since its last message.
+    held_back: u64,
+}
 
 /// The webhook, as `[console]` gives it.
 pub struct Webhook {
     queue: mpsc::Sender<Value>,
+    counts: std::sync::Mutex<std::collections::HashMap<String, Count>>,
     /// Where the console is reached, for the links: no trailing slash.
     public_url: String,
 }
@@ -85,30 +102,67 @@ impl Webhook {
         });
         Ok(Arc::new(Self {
             queue,
+            counts: Default::default(),
             public_url: public_url.trim_end_matches('/').to_string(),
         }))
     }
 
+    /// Whether `r` may be announced now, and how many of its identity's
+    /// requests were held back since its last message.
+    fn admit(&self, r: &Request) -> Option<u64> {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if counts.len() >= COUNTED_IDENTITIES && !counts.contains_key(&r.identity) {
+            counts.retain(|_, c| r.created_ms - c.minute_from_ms < 60_000);
+            if counts.len() >= COUNTED_IDENTITIES {
+                counts.clear();
+            }
+        }
+        let c = counts.entry(r.identity.clone()).or_default();
+        if r.created_ms - c.minute_from_ms >= 60_000 {
+            c.minute_from_ms = r.created_ms;
+            c.sent = 0;
+        }
+        if c.sent >= PER_IDENTITY_PER_MINUTE {
+            c.held_back += 1;
+            return None;
+        }
+        c.sent += 1;
+        Some(std::mem::take(&mut c.held_back))
+    }
+
     /// The message for `r`.
     pub fn message(&self, r: &Request) -> Value {
+        self.message_with(r, 0)
+    }
+
+    fn message_with(&self, r: &Request, held_back: u64) -> Value {
         let link = format!("{}/console/requests/{}", self.public_url, r.id);
         let what = match &r.changes {
             Some(changes) => {
                 let n = changes.iter().filter(|c| c.is_change()).count();
                 format!("a plan of {n} change{}", if n == 1 { "" } else { "s" })
             }
-            None => format!("to call {}", r.tool),
+            None => format!("to call {}", code(&r.tool)),
         };
         let minutes = ((r.expires_ms - r.created_ms).max(0) / 60_000).max(1);
+        let more = match held_back {
+            0 => String::new(),
+            n => format!(
+                " ({n} more from {} were not announced: see the console)",
+                code(&r.identity)
+            ),
+        };
         let text = format!(
-            "Airlock: {} asks {} (request {}); it expires in {minutes} min unless decided. <{}|Decide in the console>",
-            slack_escape(&r.identity),
-            slack_escape(&what),
-            slack_escape(&r.id),
+            "Airlock: {} asks {} (request {}); it expires in {minutes} min unless decided. <{}|Decide in the console>{more}",
+            code(&r.identity),
+            what,
+            code(&r.id),
             link
         );
         json!({
             "text": text,
+            // Mattermost: no @-mentions from what the message quotes.
+            "link_names": 0,
             "airlock": {
                 "event": "request_filed",
                 "id": r.id,
@@ -125,10 +179,19 @@ impl Webhook {
 
 impl Filed for Webhook {
     fn filed(&self, r: &Request) {
-        if let Err(e) = self.queue.try_send(self.message(r)) {
+        let Some(held_back) = self.admit(r) else {
+            return;
+        };
+        if let Err(e) = self.queue.try_send(self.message_with(r, held_back)) {
             tracing::warn!(request = %r.id, error = %e, "the webhook's queue is full; this request's message is dropped");
         }
     }
+}
+
+/// `s` as a code span: no link, mention or formatting in Slack or
+/// Mattermost (backticks dropped, Slack's `&`, `<`, `>` escaped).
+fn code(s: &str) -> String {
+    format!("`{}`", slack_escape(&s.replace('`', "")))
 }
 
 /// Slack's escaping of message text: `&`, `<` and `>` only.
@@ -171,8 +234,35 @@ mod tests {
         let text = m["text"].as_str().unwrap();
         assert_eq!(
             text,
-            "Airlock: alice&lt;b&gt;&amp; asks to call vm_stop (request ap-00ff); it expires in 15 min unless decided. <https://airlock.example.test/console/requests/ap-00ff|Decide in the console>"
+            "Airlock: `alice&lt;b&gt;&amp;` asks to call `vm_stop` (request `ap-00ff`); it expires in 15 min unless decided. <https://airlock.example.test/console/requests/ap-00ff|Decide in the console>"
         );
+        // One identity's flood is held back, and said in its next message.
+        let mut r2 = r.clone();
+        r2.identity = "@channel`x".into();
+        let admitted: Vec<Option<u64>> = (0..PER_IDENTITY_PER_MINUTE + 3)
+            .map(|_| hook.admit(&r2))
+            .collect();
+        assert!(admitted[..PER_IDENTITY_PER_MINUTE as usize]
+            .iter()
+            .all(|a| *a == Some(0)));
+        assert!(admitted[PER_IDENTITY_PER_MINUTE as usize..]
+            .iter()
+            .all(Option::is_none));
+        assert_eq!(hook.admit(&r), Some(0), "another identity is not held back");
+        r2.created_ms = 60_000;
+        assert_eq!(
+            hook.admit(&r2),
+            Some(3),
+            "the next minute says how many were not"
+        );
+        let m = hook.message_with(&r2, 3);
+        let text = m["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("Airlock: `@channelx` asks")
+                && text.contains("(3 more from `@channelx`"),
+            "{text}"
+        );
+        assert_eq!(m["link_names"], 0);
         assert_eq!(
             m["airlock"]["link"],
             "https://airlock.example.test/console/requests/ap-00ff"
