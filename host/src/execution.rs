@@ -90,11 +90,21 @@ impl Execution {
         self.caller.execution.as_deref().unwrap_or_default()
     }
 
-    /// The gateway as this execution's tool host.
+    /// The gateway as this execution's tool host, running no runbooks.
     pub fn tools(&self) -> ScriptTools {
         ScriptTools {
             gateway: self.gateway.clone(),
             caller: self.caller.clone(),
+            runbooks: None,
+        }
+    }
+
+    /// The gateway as this execution's tool host, running the runbooks
+    /// its script calls in `sandbox` within `limits`.
+    pub fn tools_running_runbooks(&self, sandbox: &Sandbox, limits: &Limits) -> ScriptTools {
+        ScriptTools {
+            runbooks: Some(crate::runbooks::Runner::new(sandbox, limits)),
+            ..self.tools()
         }
     }
 

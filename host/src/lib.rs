@@ -15,6 +15,8 @@ pub mod metrics;
 pub mod plans;
 pub mod report;
 pub mod run;
+pub mod runbook_admin;
+pub mod runbooks;
 pub mod serve;
 pub mod sessions;
 pub mod settings;

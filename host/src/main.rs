@@ -231,6 +231,12 @@ enum Command {
         #[command(subcommand)]
         action: admin::ApprovalAction,
     },
+    /// Runbooks: reviewed scripts agents run by name (`runbooks.NAME`),
+    /// approved once per version. See docs/CONFIGURATION.md.
+    Runbook {
+        #[command(subcommand)]
+        action: airlock::runbook_admin::RunbookAction,
+    },
     /// Measure: latency per workload and mode, concurrency, throughput,
     /// memory per live sandbox, start-up and search (see
     /// docs/PERFORMANCE.md). Prints a table and writes JSON.
@@ -394,6 +400,7 @@ fn main() -> ExitCode {
             }
             Command::Approvals { action } => admin::approvals(&file, action),
             Command::Audit { action } => admin::audit(&file, action),
+            Command::Runbook { action } => airlock::runbook_admin::runbook(&file, action),
             Command::Bench(args) => airlock::bench::run(args).await,
         }
     })

@@ -81,7 +81,7 @@ impl Runner {
             .map_err(|e| format!("{}: {e}", e.code()))?;
         let execution =
             Execution::start(&self.gateway, caller, source).map_err(|e| e.to_string())?;
-        let tools = execution.tools();
+        let tools = execution.tools_running_runbooks(&self.sandbox, &self.limits);
         let outcome = self.sandbox.execute(source, &self.limits, &tools).await;
         let report = plans::conclude(&self.gateway, execution.caller(), outcome.is_ok());
         let finished = execution.finish(crate::execution::Ended::Ran(&outcome));

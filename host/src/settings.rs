@@ -47,6 +47,8 @@ pub struct ConfigFile {
     /// The operator console at `/console` on `serve --http`; see
     /// docs/DEPLOYMENT.md.
     pub console: Option<airlock_console::ConsoleConfig>,
+    /// Runbooks; see docs/CONFIGURATION.md.
+    pub runbooks: RunbooksSection,
     /// Removed: `[backends.demo]` served an in-memory fleet with tool
     /// names of its own. Kept only to refuse it with a message that says
     /// what replaced it (see [`ConfigFile::check_removed`]).
@@ -71,6 +73,14 @@ pub struct ConfigFile {
 pub struct PolicySection {
     pub read_only: bool,
     pub deny: BTreeSet<String>,
+}
+
+/// `[runbooks]`: what a runbook's call outside its file does.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunbooksSection {
+    /// `"refuse"` (the default) or `"ask"`.
+    pub outside_bounds: airlock_gateway::runbook::Outside,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -247,6 +257,7 @@ impl ConfigFile {
             },
             approval: self.approval.clone(),
             rate: self.rate.clone(),
+            runbook_outside: self.runbooks.outside_bounds,
             ..GatewayConfig::default()
         };
         if let Some(c) = &self.approve_command {

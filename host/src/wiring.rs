@@ -91,11 +91,27 @@ pub async fn wire(file: &ConfigFile) -> Result<Wired, String> {
 pub struct ScriptTools {
     pub gateway: Arc<Gateway>,
     pub caller: Caller,
+    /// Runs the runbooks the script calls; `None` where none may run (a
+    /// runbook's own script, a benchmark).
+    pub runbooks: Option<Arc<crate::runbooks::Runner>>,
 }
 
 #[async_trait]
 impl ToolHost for ScriptTools {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure> {
+        if let Some(runner) = &self.runbooks {
+            runner.over_calls(&call.note)?;
+        }
+        if let Some(name) = crate::runbooks::runbook_name(&call.name) {
+            return match &self.runbooks {
+                Some(runner) => {
+                    runner
+                        .run(&self.gateway, &self.caller, name, call.args, &call.note)
+                        .await
+                }
+                None => Err(crate::runbooks::not_here(name)),
+            };
+        }
         self.gateway
             .call(&self.caller, &call.name, call.args)
             .await

@@ -173,6 +173,7 @@ async fn approved_plan(
     let host = airlock::wiring::ScriptTools {
         gateway: gateway.clone(),
         caller: recording.clone(),
+        runbooks: None,
     };
     let outcome = sandbox.execute(text, limits, &host).await;
     if let Some(e) = outcome.error() {
@@ -282,6 +283,7 @@ async fn the_attack_corpus() {
         let host = airlock::wiring::ScriptTools {
             gateway: gateway.clone(),
             caller: caller.clone(),
+            runbooks: None,
         };
         let audit_before = std::fs::metadata(gateway.audit_path().unwrap())
             .unwrap()

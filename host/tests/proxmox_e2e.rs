@@ -42,6 +42,7 @@ impl Deployment {
         let tools = ScriptTools {
             gateway: self.gateway.clone(),
             caller: Caller::new(identity),
+            runbooks: None,
         };
         self.sandbox
             .execute(script, &Limits::default(), &tools)

@@ -158,8 +158,9 @@ impl Sandbox {
                 .clone()
                 .or_else(cache::default_dir)
                 .ok_or(SandboxError::NoCacheDir)?,
-            // in flight + idle in the reuse pool + being reset
-            slots: e * 3 + 2,
+            // in flight + a runbook each of those runs + idle in the
+            // reuse pool + being reset
+            slots: e * 4 + 2,
         };
         let compiled = engine::load(&opts).await?;
         start_ticker(&compiled.engine);
@@ -267,6 +268,36 @@ impl Sandbox {
             }
         }
         report.outcome
+    }
+
+    /// Runs `script` for an execution that already holds its slot, in a
+    /// fresh instance of its own that is dropped after: a runbook the
+    /// execution's script called. It waits for no slot (its caller holds
+    /// one and waits on it, so queueing could deadlock a full gate), and
+    /// shares no instance with the caller's script, which must not reach
+    /// into the reviewed code's realm.
+    pub async fn execute_within(
+        &self,
+        script: &str,
+        limits: &Limits,
+        host: &dyn ToolHost,
+    ) -> Outcome {
+        let stats = Stats {
+            mode: Mode::Fresh,
+            instance_uses: 1,
+            ..Stats::default()
+        };
+        if let Err(e) = self.check_request(script, limits) {
+            return failed(e, stats);
+        }
+        let started = Instant::now();
+        let Warm { mut store, fns, .. } = match self.instantiate(limits).await {
+            Ok(w) => w,
+            Err(e) => return failed(e, stats),
+        };
+        execution::run_on(&mut store, &fns, script, limits, host, started, stats)
+            .await
+            .outcome
     }
 
     fn check_request(&self, script: &str, limits: &Limits) -> Result<(), ExecError> {

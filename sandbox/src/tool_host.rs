@@ -62,6 +62,55 @@ impl CallNote {
     }
 }
 
+impl CallNote {
+    /// Adds the calls a call made on the script's behalf (a runbook's) to
+    /// the trace, after it, each named `"{call} > {tool}"`: they count in
+    /// the execution's trace as the script's own. Returns how many were
+    /// added.
+    pub fn nested(&self, calls: &[crate::CallRecord]) -> usize {
+        let Some((trace, id)) = &self.0 else { return 0 };
+        let Some(trace) = trace.upgrade() else {
+            return 0;
+        };
+        let mut trace = trace.lock().unwrap();
+        let Some((parent, start)) = trace
+            .iter()
+            .rev()
+            .find(|(i, _)| i == id)
+            .map(|(_, r)| (r.tool.clone(), r.start_us))
+        else {
+            return 0;
+        };
+        for c in calls {
+            // An id no call of the script has, so a note or an end of
+            // the parent call finds the parent's entry, not these.
+            trace.push((
+                NESTED,
+                crate::CallRecord {
+                    tool: format!("{parent} > {}", c.tool),
+                    start_us: start + c.start_us,
+                    duration_us: c.duration_us,
+                    status: c.status.clone(),
+                },
+            ));
+        }
+        calls.len()
+    }
+}
+
+impl CallNote {
+    /// The calls in the execution's trace so far, this one and those made
+    /// on calls' behalf included: what counts against `tool_calls` when a
+    /// call runs calls of its own.
+    pub fn calls_so_far(&self) -> usize {
+        let Some((trace, _)) = &self.0 else { return 0 };
+        trace.upgrade().map_or(0, |t| t.lock().unwrap().len())
+    }
+}
+
+/// The trace id of calls made on a call's behalf.
+const NESTED: u32 = u32::MAX;
+
 impl std::fmt::Debug for CallNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CallNote")

@@ -127,6 +127,18 @@ const PRELUDE: &str = r#"(function (call) {
     defineProperty() { return false; },
     deleteProperty() { return false; },
   }));
+  // Runbooks an operator approved, by name: the host runs each in an
+  // instance of its own and answers its value.
+  define('runbooks', new Proxy(Object.create(null), {
+    get(_target, name) {
+      if (typeof name !== 'string' || name === 'then' || name === 'toJSON') return undefined;
+      return function (args) { return call('runbooks.' + name, args === undefined ? {} : args); };
+    },
+    has(_target, name) { return typeof name === 'string'; },
+    set() { return false; },
+    defineProperty() { return false; },
+    deleteProperty() { return false; },
+  }));
   // Finding tools from inside the script: calls of names no tool can have.
   define('catalog', Object.freeze({
     search(query, options) {

@@ -121,6 +121,8 @@ pub struct ClientTools {
     pub done: AtomicU32,
     /// This execution's approval prompts: one at a time, a few at most.
     pub asking: Asking,
+    /// Runs the runbooks the script calls.
+    pub runbooks: Arc<crate::runbooks::Runner>,
 }
 
 fn failure(e: &CallError) -> ToolFailure {
@@ -148,6 +150,12 @@ impl ClientTools {
             .map(|a| matches!(a, Answer::Accepted(Approval { approve: true })))
     }
     async fn report(&self, name: &str, outcome: Result<(), &CallError>) {
+        self.report_code(name, outcome.err().map(CallError::code).unwrap_or("ok"))
+            .await
+    }
+
+    /// Tells the client a call is done, `code` its status.
+    async fn report_code(&self, name: &str, code: &str) {
         let tool = &quote_name(name);
         let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some(token) = &self.progress {
@@ -158,7 +166,6 @@ impl ClientTools {
             ));
             let _ = self.peer.notify_progress(p).await;
         }
-        let code = outcome.err().map(CallError::code).unwrap_or("ok");
         // Refusals by Airlock's own controls and state it cannot reach are
         // for whoever watches the session even when the script recovers;
         // an agent's own mistakes and the backend's answers reach the
@@ -190,6 +197,16 @@ impl ClientTools {
 impl ToolHost for ClientTools {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure> {
         let ToolCall { name, args, note } = call;
+        self.runbooks.over_calls(&note)?;
+        if let Some(runbook) = crate::runbooks::runbook_name(&name) {
+            let result = self
+                .runbooks
+                .run(&self.gateway, &self.caller, runbook, args, &note)
+                .await;
+            let code = result.as_ref().map_or_else(|f| f.code.as_str(), |_| "ok");
+            self.report_code(&name, code).await;
+            return result;
+        }
         let result = match self
             .gateway
             .call_keeping_args(&self.caller, &name, args)

@@ -226,6 +226,7 @@ impl AirlockServer {
             log: self.log.clone(),
             done: AtomicU32::new(0),
             asking: Default::default(),
+            runbooks: crate::runbooks::Runner::new(&self.shared.sandbox, &self.shared.limits),
         };
         // A `notifications/cancelled` drops the execution: the script
         // stops, its tool calls are cancelled, its slot is freed.

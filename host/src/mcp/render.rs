@@ -163,6 +163,20 @@ pub fn outcome(o: &Outcome, execution: &str, full: bool, kept: bool) -> CallTool
     with_text(structured, text, o.result.is_err())
 }
 
+/// A name the summary shows: a tool's (a JavaScript identifier), a
+/// runbook's (`runbooks.NAME`), or a call a runbook made
+/// (`runbooks.NAME > tool`). Any other is counted, never shown.
+fn is_summary_name(name: &str) -> bool {
+    let runbook = |n: &str| {
+        n.strip_prefix("runbooks.")
+            .is_some_and(|r| !r.contains('.') && is_js_identifier(r))
+    };
+    match name.split_once(" > ") {
+        Some((rb, tool)) => runbook(rb) && is_js_identifier(tool),
+        None => is_js_identifier(name) || runbook(name),
+    }
+}
+
 type PerTool = Vec<(String, BTreeMap<String, usize>)>;
 
 /// Calls per tool and status, in the order tools were first called. Every
@@ -174,7 +188,7 @@ fn per_tool(o: &Outcome) -> PerTool {
     let mut all: PerTool = Vec::new();
     let mut at: HashMap<&str, usize> = HashMap::new();
     for c in &o.trace {
-        let name = if is_js_identifier(&c.tool) {
+        let name = if is_summary_name(&c.tool) {
             c.tool.as_str()
         } else {
             NOT_A_NAME

@@ -3,7 +3,9 @@
 //! too (a backend may pick credentials by the mode allowed), so it sits
 //! below both the gateway and the backends.
 
-use crate::{plan_apply::PlanRun, policy::Mode};
+use std::sync::Arc;
+
+use crate::{plan_apply::PlanRun, policy::Mode, runbook::RunbookRun};
 
 /// Who is calling, and from which execution.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +26,10 @@ pub struct Caller {
     /// (its issuer's `approve_own`, or one of its groups in
     /// `approve_own_groups`); used only when `[identities]` does not say.
     pub approve_own: bool,
+    /// The runbook run whose script makes the call, if one does: its
+    /// calls are held to the runbook's file, and an approved version's
+    /// changes inside it need no approval of their own.
+    pub runbook: Option<Arc<RunbookRun>>,
 }
 
 impl Caller {
@@ -35,6 +41,7 @@ impl Caller {
             mode: None,
             plan: None,
             approve_own: false,
+            runbook: None,
         }
     }
 

@@ -109,6 +109,9 @@ pub struct GatewayConfig {
     /// request id; `ApprovalRequired` errors quote it, so it must reach
     /// this gateway's approval store (e.g. carry the same `--config`).
     pub approve_command: String,
+    /// What a runbook's call outside its file does (`[runbooks]
+    /// outside_bounds`): refused unsent, or asks as any call.
+    pub runbook_outside: crate::runbook::Outside,
 }
 
 /// What `approve_command` is when nothing more specific is known.
@@ -121,6 +124,7 @@ impl Default for GatewayConfig {
             approval: ApprovalConfig::default(),
             rate: RateConfig::default(),
             approve_command: DEFAULT_APPROVE_COMMAND.to_string(),
+            runbook_outside: crate::runbook::Outside::default(),
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod policy;
 pub mod private_files;
 pub mod rate;
 pub mod redact;
+pub mod runbook;
 pub mod search;
 pub mod shares;
 pub mod spec;

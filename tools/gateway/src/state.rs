@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::{
     approval::ApprovalStore, audit::AuditStore, config::ApprovalConfig, keys::KeyStore,
-    rate::RateLimits, shares::ExecutionShares,
+    rate::RateLimits, runbook::RunbookStore, shares::ExecutionShares,
 };
 
 /// The stores one gateway (or one operator command) works with.
@@ -33,6 +33,8 @@ pub struct State {
     /// Sign-ins to the operator console any replica can check
     /// (PostgreSQL only, as `sessions`).
     pub console: Option<Arc<dyn ConsoleSessions>>,
+    /// Runbook versions and their approvals.
+    pub runbooks: Arc<dyn RunbookStore>,
 }
 
 /// The longest session id a record is kept or looked up for.

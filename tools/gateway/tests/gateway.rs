@@ -755,6 +755,7 @@ async fn executions_are_audited() {
         mode: None,
         plan: None,
         approve_own: false,
+        runbook: None,
     };
     s.gateway
         .call(&c, "read_status", json!({"node": "pve1"}))
@@ -970,6 +971,7 @@ async fn rate_limited_refusals_leave_one_line_and_a_count() {
         mode: None,
         plan: None,
         approve_own: false,
+        runbook: None,
     };
     for _ in 0..5 {
         gateway.call(&mallory, "read_status", args()).await.unwrap();

@@ -79,7 +79,10 @@ impl Place {
                     shares: Arc::new(postgres::shares::PgShares::new(db.clone())),
                     keys: Some(Arc::new(postgres::keys::PgKeys::new(db.clone()))),
                     sessions: Some(Arc::new(postgres::sessions::PgSessions::new(db.clone()))),
-                    console: Some(Arc::new(postgres::console::PgConsoleSessions::new(db))),
+                    console: Some(Arc::new(postgres::console::PgConsoleSessions::new(
+                        db.clone(),
+                    ))),
+                    runbooks: Arc::new(postgres::runbooks::PgRunbooks::new(db)),
                 })
             }
             Place::Files {
@@ -95,6 +98,9 @@ impl Place {
                 keys: None,
                 sessions: None,
                 console: None,
+                runbooks: Arc::new(local::SqliteRunbooks::open(
+                    &airlock_gateway::private_files::parent_of(approvals_db).join("runbooks.db"),
+                )?),
             }),
         }
     }
@@ -113,6 +119,8 @@ pub enum StateError {
     Approval(#[from] ApprovalError),
     #[error(transparent)]
     Audit(#[from] AuditError),
+    #[error(transparent)]
+    Runbooks(#[from] airlock_gateway::runbook::StoreError),
     #[error("[state] backend \"postgres\": {0}")]
     Postgres(#[from] PgError),
 }

@@ -3,6 +3,7 @@
 //! line.
 
 use super::*;
+use crate::runbook::{Admitted, RunbookRun};
 
 impl Gateway {
     /// Rate limit, lookup, validation, policy and approval. Adds what it
@@ -57,6 +58,11 @@ impl Gateway {
                 reason: d.0,
             })?;
         let needs_approval = self.approval_tiers.contains(&spec.tier);
+        if let Some(run) = &caller.runbook {
+            if self.runbook_admits(caller, run, spec, args, needs_approval, line)? {
+                return Ok(entry);
+            }
+        }
         match &caller.plan {
             // Recording: nothing above a read is sent, so nothing is
             // approved now; the plan is, as a whole. A read runs, so it
@@ -181,6 +187,57 @@ impl Gateway {
             }
         }
         Ok(entry)
+    }
+
+    /// Holds a call of a runbook's script to its file: `Ok(true)` when
+    /// it may go on without an approval of its own (a change of an
+    /// approved version inside its bounds), `Ok(false)` when it goes on
+    /// as any call (a read, or outside the bounds where the deployment
+    /// asks), `Err` when it is refused unsent.
+    fn runbook_admits(
+        &self,
+        caller: &Caller,
+        run: &RunbookRun,
+        spec: &ToolSpec,
+        args: &Value,
+        needs_approval: bool,
+        line: &mut Map<String, Value>,
+    ) -> Result<bool, CallError> {
+        let rb = &run.runbook;
+        line.insert("runbook".into(), Value::String(rb.name.clone()));
+        line.insert("runbook_version".into(), Value::String(rb.version.clone()));
+        line.insert("runbook_run".into(), Value::String(run.id.clone()));
+        let refused = |why: String| CallError::Runbook {
+            tool: spec.name.clone(),
+            runbook: rb.name.clone(),
+            reason: why,
+        };
+        match run.admit(&spec.name, spec.tier, args) {
+            Admitted::Read => Ok(false),
+            Admitted::Ask { why } => {
+                line.insert("runbook_outside".into(), audit_fields::reason(&why));
+                Ok(false)
+            }
+            Admitted::Refused { why } => Err(refused(why)),
+            Admitted::Change { bound } => {
+                line.insert("runbook_args".into(), Value::Object(bound));
+                if !needs_approval {
+                    return Ok(true);
+                }
+                let by = run.approved_by.as_deref().unwrap_or_default();
+                // Four eyes: a person who approved a version does not
+                // thereby approve their own calls through it.
+                if by == caller.identity && !self.may_approve_own(caller) {
+                    return Err(refused(format!(
+                        "{by} approved this version of runbook {}, and approvals of one's own calls are off: another operator approves it",
+                        rb.name
+                    )));
+                }
+                line.insert("approved_by".into(), audit_fields::decider(by));
+                line.insert("approved_via".into(), audit_fields::code("runbook"));
+                Ok(true)
+            }
+        }
     }
 
     pub(super) fn take_token(&self, identity: &str) -> Result<(), CallError> {

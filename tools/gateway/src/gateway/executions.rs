@@ -147,3 +147,32 @@ pub enum StartError {
     #[error("the execution places store is unavailable, so nothing runs: {0}")]
     SharesUnavailable(String),
 }
+
+impl Gateway {
+    /// Records that an execution's script started a runbook: which
+    /// version, approved by whom, and the run id its calls' lines carry,
+    /// so `audit verify` can hold those calls to the version's file.
+    /// Nothing of the runbook runs when this cannot be written.
+    pub fn runbook_started(
+        &self,
+        caller: &Caller,
+        run: &crate::runbook::RunbookRun,
+    ) -> Result<(), AuditError> {
+        let mut line = Map::new();
+        if let Some(x) = &caller.execution {
+            line.insert("execution".into(), Value::String(x.clone()));
+        }
+        line.insert("identity".into(), Value::String(caller.identity.clone()));
+        line.insert("runbook".into(), Value::String(run.runbook.name.clone()));
+        line.insert(
+            "runbook_version".into(),
+            Value::String(run.runbook.version.clone()),
+        );
+        line.insert("runbook_run".into(), Value::String(run.id.clone()));
+        if let Some(by) = &run.approved_by {
+            line.insert("approved_by".into(), audit_fields::decider(by));
+        }
+        self.append_for(&caller.identity, "runbook_start", line)?;
+        Ok(())
+    }
+}

@@ -88,6 +88,7 @@ pub struct Gateway {
     /// Tiers whose approval may be asked in the MCP client.
     in_client_tiers: Vec<Tier>,
     approve_command: String,
+    runbook_outside: crate::runbook::Outside,
     backends: HashMap<String, (Arc<dyn Backend>, Semaphore)>,
     /// Backend ids in the order given: earlier ones keep a clashing name.
     order: Vec<String>,
@@ -206,6 +207,7 @@ impl Gateway {
                 approval_tiers: config.approval.tiers,
                 in_client_tiers: config.approval.in_client,
                 approve_command: config.approve_command,
+                runbook_outside: config.runbook_outside,
                 backends: by_id,
                 order,
                 calls_per_minute: config.rate.calls_per_minute,
@@ -259,6 +261,11 @@ impl Gateway {
 
     /// The stores this gateway keeps its state in; the host serves bearer
     /// keys and transport sessions from the same place.
+    /// What a runbook's call outside its file does here.
+    pub fn runbook_outside(&self) -> crate::runbook::Outside {
+        self.runbook_outside
+    }
+
     pub fn state(&self) -> &State {
         &self.state
     }

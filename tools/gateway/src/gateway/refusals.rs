@@ -87,6 +87,14 @@ pub enum CallError {
     /// Plan mode could not record this change (the plan is full).
     #[error("{tool} could not be added to the plan: {error}")]
     Plan { tool: String, error: PlanError },
+    /// A call of a runbook's script outside what its file declares, or a
+    /// change of a version no one approved.
+    #[error("{tool} refused in runbook {runbook}: {reason}")]
+    Runbook {
+        tool: String,
+        runbook: String,
+        reason: String,
+    },
 }
 
 /// What a script is told when a store fails: what went wrong (a full
@@ -165,6 +173,7 @@ impl CallError {
             CallError::ApprovalUnavailable(_) => "approval_unavailable",
             CallError::RateUnavailable(_) => "rate_unavailable",
             CallError::Plan { error, .. } => error.code(),
+            CallError::Runbook { .. } => "runbook_refused",
         }
     }
 
@@ -211,6 +220,7 @@ impl CallError {
             | CallError::ApprovalUnavailable(_)
             | CallError::RateUnavailable(_) => "refused",
             CallError::Plan { .. } => "plan_refused",
+            CallError::Runbook { .. } => "runbook_refused",
             CallError::Backend { .. } => "allowed",
         }
     }

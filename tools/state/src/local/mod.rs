@@ -7,6 +7,7 @@ mod approvals;
 mod audit;
 mod keys;
 mod rate;
+mod runbooks;
 mod shares;
 mod state_dir;
 
@@ -14,5 +15,6 @@ pub use approvals::SqliteApprovals;
 pub use audit::{AuditLog, LOCK_WAIT};
 pub use keys::EnrollmentFile;
 pub use rate::LocalRate;
+pub use runbooks::SqliteRunbooks;
 pub use shares::LocalShares;
 pub use state_dir::{default_state_dir, state_dir_from, NoStateDir};

@@ -141,6 +141,26 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         ON airlock_console_sessions (identity, expires_ms);
     ",
     ),
+    (
+        13,
+        "runbook versions and their approvals",
+        "
+    CREATE SEQUENCE airlock_runbooks_seq;
+    CREATE TABLE airlock_runbooks (
+        name         TEXT NOT NULL,
+        version      TEXT NOT NULL CHECK (version ~ '^[0-9a-f]{64}$'),
+        text         TEXT NOT NULL,
+        author       TEXT NOT NULL,
+        added_ms     BIGINT NOT NULL,
+        approved_by  TEXT,
+        approved_ms  BIGINT,
+        retired_ms   BIGINT,
+        seq          BIGINT NOT NULL DEFAULT nextval('airlock_runbooks_seq'),
+        PRIMARY KEY (name, version)
+    );
+    CREATE INDEX airlock_runbooks_current ON airlock_runbooks (name, seq DESC);
+    ",
+    ),
 ];
 
 /// The newest version this build knows.

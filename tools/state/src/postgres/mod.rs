@@ -19,6 +19,7 @@ pub mod console;
 pub mod keys;
 mod migrations;
 pub mod rate;
+pub mod runbooks;
 pub mod sessions;
 pub mod shares;
 

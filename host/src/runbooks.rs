@@ -1,0 +1,217 @@
+//! Running a runbook a script called (`await runbooks.NAME({...})`).
+//!
+//! The script's call is answered here, not by a backend: the current
+//! version of the runbook is read from the state store, its input checked
+//! against its schema, and its source run in a fresh sandbox instance of
+//! its own, so the calling script cannot reach into the reviewed code's
+//! realm (replace `Array.prototype.filter`, say) and steer it. Its calls
+//! go through the gateway as the caller's, marked with the run
+//! ([`RunbookRun`]), which holds them to the runbook's file; they count
+//! against the caller's `tool_calls` and appear in its trace as
+//! `runbooks.NAME > tool`.
+//!
+//! One runbook at a time per execution, never one inside another, never
+//! in plan mode (an approved version's changes are sent at once, which a
+//! plan's recording must not do).
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Instant,
+};
+
+use airlock_gateway::{
+    runbook::{short, Runbook, RunbookRun},
+    Caller, Gateway,
+};
+use airlock_sandbox::{CallNote, Limit, Limits, Sandbox, ToolFailure};
+use serde_json::{json, Value};
+
+use crate::wiring::ScriptTools;
+
+/// The code of every refusal of a runbook call itself.
+pub const REFUSED: &str = "runbook_refused";
+
+/// What an execution needs to run the runbooks its script calls.
+pub struct Runner {
+    sandbox: Sandbox,
+    limits: Limits,
+    started: Instant,
+    busy: AtomicBool,
+}
+
+fn refused(message: String) -> ToolFailure {
+    ToolFailure::new(REFUSED, message)
+}
+
+/// The name after `runbooks.`, if `tool` is a runbook's.
+pub fn runbook_name(tool: &str) -> Option<&str> {
+    tool.strip_prefix("runbooks.")
+}
+
+/// The refusal for a runbook called where none can run.
+pub fn not_here(name: &str) -> ToolFailure {
+    refused(format!(
+        "runbooks.{}: a runbook is run by an execution's own script, not by a runbook's, and only one at a time",
+        airlock_gateway::visible::quote(name, 64)
+    ))
+}
+
+impl Runner {
+    pub fn new(sandbox: &Sandbox, limits: &Limits) -> Arc<Self> {
+        Arc::new(Self {
+            sandbox: sandbox.clone(),
+            limits: limits.clone(),
+            started: Instant::now(),
+            busy: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether the script has used its `tool_calls`, its runbooks' calls
+    /// counted: a call past them ends the execution as its own would.
+    pub fn over_calls(&self, note: &CallNote) -> Result<(), ToolFailure> {
+        let used = note.calls_so_far() as u64;
+        let value = self.limits.tool_calls as u64;
+        if used > value {
+            return Err(ToolFailure::new(
+                airlock_sandbox::codes::LIMIT_EXCEEDED,
+                format!("tool_calls: the script and its runbooks made {value} calls, the limit"),
+            )
+            .with_details(json!({"limit": Limit::ToolCalls, "value": value, "used": used})));
+        }
+        Ok(())
+    }
+
+    /// Runs the current version of runbook `name` with `args` for
+    /// `caller`, and answers its value.
+    pub async fn run(
+        &self,
+        gateway: &Arc<Gateway>,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        note: &CallNote,
+    ) -> Result<Value, ToolFailure> {
+        if caller.plan.is_some() {
+            return Err(refused(format!(
+                "runbooks.{name}: runbooks do not run in plan mode (an approved runbook's changes are sent, not recorded); run it in an execute of its own"
+            )));
+        }
+        if caller.runbook.is_some() {
+            return Err(not_here(name));
+        }
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return Err(refused(format!(
+                "runbooks.{name}: this execution is running a runbook already; await it before starting the next"
+            )));
+        }
+        let result = self.run_one(gateway, caller, name, args, note).await;
+        self.busy.store(false, Ordering::SeqCst);
+        result
+    }
+
+    async fn run_one(
+        &self,
+        gateway: &Arc<Gateway>,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        note: &CallNote,
+    ) -> Result<Value, ToolFailure> {
+        let quoted = airlock_gateway::visible::quote(name, 64);
+        let current = gateway.state().runbooks.current().map_err(|e| {
+            ToolFailure::new("runbook_unavailable", format!("runbooks.{quoted}: {e}"))
+        })?;
+        let Some(stored) = current.into_iter().find(|s| s.name == name) else {
+            return Err(ToolFailure::new(
+                airlock_sandbox::codes::NOT_FOUND,
+                format!("no runbook named {quoted}: `search` lists the runbooks there are (kind \"runbook\")"),
+            ));
+        };
+        let runbook = Runbook::parse(&stored.text)
+            .ok()
+            .filter(|r| r.version == stored.version)
+            .ok_or_else(|| {
+                ToolFailure::new(
+                    "runbook_unavailable",
+                    format!(
+                        "runbooks.{name}: the stored version {} does not read back as the file that was added; an operator adds it again",
+                        short(&stored.version)
+                    ),
+                )
+            })?;
+        if !runbook.may_run(&caller.identity) {
+            return Err(refused(format!(
+                "runbooks.{name}: identity {} is not among those its file lets run it (run_by)",
+                caller.identity
+            )));
+        }
+        let problems = runbook.input_problems(&args);
+        if !problems.is_empty() {
+            return Err(ToolFailure::new(
+                "invalid_args",
+                format!("runbooks.{name}: {}", problems.join("; ")),
+            )
+            .with_details(json!({"problems": problems, "input_schema": runbook.input})));
+        }
+        let run = Arc::new(RunbookRun::new(
+            Arc::new(runbook),
+            stored.approved_by.clone(),
+            run_id(),
+            gateway.runbook_outside(),
+        ));
+        gateway.runbook_started(caller, &run).map_err(|e| {
+            ToolFailure::new(
+                "audit_unavailable",
+                format!(
+                    "runbooks.{name}: the audit log cannot be written, so it does not run: {e}"
+                ),
+            )
+        })?;
+        let script = format!(
+            "const input = {};\n{}",
+            serde_json::to_string(&args).unwrap_or_else(|_| "{}".into()),
+            run.runbook.source
+        );
+        let mut limits = self.limits.clone();
+        let used = note.calls_so_far() as u32;
+        limits.tool_calls = self.limits.tool_calls.saturating_sub(used).max(1);
+        let spent = self.started.elapsed().as_millis() as u64;
+        limits.wall_time_ms = self.limits.wall_time_ms.saturating_sub(spent).max(1);
+        limits.source_bytes = limits.source_bytes.max(script.len() as u64);
+        let host = ScriptTools {
+            gateway: gateway.clone(),
+            caller: Caller {
+                runbook: Some(run.clone()),
+                ..caller.clone()
+            },
+            runbooks: None,
+        };
+        let outcome = self.sandbox.execute_within(&script, &limits, &host).await;
+        note.nested(&outcome.trace);
+        match outcome.result {
+            Ok(value) => Ok(value),
+            Err(e) => Err(ToolFailure::new(
+                "runbook_failed",
+                format!(
+                    "runbooks.{name} (version {}): {e}",
+                    short(&run.runbook.version)
+                ),
+            )
+            .with_details(json!({
+                "runbook": name,
+                "version": run.runbook.version,
+                "run": run.id,
+                "error": e,
+            }))),
+        }
+    }
+}
+
+fn run_id() -> String {
+    let mut bytes = [0u8; 6];
+    let _ = getrandom::fill(&mut bytes);
+    format!("rb-{}", hex::encode(bytes))
+}

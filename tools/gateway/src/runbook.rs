@@ -1,0 +1,637 @@
+//! Runbooks: scripts an operator reviewed once, which agents run by name
+//! with arguments, within bounds the operator set.
+//!
+//! A runbook is one TOML file, kept in git and reviewed like code:
+//!
+//! ```toml
+//! name = "drain_node"
+//! description = "Migrate every running VM off a node."
+//! tiers = ["read", "admin"]     # the tiers its calls may have
+//! max_changes = 20              # calls above read in one run, at most
+//! run_by = ["olga"]             # optional: who may run it (default: anyone)
+//!
+//! [input]                       # JSON Schema of its arguments
+//! type = "object"
+//! required = ["node"]
+//! properties.node = { type = "string" }
+//!
+//! [[calls]]                     # each tool above read it may call
+//! tool = "vm_migrate"
+//! args.node = { enum = ["pve1", "pve2", "pve3"] }   # bounds: a schema per argument
+//!
+//! [script]                      # last, as TOML keeps keys after a table in it
+//! source = '''
+//! const vms = await tools.vm_list({ node: input.node });
+//! ...
+//! '''
+//! ```
+//!
+//! Its version is the SHA-256 of the file's bytes: `sha256sum FILE` tells
+//! a reviewer which version they read, and any edit (a comment too) is a
+//! new version that needs its own approval. The file is parsed and
+//! checked here; the store ([`RunbookStore`]) keeps the text.
+//!
+//! A run's calls are held to the file ([`RunbookRun::admit`]): reads of
+//! any tool when `read` is among the tiers; a change only of a tool under
+//! `[[calls]]`, of a declared tier, with every bounded argument inside its
+//! schema, and no more than `max_changes` of them. An approved version's
+//! changes inside those bounds need no approval of their own: the
+//! operator approved them, as a class, by approving the version.
+
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicU32, Ordering},
+};
+
+use jsonschema::Validator;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::{
+    digest::sha256_hex,
+    spec::{Hints, Tier, ToolSpec},
+    validate::ArgsValidator,
+};
+
+/// The largest runbook file accepted.
+pub const MAX_RUNBOOK_BYTES: usize = 128 * 1024;
+/// The longest runbook name.
+pub const MAX_NAME_CHARS: usize = 48;
+/// The longest description.
+pub const MAX_DESCRIPTION_CHARS: usize = 500;
+/// The most changes a runbook may declare for one run.
+pub const MAX_RUN_CHANGES: u32 = 1000;
+/// The most tools a runbook may list under `[[calls]]`.
+pub const MAX_CALLS: usize = 64;
+/// The longest bounded argument value written to an audit line.
+const MAX_BOUND_VALUE_CHARS: usize = 64;
+
+/// Why a runbook file was refused: the field and the rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RunbookError {
+    #[error("the runbook file is {bytes} bytes; at most {MAX_RUNBOOK_BYTES} are accepted")]
+    TooLarge { bytes: usize },
+    #[error("the runbook file is not valid TOML for a runbook: {0}")]
+    Syntax(String),
+    #[error("runbook field `{field}`: {rule}")]
+    Field { field: String, rule: String },
+}
+
+fn field(field: impl Into<String>, rule: impl Into<String>) -> RunbookError {
+    RunbookError::Field {
+        field: field.into(),
+        rule: rule.into(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileForm {
+    name: String,
+    description: String,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    run_by: Vec<String>,
+    tiers: Vec<Tier>,
+    max_changes: u32,
+    #[serde(default)]
+    calls: Vec<CallForm>,
+    script: ScriptForm,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptForm {
+    source: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallForm {
+    tool: String,
+    #[serde(default)]
+    args: BTreeMap<String, Value>,
+}
+
+/// One tool above read a runbook may call, and the bounds on its
+/// arguments.
+pub struct Allowed {
+    pub tool: String,
+    bounds: Vec<(String, Validator)>,
+}
+
+/// A parsed, checked runbook file.
+pub struct Runbook {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments a run is given.
+    pub input: Value,
+    /// Who may run it; empty: anyone whose mode allows its calls.
+    pub run_by: Vec<String>,
+    pub tiers: Vec<Tier>,
+    pub max_changes: u32,
+    pub calls: Vec<Allowed>,
+    pub source: String,
+    /// SHA-256 (hex) of the file's bytes.
+    pub version: String,
+    input_validator: ArgsValidator,
+}
+
+impl std::fmt::Debug for Runbook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runbook")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The version of a runbook file: the SHA-256 of its bytes.
+pub fn version_of(text: &str) -> String {
+    sha256_hex(text.as_bytes())
+}
+
+/// The short form of a version people read and type (its first 12
+/// hex digits); commands take any unambiguous prefix of 8 or more.
+pub fn short(version: &str) -> &str {
+    &version[..version.len().min(12)]
+}
+
+/// Whether `name` may name a runbook: what scripts write after
+/// `runbooks.`, so a JavaScript identifier in lower case.
+pub fn check_name(name: &str) -> Result<(), RunbookError> {
+    let ok = !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(field(
+            "name",
+            format!("a lower-case letter, then letters, digits or `_`, at most {MAX_NAME_CHARS} (scripts call it as runbooks.NAME), e.g. \"drain_node\""),
+        ))
+    }
+}
+
+fn compile(schema: &Value, at: &str) -> Result<Validator, RunbookError> {
+    jsonschema::options()
+        .should_validate_formats(false)
+        .build(schema)
+        .map_err(|e| field(at, format!("not a JSON Schema that compiles: {e}")))
+}
+
+impl Runbook {
+    /// Parses and checks a runbook file; the error names the field and
+    /// the rule it broke.
+    pub fn parse(text: &str) -> Result<Self, RunbookError> {
+        if text.len() > MAX_RUNBOOK_BYTES {
+            return Err(RunbookError::TooLarge { bytes: text.len() });
+        }
+        let form: FileForm = toml::from_str(text).map_err(|e| {
+            // The parser's message quotes the line, which is the
+            // operator's own file: fine to show them.
+            RunbookError::Syntax(e.message().to_string())
+        })?;
+        check_name(&form.name)?;
+        let description = form.description.trim().to_string();
+        if description.is_empty() || description.chars().count() > MAX_DESCRIPTION_CHARS {
+            return Err(field(
+                "description",
+                format!("one to {MAX_DESCRIPTION_CHARS} characters saying what it does, for agents and approvers"),
+            ));
+        }
+        if form.tiers.is_empty() {
+            return Err(field(
+                "tiers",
+                "name the tiers its calls may have, e.g. [\"read\", \"operate\"]",
+            ));
+        }
+        if form.tiers.contains(&Tier::Forbidden) {
+            return Err(field(
+                "tiers",
+                "\"forbidden\" tools are never run, by a runbook either",
+            ));
+        }
+        if form.max_changes > MAX_RUN_CHANGES {
+            return Err(field(
+                "max_changes",
+                format!("at most {MAX_RUN_CHANGES} changes in one run"),
+            ));
+        }
+        for who in &form.run_by {
+            if who.is_empty() || who.len() > 256 || who.chars().any(char::is_control) {
+                return Err(field(
+                    "run_by",
+                    "identities, as the [identities] table names them",
+                ));
+            }
+        }
+        let input = form.input.unwrap_or_else(|| {
+            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
+        });
+        if input.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(field(
+                "input",
+                "a JSON Schema of type \"object\" (a run is given one object of arguments)",
+            ));
+        }
+        compile(&input, "input")?;
+        let spec = ToolSpec {
+            name: format!("runbooks.{}", form.name),
+            summary: String::new(),
+            description: String::new(),
+            input_schema: input.clone(),
+            output_schema: None,
+            tier: Tier::Read,
+            hints: Hints::default(),
+            backend: "runbooks".into(),
+            path_params: Vec::new(),
+            endpoint: None,
+            keywords: String::new(),
+            key: String::new(),
+            aliases: Vec::new(),
+        };
+        let input_validator = ArgsValidator::new(&spec).map_err(|e| field("input", e))?;
+        if form.calls.len() > MAX_CALLS {
+            return Err(field("calls", format!("at most {MAX_CALLS} tools")));
+        }
+        let mut calls = Vec::with_capacity(form.calls.len());
+        for (i, c) in form.calls.into_iter().enumerate() {
+            if c.tool.is_empty() || c.tool.len() > crate::catalog::MAX_NAME_BYTES {
+                return Err(field(format!("calls[{i}].tool"), "a tool's catalog name"));
+            }
+            if calls.iter().any(|a: &Allowed| a.tool == c.tool) {
+                return Err(field(
+                    format!("calls[{i}].tool"),
+                    format!("{} is listed twice: give its bounds once", c.tool),
+                ));
+            }
+            let mut bounds = Vec::with_capacity(c.args.len());
+            for (arg, schema) in c.args {
+                let v = compile(&schema, &format!("calls[{i}].args.{arg}"))?;
+                bounds.push((arg, v));
+            }
+            calls.push(Allowed {
+                tool: c.tool,
+                bounds,
+            });
+        }
+        if form.script.source.trim().is_empty() {
+            return Err(field("script.source", "the script the runbook runs"));
+        }
+        Ok(Self {
+            name: form.name,
+            description,
+            input,
+            run_by: form.run_by,
+            tiers: form.tiers,
+            max_changes: form.max_changes,
+            calls,
+            source: form.script.source,
+            version: version_of(text),
+            input_validator,
+        })
+    }
+
+    /// What is wrong with `args` as this runbook's input, empty if
+    /// nothing.
+    pub fn input_problems(&self, args: &Value) -> Vec<String> {
+        self.input_validator.problems(args)
+    }
+
+    /// Whether `identity` may run it.
+    pub fn may_run(&self, identity: &str) -> bool {
+        self.run_by.is_empty() || self.run_by.iter().any(|w| w == identity)
+    }
+
+    /// Whether the call stays inside the file: its tier declared, a change
+    /// listed under `[[calls]]`, every bounded argument inside its
+    /// schema. Returns the bounded arguments' values (cut), for the audit
+    /// line that `audit verify` checks them from.
+    pub fn check(
+        &self,
+        tool: &str,
+        tier: Tier,
+        args: &Value,
+    ) -> Result<Map<String, Value>, OutOfBounds> {
+        if !self.tiers.contains(&tier) {
+            return Err(OutOfBounds(format!(
+                "{tool} is a {tier} tool and runbook {} declares tiers [{}]",
+                self.name,
+                self.tiers
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let allowed = self.calls.iter().find(|a| a.tool == tool);
+        let Some(allowed) = allowed else {
+            if tier == Tier::Read {
+                return Ok(Map::new());
+            }
+            return Err(OutOfBounds(format!(
+                "{tool} is not among the calls runbook {} declares ([[calls]])",
+                self.name
+            )));
+        };
+        let mut seen = Map::new();
+        for (arg, bound) in &allowed.bounds {
+            let value = args.get(arg).unwrap_or(&Value::Null);
+            if !bound.is_valid(value) {
+                return Err(OutOfBounds(format!(
+                    "args.{arg} of {tool} is outside the bound runbook {} sets for it",
+                    self.name
+                )));
+            }
+            seen.insert(arg.clone(), cut(value));
+        }
+        Ok(seen)
+    }
+
+    /// Whether `bound` values recorded for a call of `tool` are inside the
+    /// bounds: what `audit verify` checks a line against.
+    pub fn check_recorded(
+        &self,
+        tool: &str,
+        tier: Tier,
+        recorded: &Map<String, Value>,
+    ) -> Result<(), OutOfBounds> {
+        let args = Value::Object(recorded.clone());
+        let seen = self.check(tool, tier, &args)?;
+        // A line that left a bounded argument out cannot be checked.
+        if seen.len() != recorded.len() && tier != Tier::Read {
+            return Err(OutOfBounds(format!(
+                "the line of {tool} records arguments runbook {} does not bound",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A bounded argument's value as written to the line: scalars whole
+/// (strings cut), anything else by its kind.
+fn cut(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.chars().count() > MAX_BOUND_VALUE_CHARS => {
+            Value::String(s.chars().take(MAX_BOUND_VALUE_CHARS).collect::<String>() + "…")
+        }
+        Value::Array(_) | Value::Object(_) => Value::String("(structured value)".into()),
+        other => other.clone(),
+    }
+}
+
+/// A call outside what a runbook declares, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OutOfBounds(pub String);
+
+/// What a runbook lets a call outside its bounds do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outside {
+    /// Refused unsent (the default).
+    #[default]
+    Refuse,
+    /// Asks for approval as a call outside any runbook would.
+    Ask,
+}
+
+/// One run of a runbook, set on the caller of every call its script
+/// makes: the version, whether (and by whom) it is approved, and the
+/// changes it has made so far.
+pub struct RunbookRun {
+    pub runbook: std::sync::Arc<Runbook>,
+    /// Who approved this version, if anyone did.
+    pub approved_by: Option<String>,
+    /// This run's id, on every line its calls write.
+    pub id: String,
+    pub outside: Outside,
+    changes: AtomicU32,
+}
+
+impl std::fmt::Debug for RunbookRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunbookRun")
+            .field("runbook", &self.runbook.name)
+            .field("version", &self.runbook.version)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for RunbookRun {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for RunbookRun {}
+
+/// What a run's call may do, by [`RunbookRun::admit`].
+#[derive(Debug, PartialEq)]
+pub enum Admitted {
+    /// Inside the bounds, and a read: it goes on as any read.
+    Read,
+    /// Inside the bounds, a change of an approved version: it needs no
+    /// approval of its own. Carries the bounded arguments' values.
+    Change { bound: Map<String, Value> },
+    /// Outside the bounds, and the deployment asks: it goes on as a call
+    /// outside any runbook.
+    Ask { why: String },
+    /// Refused unsent.
+    Refused { why: String },
+}
+
+impl RunbookRun {
+    pub fn new(
+        runbook: std::sync::Arc<Runbook>,
+        approved_by: Option<String>,
+        id: String,
+        outside: Outside,
+    ) -> Self {
+        Self {
+            runbook,
+            approved_by,
+            id,
+            outside,
+            changes: AtomicU32::new(0),
+        }
+    }
+
+    /// Changes admitted so far in this run.
+    pub fn changes(&self) -> u32 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
+    /// Holds one call of the run to the runbook's file.
+    pub fn admit(&self, tool: &str, tier: Tier, args: &Value) -> Admitted {
+        let rb = &self.runbook;
+        let bound = match rb.check(tool, tier, args) {
+            Ok(bound) => bound,
+            Err(OutOfBounds(why)) => {
+                return match self.outside {
+                    Outside::Refuse => Admitted::Refused {
+                        why: format!("{why}; a runbook's calls stay inside its file (its operator may set [runbooks] outside_bounds = \"ask\" to ask for approval instead)"),
+                    },
+                    Outside::Ask => Admitted::Ask { why },
+                }
+            }
+        };
+        if tier == Tier::Read {
+            return Admitted::Read;
+        }
+        if self.approved_by.is_none() {
+            return Admitted::Refused {
+                why: format!(
+                    "version {} of runbook {} is not approved, so it makes no changes: an operator other than its author reviews it and runs `airlock runbook approve {} {}`",
+                    short(&rb.version),
+                    rb.name,
+                    rb.name,
+                    short(&rb.version)
+                ),
+            };
+        }
+        let before = self.changes.fetch_add(1, Ordering::SeqCst);
+        if before >= rb.max_changes {
+            self.changes.fetch_sub(1, Ordering::SeqCst);
+            return Admitted::Refused {
+                why: format!(
+                    "runbook {} makes at most {} changes in one run (max_changes), and this would be change {}",
+                    rb.name,
+                    rb.max_changes,
+                    before + 1
+                ),
+            };
+        }
+        Admitted::Change { bound }
+    }
+}
+
+/// A runbook version as the store keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub name: String,
+    pub version: String,
+    /// The file as added.
+    pub text: String,
+    /// Who added it (`airlock runbook add --by`).
+    pub author: String,
+    pub added_ms: i64,
+    pub approved_by: Option<String>,
+    pub approved_ms: Option<i64>,
+    pub retired_ms: Option<i64>,
+}
+
+impl Stored {
+    pub fn status(&self) -> &'static str {
+        match (self.retired_ms, &self.approved_by) {
+            (Some(_), _) => "retired",
+            (None, Some(_)) => "approved",
+            (None, None) => "unapproved",
+        }
+    }
+}
+
+/// Why the store refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("no runbook named {0}: `airlock runbook list` shows them")]
+    UnknownName(String),
+    #[error("runbook {name} has no version starting {version}: `airlock runbook show {name}` lists its versions")]
+    UnknownVersion { name: String, version: String },
+    #[error("runbook {name}: {version} starts more than one of its versions; give more of it")]
+    Ambiguous { name: String, version: String },
+    #[error("give at least 8 hex digits of the version (`airlock runbook list` shows 12)")]
+    ShortVersion,
+    #[error("{by} added version {version} of runbook {name}, so another person must approve it (four eyes)")]
+    OwnVersion {
+        name: String,
+        version: String,
+        by: String,
+    },
+    #[error("version {version} of runbook {name} is retired; add it again (`airlock runbook add`) to bring it back")]
+    Retired { name: String, version: String },
+    #[error("the runbook store is unavailable: {0}")]
+    Storage(String),
+}
+
+/// Runbook versions, in the state backend (SQLite or PostgreSQL), so
+/// every replica runs the same approved versions.
+pub trait RunbookStore: Send + Sync {
+    /// Keeps a version (or, if kept already, makes it current again,
+    /// un-retired, its approval kept: the same bytes were reviewed).
+    /// Returns it, and whether it was new.
+    fn add(
+        &self,
+        name: &str,
+        text: &str,
+        author: &str,
+        now_ms: i64,
+    ) -> Result<(Stored, bool), StoreError>;
+    /// Every version of `name`, the current one first.
+    fn versions(&self, name: &str) -> Result<Vec<Stored>, StoreError>;
+    /// The current version of each runbook not retired (the one added
+    /// last), by name.
+    fn current(&self) -> Result<Vec<Stored>, StoreError>;
+    /// Approves the version of `name` that `version` starts (8+ hex
+    /// digits), unless `by` added it.
+    fn approve(
+        &self,
+        name: &str,
+        version: &str,
+        by: &str,
+        now_ms: i64,
+    ) -> Result<Stored, StoreError>;
+    /// Retires every version of `name`; returns how many were live.
+    fn retire(&self, name: &str, now_ms: i64) -> Result<u32, StoreError>;
+}
+
+/// The version of `name` that `prefix` names, among `versions`; what
+/// both stores' `approve` resolves with.
+pub fn pick<'a>(
+    name: &str,
+    versions: &'a [Stored],
+    prefix: &str,
+) -> Result<&'a Stored, StoreError> {
+    if prefix.len() < 8 || !prefix.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(StoreError::ShortVersion);
+    }
+    let prefix = prefix.to_ascii_lowercase();
+    let mut hits = versions.iter().filter(|s| s.version.starts_with(&prefix));
+    match (hits.next(), hits.next()) {
+        (Some(s), None) => Ok(s),
+        (Some(_), Some(_)) => Err(StoreError::Ambiguous {
+            name: name.into(),
+            version: prefix,
+        }),
+        (None, _) if versions.is_empty() => Err(StoreError::UnknownName(name.into())),
+        (None, _) => Err(StoreError::UnknownVersion {
+            name: name.into(),
+            version: prefix,
+        }),
+    }
+}
+
+/// The four-eyes rule of a version's approval, the same in both stores.
+pub fn may_approve(s: &Stored, by: &str) -> Result<(), StoreError> {
+    if s.retired_ms.is_some() {
+        return Err(StoreError::Retired {
+            name: s.name.clone(),
+            version: short(&s.version).into(),
+        });
+    }
+    if s.author == by {
+        return Err(StoreError::OwnVersion {
+            name: s.name.clone(),
+            version: short(&s.version).into(),
+            by: by.into(),
+        });
+    }
+    Ok(())
+}
