@@ -10,6 +10,7 @@ use airlock_gateway::{
     audit,
     decision::{self, Decider},
     keys::{self, KeyStore},
+    runbook::{Runbook, RunbookStore},
     state::State,
     visible::visible,
 };
@@ -369,10 +370,15 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
 pub fn audit(file: &ConfigFile, action: AuditAction) -> ExitCode {
     match action {
         AuditAction::Verify { file: Some(path) } => {
-            report(audit::verify(&path), &path.display().to_string())
+            let store = state(file).ok().map(|s| s.runbooks);
+            report(
+                audit::verify(&path),
+                &path.display().to_string(),
+                store.as_deref(),
+            )
         }
         AuditAction::Verify { file: None } => match state(file) {
-            Ok(s) => report(s.audit.verify(), &s.audit.location()),
+            Ok(s) => report(s.audit.verify(), &s.audit.location(), Some(&*s.runbooks)),
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::from(2)
@@ -440,7 +446,11 @@ fn close(file: &ConfigFile, older_than: std::time::Duration) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn report(verdict: Result<audit::Verdict, audit::AuditError>, at: &str) -> ExitCode {
+fn report(
+    verdict: Result<audit::Verdict, audit::AuditError>,
+    at: &str,
+    runbooks: Option<&dyn RunbookStore>,
+) -> ExitCode {
     match verdict {
         Ok(v) if v.ok() => {
             println!(
@@ -455,7 +465,7 @@ fn report(verdict: Result<audit::Verdict, audit::AuditError>, at: &str) -> ExitC
                     audit::MAX_TRACKED_PLANS
                 );
             }
-            ExitCode::SUCCESS
+            runbook_claims(&v, runbooks)
         }
         Ok(v) => {
             let (line, why) = v.problem.expect("not ok means a problem");
@@ -471,6 +481,65 @@ fn report(verdict: Result<audit::Verdict, audit::AuditError>, at: &str) -> ExitC
             ExitCode::from(2)
         }
     }
+}
+
+/// Holds the calls made under runbook runs to their versions' files.
+fn runbook_claims(v: &audit::Verdict, store: Option<&dyn RunbookStore>) -> ExitCode {
+    use airlock_gateway::audit_runbooks::{check_claims, Known, MAX_CLAIMS};
+    if v.runbook_claims.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    let Some(store) = store else {
+        println!(
+            "note: {} call(s) made under runbooks were not checked: the runbook store could not be opened with this configuration",
+            v.runbook_claims.len()
+        );
+        return ExitCode::SUCCESS;
+    };
+    let mut unreadable = None;
+    let problems = check_claims(&v.runbook_claims, |name, version| {
+        let versions = store
+            .versions(name)
+            .map_err(|e| unreadable = Some(e.to_string()))
+            .ok()?;
+        let s = versions.into_iter().find(|s| s.version == version)?;
+        let runbook = Runbook::parse(&s.text).ok()?;
+        Some(Known {
+            runbook,
+            approved: s.approved_by.is_some(),
+        })
+    });
+    if let Some(e) = unreadable {
+        eprintln!("error: checking runbook calls: {e}");
+        return ExitCode::from(2);
+    }
+    let runs: std::collections::HashSet<&str> =
+        v.runbook_claims.iter().map(|c| c.run.as_str()).collect();
+    if v.runbooks_unchecked > 0 {
+        println!(
+            "note: {} call(s) made under runbooks were not checked: more than {MAX_CLAIMS} were in the range",
+            v.runbooks_unchecked
+        );
+    }
+    if problems.is_empty() {
+        println!(
+            "ok: {} call(s) of {} runbook run(s) stayed inside their versions' files",
+            v.runbook_claims.len(),
+            runs.len()
+        );
+        return ExitCode::SUCCESS;
+    }
+    for (line, why) in problems.iter().take(20) {
+        println!("RUNBOOK line {line}: {}", visible(why));
+    }
+    if problems.len() > 20 {
+        println!("... and {} more", problems.len() - 20);
+    }
+    println!(
+        "{} call(s) claimed under runbooks broke their versions' files; the chain itself verifies",
+        problems.len()
+    );
+    ExitCode::from(1)
 }
 
 /// Executions with a start line and no end: not a broken chain, but worth

@@ -22,12 +22,13 @@ pub async fn search(
             return ExitCode::from(2);
         }
     };
-    let results = gateway.catalog().search(&Query {
+    let mut results = gateway.catalog().search(&Query {
         text: text.into(),
-        tiers,
+        tiers: tiers.clone(),
         backend,
         limit,
     });
+    let runbooks = crate::runbooks::search(&gateway, text, &tiers, &mut results.hint);
     // Tools a backend has not offered yet are not "no match": say why,
     // and fail when nothing else matched.
     let missing = gateway.unavailable_backends();
@@ -40,9 +41,13 @@ pub async fn search(
         ExitCode::SUCCESS
     };
     if json {
+        let mut out = serde_json::json!(results);
+        if !runbooks.is_empty() {
+            out["runbooks"] = serde_json::json!(runbooks);
+        }
         println!(
             "{}",
-            serde_json::to_string_pretty(&results).expect("results serialize")
+            serde_json::to_string_pretty(&out).expect("results serialize")
         );
         return status;
     }
@@ -60,6 +65,12 @@ pub async fn search(
             h.tier.as_str(),
             h.signature,
             h.summary
+        );
+    }
+    for r in &runbooks {
+        println!(
+            "{:<8} {}\n         {} ({} version {})\n",
+            "runbook", r.signature, r.description, r.status, r.version
         );
     }
     status

@@ -28,6 +28,14 @@ pub const DEMO_PLAN_SCRIPT: &str = include_str!("../../examples/stop-node-guests
 /// The identity the demo's plan runs as (mode `operator`).
 pub const DEMO_PLAN_IDENTITY: &str = "olga";
 
+/// The runbook the demo adds, has approved and runs after the plan.
+pub const DEMO_RUNBOOK: &str = include_str!("../../examples/runbooks/drain_node.toml");
+
+/// What the demo's runbook step runs, as `alice` (mode rw: migrations
+/// are admin tools).
+pub const DEMO_RUNBOOK_SCRIPT: &str =
+    "const drained = await runbooks.drain_node({ node: \"pve2\", target: \"pve3\" });\ndrained\n";
+
 pub enum Script {
     File(PathBuf),
     Demo,
@@ -134,6 +142,9 @@ pub async fn exec(
         if let Err(e) = demo_plan(&runner).await {
             return fail(&e);
         }
+        if let Err(e) = demo_runbook(&runner).await {
+            return fail(&e);
+        }
     }
     if ok {
         ExitCode::SUCCESS
@@ -187,6 +198,36 @@ async fn demo_plan(runner: &Runner) -> Result<(), String> {
     match plans::prepare(gateway, Caller::new(who), &PlanArg::Apply(id)) {
         Err(e) => eprintln!("{}: {e}", e.code()),
         Ok(_) => return Err("the demo's plan applied twice".into()),
+    }
+    Ok(())
+}
+
+/// The demo's third part: a runbook, reviewed and approved once by a
+/// person other than its author, run by an agent's script with
+/// arguments; its migrations need no approval of their own.
+async fn demo_runbook(runner: &Runner) -> Result<(), String> {
+    let store = &runner.gateway.state().runbooks;
+    let now = runner.gateway.now_ms();
+    eprintln!(
+        "\n— A runbook, approved once: examples/runbooks/drain_node.toml, added by one person \
+         (`airlock runbook add`), approved by another (`airlock runbook approve`) —\n"
+    );
+    let (stored, _) = store
+        .add("drain_node", DEMO_RUNBOOK, "the demo, as author", now)
+        .map_err(|e| e.to_string())?;
+    let version = airlock_gateway::runbook::short(&stored.version).to_string();
+    if stored.approved_by.is_none() {
+        store
+            .approve("drain_node", &version, "the demo, as operator", now)
+            .map_err(|e| e.to_string())?;
+    }
+    eprintln!("drain_node version {version}: approved by the demo, as operator\n");
+    eprintln!("Run by alice's script, which migrates every running guest on pve2 to pve3 without asking per call:\n\n{DEMO_RUNBOOK_SCRIPT}");
+    let (ok, _) = runner
+        .run(DEMO_RUNBOOK_SCRIPT, "alice", &PlanArg::Run, Output::Stderr)
+        .await?;
+    if !ok {
+        return Err("the demo's runbook did not run".into());
     }
     Ok(())
 }

@@ -254,9 +254,11 @@ fn act(state: &State, action: RunbookAction) -> Result<(), String> {
                 }
                 None => match versions.get(1) {
                     Some(s) => (format!("version {}", short(&s.version)), s.text.clone()),
-                    None => return Err(format!(
+                    None => {
+                        return Err(format!(
                         "runbook {name} has one version: give a file or a version to diff against"
-                    )),
+                    ))
+                    }
                 },
             };
             let (old, new) = if label.starts_with("version ") {

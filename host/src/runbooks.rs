@@ -215,3 +215,25 @@ fn run_id() -> String {
     let _ = getrandom::fill(&mut bytes);
     format!("rb-{}", hex::encode(bytes))
 }
+
+/// Runbooks whose name or description match `query`, for `search` to
+/// list beside the tools (at most 5). A store that cannot be read adds a
+/// note to `hint` instead.
+pub fn search(
+    gateway: &Gateway,
+    query: &str,
+    tiers: &[airlock_gateway::spec::Tier],
+    hint: &mut Option<String>,
+) -> Vec<airlock_gateway::runbook::Found> {
+    match gateway.state().runbooks.current() {
+        Ok(current) => airlock_gateway::runbook::search(&current, query, tiers, 5),
+        Err(e) => {
+            let note = format!("Runbooks not searched: {e}.");
+            *hint = Some(match hint.take() {
+                Some(h) => format!("{h} {note}"),
+                None => note,
+            });
+            Vec::new()
+        }
+    }
+}

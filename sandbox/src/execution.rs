@@ -134,7 +134,9 @@ pub async fn run_on(
     let data = store.data_mut();
     data.deadline = None;
     let run = data.run.take().expect("set above");
-    stats.tool_calls = run.calls_started;
+    // Calls made on a call's behalf (a runbook's) count as the script's.
+    let nested = crate::tool_host::nested_calls(&run.trace);
+    stats.tool_calls = run.calls_started.saturating_add(nested);
     stats.peak_calls_in_flight = peak_in_flight.load(Ordering::Relaxed);
     stats.peak_memory_bytes = data.peak_memory;
     stats.fuel_used = fuel_used;

@@ -108,6 +108,16 @@ impl CallNote {
     }
 }
 
+/// How many calls in `trace` were made on a call's behalf.
+pub(crate) fn nested_calls(trace: &crate::store::Trace) -> u32 {
+    trace
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(id, _)| *id == NESTED)
+        .count() as u32
+}
+
 /// The trace id of calls made on a call's behalf.
 const NESTED: u32 = u32::MAX;
 

@@ -130,10 +130,12 @@ impl AirlockServer {
             .map(|l| l as usize);
         let mut results = self.shared.gateway.catalog().search(&Query {
             text: text.into(),
-            tiers,
+            tiers: tiers.clone(),
             backend: None,
             limit,
         });
+        let runbooks =
+            crate::runbooks::search(&self.shared.gateway, text, &tiers, &mut results.hint);
         // A backend that has not offered its tools yet is not "no match".
         for (_, why) in self.shared.gateway.unavailable_backends() {
             let note = format!("Not searched: {why}.");
@@ -142,7 +144,7 @@ impl AirlockServer {
                 None => note,
             });
         }
-        render::search(&results)
+        render::search(&results, &runbooks)
     }
 
     fn get_schema(&self, args: &Value) -> CallToolResult {
@@ -412,6 +414,7 @@ impl ServerHandler for AirlockServer {
         self.activity.touch();
         Ok(ListPromptsResult::with_all_items(prompts::list(
             self.shared.collector.as_deref(),
+            &self.shared.gateway,
         )))
     }
 
@@ -426,6 +429,7 @@ impl ServerHandler for AirlockServer {
             request.arguments.as_ref(),
             &self.shared.prefix,
             self.shared.collector.as_deref(),
+            &self.shared.gateway,
         )
         .map(Into::into)
         .map_err(|e| McpError::invalid_params(e.to_string(), None))

@@ -4,8 +4,19 @@
 //! first attempt does not start by guessing tool names. A configured
 //! QuoxCORE collector's prompts follow, rendered from its templates with
 //! the client's arguments (values are never read as template syntax).
+//!
+//! Each approved runbook is a prompt too, `runbook_NAME`: MCP's prompts
+//! are the named operations a person picks in the client, with
+//! arguments, which is what a reviewed runbook is; its prompt asks the
+//! agent to run it with the person's arguments through `execute`. They
+//! are not tools of their own: the three tools stay the whole surface,
+//! and a runbook's calls pass the same gateway as any script's.
 
 use airlock_collector::Collector;
+use airlock_gateway::{
+    runbook::{short, Runbook},
+    Gateway,
+};
 use rmcp::model::{GetPromptResult, Prompt, PromptArgument, PromptMessage, Role};
 use serde_json::{Map, Value};
 
@@ -20,13 +31,69 @@ pub enum PromptError {
     Collector(#[from] airlock_collector::PromptError),
     #[error("prompt `{OPERATE}` needs the argument `task` (what to do, e.g. \"stop every running VM on pve2\")")]
     MissingTask,
+    #[error("{0}")]
+    Runbook(String),
 }
 
-pub fn list(collector: Option<&Collector>) -> Vec<Prompt> {
+/// What a runbook's prompt is named.
+const RUNBOOK_PREFIX: &str = "runbook_";
+
+/// The approved runbooks, current versions, parsed.
+fn approved(gateway: &Gateway) -> Vec<(Runbook, String)> {
+    gateway
+        .state()
+        .runbooks
+        .current()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| s.approved_by.is_some())
+        .filter_map(|s| Some((Runbook::parse(&s.text).ok()?, s.version)))
+        .collect()
+}
+
+fn runbook_prompt(rb: &Runbook, version: &str) -> Prompt {
+    let required: Vec<&str> = rb.input["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let args = rb.input["properties"]
+        .as_object()
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, schema)| {
+                    let mut arg = PromptArgument::new(name.clone())
+                        .with_required(required.contains(&name.as_str()));
+                    if let Some(d) = schema.get("description").and_then(Value::as_str) {
+                        arg = arg.with_description(d);
+                    }
+                    arg
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Prompt::new(
+        format!("{RUNBOOK_PREFIX}{}", rb.name),
+        Some(format!(
+            "Runbook {} (approved version {}): {}",
+            rb.name,
+            short(version),
+            rb.description
+        )),
+        Some(args),
+    )
+    .with_title(format!("Runbook: {}", rb.name))
+}
+
+pub fn list(collector: Option<&Collector>, gateway: &Gateway) -> Vec<Prompt> {
     let mut all = vec![operate()];
+    let runbooks = approved(gateway);
+    for (rb, version) in &runbooks {
+        all.push(runbook_prompt(rb, version));
+    }
     for p in collector.map(Collector::prompts).unwrap_or_default() {
-        if p.name == OPERATE {
-            continue; // Airlock's own keeps its name.
+        if p.name == OPERATE || p.name.starts_with(RUNBOOK_PREFIX) {
+            continue; // Airlock's own keep their names.
         }
         let args = p
             .arguments
@@ -59,12 +126,73 @@ fn operate() -> Prompt {
     .with_title("Operate the infrastructure")
 }
 
+/// A prompt argument as the runbook's input takes it: text where its
+/// schema wants a string, JSON otherwise (`[100, 101]`, `4096`, `true`).
+fn input_value(schema: &Value, text: &str) -> Value {
+    if schema.get("type").and_then(Value::as_str) == Some("string") {
+        return Value::String(text.to_string());
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+}
+
+fn runbook_message(
+    gateway: &Gateway,
+    name: &str,
+    args: Option<&Map<String, Value>>,
+    prefix: &str,
+) -> Result<GetPromptResult, PromptError> {
+    let Some((rb, version)) = approved(gateway).into_iter().find(|(r, _)| r.name == name) else {
+        return Err(PromptError::Runbook(format!(
+            "no approved runbook `{name}`: prompts/list shows the approved ones"
+        )));
+    };
+    let mut input = Map::new();
+    for (key, value) in args.into_iter().flatten() {
+        let text = value
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| value.to_string());
+        if text.trim().is_empty() {
+            continue;
+        }
+        input.insert(
+            key.clone(),
+            input_value(&rb.input["properties"][key], &text),
+        );
+    }
+    let input = Value::Object(input);
+    let problems = rb.input_problems(&input);
+    if !problems.is_empty() {
+        return Err(PromptError::Runbook(format!(
+            "runbook {name}: {}",
+            problems.join("; ")
+        )));
+    }
+    let text = format!(
+        "Run the runbook {name} (version {}, approved): {}\n\n\
+         Call {prefix}execute with this script, then tell me what its result says changed and anything that failed:\n\n\
+         const result = await runbooks.{name}({input});\nresult\n\n\
+         Its changes stay inside what an operator approved for this runbook; a change it is refused \
+         (runbook_refused) is outside that: report it, do not work around it.",
+        short(&version),
+        rb.description,
+    );
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+            .with_description(format!("Airlock runbook: {name}")),
+    )
+}
+
 pub fn get(
     name: &str,
     args: Option<&Map<String, Value>>,
     prefix: &str,
     collector: Option<&Collector>,
+    gateway: &Gateway,
 ) -> Result<GetPromptResult, PromptError> {
+    if let Some(runbook) = name.strip_prefix(RUNBOOK_PREFIX) {
+        return runbook_message(gateway, runbook, args, prefix);
+    }
     if name != OPERATE {
         let Some(c) = collector else {
             return Err(PromptError::Unknown(name.to_string()));

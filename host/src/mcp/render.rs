@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use airlock_gateway::{search::Results, spec::is_js_identifier, visible, SchemaAnswer};
+use airlock_gateway::{
+    runbook::Found, search::Results, spec::is_js_identifier, visible, SchemaAnswer,
+};
 use airlock_sandbox::{ExecError, Outcome};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
@@ -18,7 +20,7 @@ fn with_text(structured: Value, text: String, is_error: bool) -> CallToolResult 
     r
 }
 
-pub fn search(results: &Results) -> CallToolResult {
+pub fn search(results: &Results, runbooks: &[Found]) -> CallToolResult {
     let mut text = String::new();
     if let Some(hint) = &results.hint {
         text.push_str(hint);
@@ -27,7 +29,17 @@ pub fn search(results: &Results) -> CallToolResult {
     for h in &results.hits {
         text.push_str(&format!("{} [{}]\n  {}\n", h.signature, h.tier, h.summary));
     }
-    with_text(json!(results), text, false)
+    for r in runbooks {
+        text.push_str(&format!(
+            "{} [runbook, {} {}]\n  {}\n",
+            r.signature, r.status, r.version, r.description
+        ));
+    }
+    let mut structured = json!(results);
+    if !runbooks.is_empty() {
+        structured["runbooks"] = json!(runbooks);
+    }
+    with_text(structured, text, false)
 }
 
 pub fn schemas(answers: &[SchemaAnswer]) -> CallToolResult {

@@ -150,6 +150,11 @@ pub struct Verdict {
     /// Change plans whose lines were not checked against each other
     /// because too many were open at once (`audit_plans`).
     pub plans_unchecked: u64,
+    /// Calls made under runbook runs, for checking against the versions'
+    /// files (`audit_runbooks::check_claims`).
+    pub runbook_claims: Vec<crate::audit_runbooks::Claim>,
+    /// Runbook calls past `audit_runbooks::MAX_CLAIMS`, not kept.
+    pub runbooks_unchecked: u64,
 }
 
 /// An execution whose start line has no end line (yet).
@@ -206,6 +211,8 @@ pub struct Verifier {
     open: std::collections::HashMap<String, (u64, Unfinished)>,
     /// Change plans' lines, checked against each other.
     plans: crate::audit_plans::PlanLedger,
+    /// Runbook runs' calls, for checking against their files.
+    runbooks: crate::audit_runbooks::RunbookLedger,
 }
 
 impl Default for Verifier {
@@ -219,6 +226,7 @@ impl Default for Verifier {
             problem: None,
             open: Default::default(),
             plans: Default::default(),
+            runbooks: Default::default(),
         }
     }
 }
@@ -238,6 +246,7 @@ impl Verifier {
                     return false;
                 }
                 self.head = head;
+                self.runbooks.note(self.lines, &record);
                 self.track(&record);
                 true
             }
@@ -255,12 +264,15 @@ impl Verifier {
         };
         let mut unfinished: Vec<(u64, Unfinished)> = self.open.into_values().collect();
         unfinished.sort_by_key(|(at, _)| *at);
+        let (runbook_claims, runbooks_unchecked) = self.runbooks.finish();
         Verdict {
             good_lines,
             head: self.head,
             problem: self.problem,
             unfinished: unfinished.into_iter().map(|(_, u)| u).collect(),
             plans_unchecked: self.plans.unchecked(),
+            runbook_claims,
+            runbooks_unchecked,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod approval;
 pub mod audit;
 pub mod audit_fields;
 mod audit_plans;
+pub mod audit_runbooks;
 pub mod backend;
 pub mod caller;
 pub mod catalog;

@@ -136,6 +136,8 @@ pub struct Runbook {
     /// SHA-256 (hex) of the file's bytes.
     pub version: String,
     input_validator: ArgsValidator,
+    /// As a tool: what search's signature is drawn from.
+    spec: ToolSpec,
 }
 
 impl std::fmt::Debug for Runbook {
@@ -294,6 +296,7 @@ impl Runbook {
             source: form.script.source,
             version: version_of(text),
             input_validator,
+            spec,
         })
     }
 
@@ -634,4 +637,87 @@ pub fn may_approve(s: &Stored, by: &str) -> Result<(), StoreError> {
         });
     }
     Ok(())
+}
+
+/// A runbook as `search` shows it beside the tools.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Found {
+    /// Always `"runbook"`: what tells it from a tool in a result.
+    pub kind: &'static str,
+    /// What a script calls: `runbooks.NAME`.
+    pub call: String,
+    pub description: String,
+    /// `approved` (its changes run without asking) or `unapproved` (its
+    /// changes are refused).
+    pub status: &'static str,
+    /// The current version, short.
+    pub version: String,
+    /// The tiers its calls may have.
+    pub tiers: Vec<Tier>,
+    /// JSON Schema of its argument.
+    pub input_schema: Value,
+    /// Its argument as a TypeScript type.
+    pub signature: String,
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() >= 2)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The current runbooks matching `query`'s words in their name or
+/// description (a word matching the start of one of theirs), best
+/// first; with `tiers`, only those whose calls may have one of them.
+pub fn search(current: &[Stored], query: &str, tiers: &[Tier], limit: usize) -> Vec<Found> {
+    let asked = words(query);
+    let mut scored: Vec<(usize, Found)> = current
+        .iter()
+        .filter_map(|s| {
+            let rb = Runbook::parse(&s.text).ok()?;
+            if !tiers.is_empty() && !rb.tiers.iter().any(|t| tiers.contains(t)) {
+                return None;
+            }
+            let name_words = words(&rb.name.replace('_', " "));
+            let all: Vec<String> = name_words
+                .iter()
+                .cloned()
+                .chain(words(&rb.description))
+                .collect();
+            let score: usize = asked
+                .iter()
+                .map(|w| {
+                    if name_words.iter().any(|n| n.starts_with(w.as_str())) {
+                        2
+                    } else if all.iter().any(|n| n.starts_with(w.as_str())) {
+                        1
+                    } else {
+                        0
+                    }
+                })
+                .sum();
+            (score > 0).then(|| {
+                (
+                    score,
+                    Found {
+                        kind: "runbook",
+                        call: format!("runbooks.{}", rb.name),
+                        signature: crate::typescript::signature(&rb.spec),
+                        description: rb.description.clone(),
+                        status: if s.approved_by.is_some() {
+                            "approved"
+                        } else {
+                            "unapproved"
+                        },
+                        version: short(&s.version).to_string(),
+                        tiers: rb.tiers.clone(),
+                        input_schema: rb.input.clone(),
+                    },
+                )
+            })
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.call.cmp(&b.1.call)));
+    scored.into_iter().take(limit).map(|(_, f)| f).collect()
 }

@@ -1319,3 +1319,73 @@ fn console_sign_ins_are_shared_bounded_and_end() {
     // One machine's files keep none: the console keeps them in memory.
     assert!(Fixture::files().open().console.is_none());
 }
+
+/// A runbook file, `n` making it a different version.
+fn runbook_file(n: u32) -> String {
+    format!(
+        "name = \"restart_web\"\ndescription = \"Restart the web VMs.\"\ntiers = [\"read\", \"operate\"]\nmax_changes = 2\n\n[[calls]]\ntool = \"vm_reboot\"\n\n[script]\nsource = '''\nawait tools.vm_reboot({{node: \"pve1\", vmid: 100}}); {n}\n'''\n"
+    )
+}
+
+both!(
+    runbook_versions_are_approved_once_by_another_person,
+    |f: Fixture| {
+        use airlock_gateway::runbook::StoreError;
+        let s = f.open();
+        let rb = &s.runbooks;
+        let (v1, new) = rb
+            .add("restart_web", &runbook_file(1), "alice", 1_000)
+            .unwrap();
+        assert!(new);
+        assert_eq!(v1.status(), "unapproved");
+        assert_eq!(
+            v1.version,
+            airlock_gateway::runbook::version_of(&runbook_file(1))
+        );
+        // Four eyes: the author cannot approve; a prefix too short is refused.
+        assert!(matches!(
+            rb.approve("restart_web", &v1.version[..12], "alice", 2_000),
+            Err(StoreError::OwnVersion { .. })
+        ));
+        assert_eq!(
+            rb.approve("restart_web", &v1.version[..6], "bob", 2_000),
+            Err(StoreError::ShortVersion)
+        );
+        let approved = rb
+            .approve("restart_web", &v1.version[..12], "bob", 2_000)
+            .unwrap();
+        assert_eq!(approved.approved_by.as_deref(), Some("bob"));
+        // An edit is a new version, current and unapproved.
+        let (v2, new) = rb
+            .add("restart_web", &runbook_file(2), "alice", 3_000)
+            .unwrap();
+        assert!(new);
+        assert_ne!(v2.version, v1.version);
+        let current = rb.current().unwrap();
+        assert_eq!(current.len(), 1);
+        assert_eq!(current[0].version, v2.version);
+        assert_eq!(current[0].approved_by, None);
+        // Adding the approved bytes again makes them current, approval kept;
+        // a second store (another replica) sees the same.
+        let (again, new) = rb
+            .add("restart_web", &runbook_file(1), "carol", 4_000)
+            .unwrap();
+        assert!(!new);
+        assert_eq!(again.approved_by.as_deref(), Some("bob"));
+        let other = f.open();
+        let current = other.runbooks.current().unwrap();
+        assert_eq!(current[0].version, v1.version);
+        assert_eq!(other.runbooks.versions("restart_web").unwrap().len(), 2);
+        // Retired: nothing current, and its versions cannot be approved.
+        assert_eq!(rb.retire("restart_web", 5_000).unwrap(), 2);
+        assert!(rb.current().unwrap().is_empty());
+        assert!(matches!(
+            rb.approve("restart_web", &v2.version[..12], "bob", 6_000),
+            Err(StoreError::Retired { .. })
+        ));
+        assert!(matches!(
+            rb.retire("no_such", 6_000),
+            Err(StoreError::UnknownName(_))
+        ));
+    }
+);

@@ -1,0 +1,208 @@
+//! What `airlock audit verify` checks of runbook runs beyond the chain:
+//! that the calls a line claims were made under a runbook version stayed
+//! inside that version's file.
+//!
+//! The chain check collects the claims ([`RunbookLedger`]): each call
+//! line that names a runbook run and was sent (`decision: allowed`), with
+//! its tool, tier and the bounded arguments' values the line recorded,
+//! and each run's start line. [`check_claims`] then holds them to the
+//! versions' files, which live in the state store, not in the log:
+//!
+//! - the run has a `runbook_start` line of the same runbook, version and
+//!   execution before its calls;
+//! - every call is of a tier the file declares; a change is of a tool it
+//!   lists under `[[calls]]`, its recorded values inside the bounds;
+//! - a run made at most `max_changes` changes;
+//! - a change sent without an approval of its own (`approved_via:
+//!   runbook`) is of a version the store has approved.
+//!
+//! Memory is bounded: at most [`MAX_CLAIMS`] calls are kept; calls past
+//! that are counted as not checked, never silently.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::{runbook::Runbook, spec::Tier};
+
+/// Runbook calls kept for checking, at most.
+pub const MAX_CLAIMS: usize = 100_000;
+
+/// One sent call a line claims was made by a runbook run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Claim {
+    /// Its line number in the chain (1-based).
+    pub line: u64,
+    pub runbook: String,
+    pub version: String,
+    pub run: String,
+    pub execution: Option<String>,
+    pub tool: String,
+    pub tier: Option<Tier>,
+    /// The bounded arguments' values as the line recorded them.
+    pub args: Map<String, Value>,
+    /// Sent without an approval of its own, on the version's.
+    pub by_version: bool,
+    /// The run's start line came before it, for the same runbook,
+    /// version and execution.
+    pub started: bool,
+    /// It was outside the file and asked for an approval of its own
+    /// (`[runbooks] outside_bounds = "ask"`): held to its approval, not
+    /// to the bounds.
+    pub asked: bool,
+}
+
+/// The claims of one chain, in order.
+#[derive(Default)]
+pub struct RunbookLedger {
+    claims: Vec<Claim>,
+    /// Runs whose start line was seen: runbook, version, execution.
+    starts: HashMap<String, (String, String, Option<String>)>,
+    unchecked: u64,
+}
+
+fn text(record: &Map<String, Value>, key: &str) -> Option<String> {
+    record.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+impl RunbookLedger {
+    /// Notes line `line` if it starts a run or is a sent call of one.
+    pub fn note(&mut self, line: u64, record: &Map<String, Value>) {
+        let (Some(runbook), Some(version), Some(run)) = (
+            text(record, "runbook"),
+            text(record, "runbook_version"),
+            text(record, "runbook_run"),
+        ) else {
+            return;
+        };
+        match record.get("event").and_then(Value::as_str) {
+            Some("runbook_start") => {
+                if self.starts.len() < MAX_CLAIMS {
+                    self.starts
+                        .insert(run, (runbook, version, text(record, "execution")));
+                }
+            }
+            Some("call") if record.get("decision").and_then(Value::as_str) == Some("allowed") => {
+                if self.claims.len() >= MAX_CLAIMS {
+                    self.unchecked += 1;
+                    return;
+                }
+                let execution = text(record, "execution");
+                let started = self.starts.get(&run)
+                    == Some(&(runbook.clone(), version.clone(), execution.clone()));
+                self.claims.push(Claim {
+                    line,
+                    tool: text(record, "tool").unwrap_or_default(),
+                    tier: record
+                        .get("tier")
+                        .and_then(|t| serde_json::from_value(t.clone()).ok()),
+                    args: match record.get("runbook_args") {
+                        Some(Value::Object(m)) => m.clone(),
+                        _ => Map::new(),
+                    },
+                    by_version: record.get("approved_via").and_then(Value::as_str)
+                        == Some("runbook"),
+                    asked: record.contains_key("runbook_outside"),
+                    runbook,
+                    version,
+                    run,
+                    execution,
+                    started,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The claims, and how many calls past [`MAX_CLAIMS`] were not kept.
+    pub fn finish(self) -> (Vec<Claim>, u64) {
+        (self.claims, self.unchecked)
+    }
+}
+
+/// A version as the check needs it: its parsed file, and whether the
+/// store has it approved.
+pub struct Known {
+    pub runbook: Runbook,
+    pub approved: bool,
+}
+
+/// Holds `claims` to their versions' files; `known(name, version)` finds
+/// a version in the store. Returns each claim that broke a rule: its line
+/// and why.
+pub fn check_claims(
+    claims: &[Claim],
+    mut known: impl FnMut(&str, &str) -> Option<Known>,
+) -> Vec<(u64, String)> {
+    let mut problems = Vec::new();
+    let mut versions: HashMap<(String, String), Option<Known>> = HashMap::new();
+    let mut changes: HashMap<&str, u32> = HashMap::new();
+    for c in claims {
+        if !c.started {
+            problems.push((
+                c.line,
+                format!(
+                    "{} claims runbook run {} of {} version {}, which has no start line of that version and execution before it",
+                    c.tool,
+                    c.run,
+                    c.runbook,
+                    crate::runbook::short(&c.version)
+                ),
+            ));
+            continue;
+        }
+        let k = versions
+            .entry((c.runbook.clone(), c.version.clone()))
+            .or_insert_with(|| known(&c.runbook, &c.version));
+        let Some(k) = k else {
+            problems.push((
+                c.line,
+                format!(
+                    "{} ran under runbook {} version {}, which the runbook store does not have",
+                    c.tool,
+                    c.runbook,
+                    crate::runbook::short(&c.version)
+                ),
+            ));
+            continue;
+        };
+        if c.asked && !c.by_version {
+            continue;
+        }
+        let Some(tier) = c.tier else {
+            problems.push((c.line, format!("{} names no tier to check", c.tool)));
+            continue;
+        };
+        if let Err(e) = k.runbook.check_recorded(&c.tool, tier, &c.args) {
+            problems.push((c.line, e.0));
+            continue;
+        }
+        if tier == Tier::Read {
+            continue;
+        }
+        let n = changes.entry(c.run.as_str()).or_default();
+        *n += 1;
+        if *n > k.runbook.max_changes {
+            problems.push((
+                c.line,
+                format!(
+                    "run {} of runbook {} made change {} of at most {} (max_changes)",
+                    c.run, c.runbook, n, k.runbook.max_changes
+                ),
+            ));
+        }
+        if c.by_version && !k.approved {
+            problems.push((
+                c.line,
+                format!(
+                    "{} was sent on the approval of runbook {} version {}, which the store has not approved",
+                    c.tool,
+                    c.runbook,
+                    crate::runbook::short(&c.version)
+                ),
+            ));
+        }
+    }
+    problems
+}
