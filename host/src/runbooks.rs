@@ -52,11 +52,10 @@ pub fn runbook_name(tool: &str) -> Option<&str> {
 }
 
 /// The refusal for a runbook called where none can run.
-pub fn not_here(name: &str) -> ToolFailure {
-    refused(format!(
-        "runbooks.{}: a runbook is run by an execution's own script, not by a runbook's, and only one at a time",
-        airlock_gateway::visible::quote(name, 64)
-    ))
+pub fn not_here() -> ToolFailure {
+    refused(
+        "a runbook is run by an execution's own script (execute, exec), not by a runbook's".into(),
+    )
 }
 
 impl Runner {
@@ -96,15 +95,15 @@ impl Runner {
     ) -> Result<Value, ToolFailure> {
         if caller.plan.is_some() {
             return Err(refused(format!(
-                "runbooks.{name}: runbooks do not run in plan mode (an approved runbook's changes are sent, not recorded); run it in an execute of its own"
+                "runbooks do not run in plan mode (an approved runbook's changes are sent, not recorded); run it in an execute of its own"
             )));
         }
         if caller.runbook.is_some() {
-            return Err(not_here(name));
+            return Err(not_here());
         }
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(refused(format!(
-                "runbooks.{name}: this execution is running a runbook already; await it before starting the next"
+                "this execution is running a runbook already; await it before starting the next"
             )));
         }
         let result = self.run_one(gateway, caller, name, args, note).await;
@@ -121,9 +120,11 @@ impl Runner {
         note: &CallNote,
     ) -> Result<Value, ToolFailure> {
         let quoted = airlock_gateway::visible::quote(name, 64);
-        let current = gateway.state().runbooks.current().map_err(|e| {
-            ToolFailure::new("runbook_unavailable", format!("runbooks.{quoted}: {e}"))
-        })?;
+        let current = gateway
+            .state()
+            .runbooks
+            .current()
+            .map_err(|e| ToolFailure::new("runbook_unavailable", e.to_string()))?;
         let Some(stored) = current.into_iter().find(|s| s.name == name) else {
             return Err(ToolFailure::new(
                 airlock_sandbox::codes::NOT_FOUND,
@@ -137,24 +138,21 @@ impl Runner {
                 ToolFailure::new(
                     "runbook_unavailable",
                     format!(
-                        "runbooks.{name}: the stored version {} does not read back as the file that was added; an operator adds it again",
+                        "the stored version {} does not read back as the file that was added; an operator adds it again",
                         short(&stored.version)
                     ),
                 )
             })?;
         if !runbook.may_run(&caller.identity) {
             return Err(refused(format!(
-                "runbooks.{name}: identity {} is not among those its file lets run it (run_by)",
+                "identity {} is not among those its file lets run it (run_by)",
                 caller.identity
             )));
         }
         let problems = runbook.input_problems(&args);
         if !problems.is_empty() {
-            return Err(ToolFailure::new(
-                "invalid_args",
-                format!("runbooks.{name}: {}", problems.join("; ")),
-            )
-            .with_details(json!({"problems": problems, "input_schema": runbook.input})));
+            return Err(ToolFailure::new("invalid_args", problems.join("; "))
+                .with_details(json!({"problems": problems, "input_schema": runbook.input})));
         }
         let run = Arc::new(RunbookRun::new(
             Arc::new(runbook),
@@ -165,9 +163,7 @@ impl Runner {
         gateway.runbook_started(caller, &run).map_err(|e| {
             ToolFailure::new(
                 "audit_unavailable",
-                format!(
-                    "runbooks.{name}: the audit log cannot be written, so it does not run: {e}"
-                ),
+                format!("the audit log cannot be written, so it does not run: {e}"),
             )
         })?;
         let script = format!(
@@ -195,10 +191,7 @@ impl Runner {
             Ok(value) => Ok(value),
             Err(e) => Err(ToolFailure::new(
                 "runbook_failed",
-                format!(
-                    "runbooks.{name} (version {}): {e}",
-                    short(&run.runbook.version)
-                ),
+                format!("version {}: {e}", short(&run.runbook.version)),
             )
             .with_details(json!({
                 "runbook": name,

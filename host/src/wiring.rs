@@ -109,7 +109,7 @@ impl ToolHost for ScriptTools {
                         .run(&self.gateway, &self.caller, name, call.args, &call.note)
                         .await
                 }
-                None => Err(crate::runbooks::not_here(name)),
+                None => Err(crate::runbooks::not_here()),
             };
         }
         self.gateway

@@ -121,8 +121,16 @@ impl ClientHandler for Person {
     }
 }
 
-async fn connect(mut person: Person, args: &[&str]) -> RunningService<RoleClient, Person> {
-    let state = tempfile::tempdir().unwrap();
+async fn connect(person: Person, args: &[&str]) -> RunningService<RoleClient, Person> {
+    connect_in(person, args, tempfile::tempdir().unwrap()).await
+}
+
+/// [`connect`], the server's state in `state`.
+async fn connect_in(
+    mut person: Person,
+    args: &[&str],
+    state: tempfile::TempDir,
+) -> RunningService<RoleClient, Person> {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_airlock"));
     cmd.arg("serve")
         .args(args)
@@ -1074,4 +1082,118 @@ async fn a_collector_that_comes_up_late_is_announced_as_changed_lists() {
         after.resources
     );
     client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_runbook_is_a_prompt_and_runs_from_execute() {
+    let state = tempfile::tempdir().unwrap();
+    let airlock = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(args)
+            .env("AIRLOCK_STATE_DIR", state.path())
+            .env_remove("AIRLOCK_CONFIG")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/runbooks/stop_node_guests.toml"
+    );
+    airlock(&["runbook", "add", file, "--by", "alice"]);
+    let drain = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/runbooks/drain_node.toml"
+    );
+    airlock(&["runbook", "add", drain, "--by", "alice"]);
+    let listed = airlock(&["runbook", "list", "--json"]);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let version = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "stop_node_guests")
+        .unwrap()["version"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    airlock(&[
+        "runbook",
+        "approve",
+        "stop_node_guests",
+        &version[..12],
+        "--by",
+        "bob",
+    ]);
+
+    let client = connect_in(person(), &["--identity", "olga"], state).await;
+    // Only the approved one is a prompt.
+    let prompts = client.list_prompts(None).await.unwrap();
+    let names: Vec<&str> = prompts.prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["operate", "runbook_stop_node_guests"], "{names:?}");
+    let p = &prompts.prompts[1];
+    let args: Vec<(&str, Option<bool>)> = p
+        .arguments
+        .iter()
+        .flatten()
+        .map(|a| (a.name.as_str(), a.required))
+        .collect();
+    assert!(args.contains(&("node", Some(true))), "{args:?}");
+    let Value::Object(given) = json!({"node": "pve3", "timeout": "30"}) else {
+        unreachable!()
+    };
+    let got = client
+        .get_prompt(
+            rmcp::model::GetPromptRequestParams::new("runbook_stop_node_guests")
+                .with_arguments(given),
+        )
+        .await
+        .unwrap();
+    let body = serde_json::to_string(&got.messages).unwrap();
+    assert!(
+        body.contains(r#"runbooks.stop_node_guests({\"node\":\"pve3\",\"timeout\":30})"#),
+        "the arguments as the runbook's input, typed: {body}"
+    );
+    let Value::Object(bad) = json!({"node": "pve3", "timeout": "5"}) else {
+        unreachable!()
+    };
+    let err = client
+        .get_prompt(
+            rmcp::model::GetPromptRequestParams::new("runbook_stop_node_guests")
+                .with_arguments(bad),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("timeout"), "names the argument: {err}");
+
+    // Search lists both, marked; execute runs the approved one, nothing
+    // asked in the client.
+    let r = call(&client, "search", json!({"query": "stop guests node"})).await;
+    let found = &structured(&r)["runbooks"];
+    assert_eq!(
+        found[0]["call"],
+        "runbooks.stop_node_guests",
+        "{}",
+        text(&r)
+    );
+    assert!(text(&r).contains("[runbook, approved"), "{}", text(&r));
+    let r = call(
+        &client,
+        "execute",
+        json!({"script": "const r = await runbooks.stop_node_guests({ node: 'pve3', timeout: 30 }); r.stopped.length"}),
+    )
+    .await;
+    assert_eq!(structured(&r)["result"], 3, "{}", text(&r));
+    assert!(
+        text(&r).contains("runbooks.stop_node_guests > vm_shutdown 2 ok"),
+        "the summary counts the runbook's calls: {}",
+        text(&r)
+    );
+    assert_eq!(client.service().asked.load(Ordering::SeqCst), 0);
 }

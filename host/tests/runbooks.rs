@@ -1,0 +1,615 @@
+//! Runbooks end to end, through the `airlock` binary against the
+//! simulated cluster: an operator adds a file, another approves its
+//! version, scripts run it by name. Each case checks what the cluster
+//! did (a guest still runs, or moved), what the audit says, and what
+//! `audit verify` holds the calls to.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_airlock");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn example(name: &str) -> PathBuf {
+    repo()
+        .join("examples/runbooks")
+        .join(format!("{name}.toml"))
+}
+
+/// A deployment of its own: a state directory, and identities olga
+/// (operator), alice (rw) and rita (ro), none approving their own calls.
+struct Deployment {
+    dir: tempfile::TempDir,
+}
+
+impl Deployment {
+    fn new(extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("airlock.toml"),
+            format!(
+                "state_dir = {:?}\n{extra}\n[identities.olga]\nmode = \"operator\"\n[identities.alice]\nmode = \"rw\"\n[identities.rita]\nmode = \"ro\"\n",
+                dir.path().join("state").display().to_string()
+            ),
+        )
+        .unwrap();
+        Self { dir }
+    }
+
+    fn config(&self) -> String {
+        self.dir.path().join("airlock.toml").display().to_string()
+    }
+
+    fn airlock(&self, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(BIN)
+            .arg("--config")
+            .arg(self.config())
+            .args(args)
+            .env_remove("AIRLOCK_STATE_URL")
+            .env_remove("AIRLOCK_AUDIT_FILE")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs a command that must succeed; its standard output.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.airlock(args, "");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    /// Adds a runbook file as `by`; its full version.
+    fn add(&self, file: &Path, by: &str) -> String {
+        let said = self.ok(&["runbook", "add", file.to_str().unwrap(), "--by", by]);
+        let version = said
+            .split("(sha256 ")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .unwrap_or_else(|| panic!("no version in: {said}"))
+            .to_string();
+        assert_eq!(version.len(), 64, "{said}");
+        version
+    }
+
+    /// Runs `script` as `identity`; the script's value (or the error).
+    fn exec(&self, identity: &str, script: &str) -> Value {
+        let out = self.airlock(&["exec", "--json", "--identity", identity, "-"], script);
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+        v
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("state/simulated/audit.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn approvals_pending(&self) -> String {
+        self.ok(&["approvals", "list", "--ids"])
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs `stop_node_guests` on pve3, then reads what still runs there.
+const STOP_PVE3: &str = r#"const tried = await Promise.allSettled([runbooks.stop_node_guests({ node: "pve3", timeout: 30 })]);
+const [vms, cts] = await Promise.all([tools.vm_list({ node: "pve3" }), tools.ct_list({ node: "pve3" })]);
+({
+  outcome: tried[0].status === "fulfilled" ? "ran" : tried[0].reason.code,
+  message: tried[0].status === "fulfilled" ? null : tried[0].reason.message,
+  value: tried[0].status === "fulfilled" ? tried[0].value : null,
+  running: [...vms, ...cts].filter((g) => g.status === "running").length,
+})"#;
+
+#[test]
+fn an_unapproved_version_refuses_its_changes_and_an_approved_one_makes_them_without_asking() {
+    let d = Deployment::new("");
+    let version = d.add(&example("stop_node_guests"), "alice");
+    assert_eq!(
+        version,
+        sha256sum(&example("stop_node_guests")),
+        "the version is what `sha256sum FILE` prints"
+    );
+
+    let before = d.exec("olga", STOP_PVE3);
+    let r = &before["result"]["ok"];
+    assert_eq!(r["outcome"], "runbook_failed", "{before}");
+    let message = r["message"].as_str().unwrap();
+    assert!(message.contains("is not approved"), "{message}");
+    assert!(
+        message.contains(&format!(
+            "airlock runbook approve stop_node_guests {}",
+            &version[..12]
+        )),
+        "{message}"
+    );
+    assert_eq!(r["running"], 3, "pve3's three guests still run: {before}");
+    assert_eq!(
+        d.approvals_pending().trim(),
+        "",
+        "nothing was filed for a person"
+    );
+
+    // The author cannot approve it; another operator can.
+    let own = d.airlock(
+        &[
+            "runbook",
+            "approve",
+            "stop_node_guests",
+            &version[..12],
+            "--by",
+            "alice",
+        ],
+        "",
+    );
+    assert!(!own.status.success());
+    assert!(
+        text(&own.stderr).contains("another person must approve it"),
+        "{}",
+        text(&own.stderr)
+    );
+    d.ok(&[
+        "runbook",
+        "approve",
+        "stop_node_guests",
+        &version[..12],
+        "--by",
+        "bob",
+    ]);
+
+    let after = d.exec("olga", STOP_PVE3);
+    let r = &after["result"]["ok"];
+    assert_eq!(r["outcome"], "ran", "{after}");
+    assert_eq!(r["running"], 0, "{after}");
+    assert_eq!(
+        r["value"]["stopped"].as_array().unwrap().len(),
+        3,
+        "{after}"
+    );
+    assert_eq!(
+        d.approvals_pending().trim(),
+        "",
+        "no call asked for an approval"
+    );
+    // The runbook's calls are in the caller's trace and count.
+    let trace: Vec<&str> = after["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["tool"].as_str().unwrap())
+        .collect();
+    assert!(
+        trace.contains(&"runbooks.stop_node_guests > vm_shutdown"),
+        "{trace:?}"
+    );
+    assert_eq!(after["stats"]["tool_calls"], trace.len(), "{after}");
+
+    // Each change's line names the runbook, its version, the approver.
+    let lines = d.audit();
+    let shutdowns: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "call" && l["decision"] == "allowed")
+        .filter(|l| l["tool"] == "vm_shutdown" || l["tool"] == "ct_shutdown")
+        .collect();
+    assert_eq!(shutdowns.len(), 3);
+    for l in &shutdowns {
+        assert_eq!(l["runbook"], "stop_node_guests");
+        assert_eq!(l["runbook_version"], version.as_str());
+        assert_eq!(l["approved_by"], "bob");
+        assert_eq!(l["approved_via"], "runbook");
+        assert_eq!(l["runbook_args"]["timeout"], 30);
+    }
+    let refused = lines
+        .iter()
+        .filter(|l| l["decision"] == "runbook_refused")
+        .count();
+    assert_eq!(
+        refused, 3,
+        "the unapproved run's three shutdowns were refused"
+    );
+    let starts = lines
+        .iter()
+        .filter(|l| l["event"] == "runbook_start")
+        .count();
+    assert_eq!(starts, 2);
+    let verified = d.ok(&["audit", "verify"]);
+    assert!(
+        verified.contains("call(s) of 2 runbook run(s) stayed inside their versions' files"),
+        "{verified}"
+    );
+}
+
+fn sha256sum(file: &Path) -> String {
+    let out = Command::new("sha256sum").arg(file).output().unwrap();
+    text(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// Shuts one VM down, within bounds that allow VM 101 only.
+const ONE_VM: &str = r#"name = "stop_one"
+description = "Shut one web VM down."
+tiers = ["read", "operate"]
+max_changes = 1
+
+[input]
+type = "object"
+required = ["vmid"]
+properties.vmid = { type = "integer" }
+
+[[calls]]
+tool = "vm_shutdown"
+args.vmid = { enum = [101] }
+args.node = { const = "pve1" }
+
+[script]
+source = '''
+await tools.vm_shutdown({ node: "pve1", vmid: input.vmid, timeout: 10, forceStop: true });
+await tools.vm_shutdown({ node: "pve1", vmid: input.vmid, timeout: 10, forceStop: true });
+'''
+"#;
+
+fn run_one(vmid: u32) -> String {
+    format!(
+        r#"const tried = await Promise.allSettled([runbooks.stop_one({{ vmid: {vmid} }})]);
+const s = await tools.vm_status({{ node: "pve1", vmid: {vmid} }});
+({{ outcome: tried[0].status === "fulfilled" ? "ran" : tried[0].reason.code, message: tried[0].reason ? tried[0].reason.message : null, status: s.status }})"#
+    )
+}
+
+#[test]
+fn an_argument_outside_the_bounds_is_refused_unsent_and_max_changes_holds() {
+    let d = Deployment::new("");
+    let file = d.dir.path().join("stop_one.toml");
+    std::fs::write(&file, ONE_VM).unwrap();
+    let version = d.add(&file, "alice");
+    d.ok(&[
+        "runbook",
+        "approve",
+        "stop_one",
+        &version[..10],
+        "--by",
+        "bob",
+    ]);
+    let audit_before = d.audit().len();
+
+    let outside = d.exec("olga", &run_one(102));
+    let r = &outside["result"]["ok"];
+    assert_eq!(r["outcome"], "runbook_failed", "{outside}");
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("args.vmid of vm_shutdown is outside the bound runbook stop_one sets"),
+        "{outside}"
+    );
+    assert_eq!(r["status"], "running", "VM 102 was not shut down");
+    let lines = d.audit();
+    let sent: Vec<&Value> = lines[audit_before..]
+        .iter()
+        .filter(|l| l["tool"] == "vm_shutdown")
+        .collect();
+    assert_eq!(sent.len(), 1, "one line for the refused call");
+    assert_eq!(sent[0]["decision"], "runbook_refused");
+    assert!(sent[0].get("backend").is_none() || sent[0]["decision"] != "allowed");
+
+    // Inside the bounds: the first shutdown runs, the second is past
+    // max_changes = 1 and is refused.
+    let inside = d.exec("olga", &run_one(101));
+    let r = &inside["result"]["ok"];
+    let lines = d.audit();
+    let shutdowns: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["tool"] == "vm_shutdown" && l["execution"] == inside["execution"])
+        .map(|l| l["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(shutdowns, ["allowed", "runbook_refused"], "{inside}");
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 1 changes in one run (max_changes)"),
+        "{inside}"
+    );
+    assert_eq!(d.approvals_pending().trim(), "");
+}
+
+#[test]
+fn outside_the_bounds_asks_as_usual_when_the_deployment_says_so() {
+    let d = Deployment::new("[runbooks]\noutside_bounds = \"ask\"\n");
+    let file = d.dir.path().join("stop_one.toml");
+    std::fs::write(&file, ONE_VM).unwrap();
+    let version = d.add(&file, "alice");
+    d.ok(&[
+        "runbook",
+        "approve",
+        "stop_one",
+        &version[..10],
+        "--by",
+        "bob",
+    ]);
+    let outside = d.exec("olga", &run_one(102));
+    let r = &outside["result"]["ok"];
+    assert_eq!(r["status"], "running", "{outside}");
+    assert!(
+        r["message"].as_str().unwrap().contains("needs approval"),
+        "{outside}"
+    );
+    let pending = d.approvals_pending();
+    assert_eq!(pending.lines().count(), 1, "one request filed: {pending}");
+    let line = d
+        .audit()
+        .into_iter()
+        .find(|l| l["tool"] == "vm_shutdown")
+        .unwrap();
+    assert_eq!(line["decision"], "approval_required");
+    assert!(
+        line["runbook_outside"]
+            .as_str()
+            .unwrap()
+            .contains("args.vmid"),
+        "{line}"
+    );
+}
+
+#[test]
+fn an_edited_file_is_a_new_version_that_needs_its_own_approval() {
+    let d = Deployment::new("");
+    let original = std::fs::read_to_string(example("stop_node_guests")).unwrap();
+    let file = d.dir.path().join("stop_node_guests.toml");
+    std::fs::write(&file, &original).unwrap();
+    let v1 = d.add(&file, "alice");
+    d.ok(&[
+        "runbook",
+        "approve",
+        "stop_node_guests",
+        &v1[..8],
+        "--by",
+        "bob",
+    ]);
+
+    // One comment more is a new version: current, and unapproved.
+    std::fs::write(&file, format!("{original}# reviewed again\n")).unwrap();
+    let diff = d.ok(&[
+        "runbook",
+        "diff",
+        "stop_node_guests",
+        file.to_str().unwrap(),
+    ]);
+    assert!(diff.contains("+# reviewed again"), "{diff}");
+    let v2 = d.add(&file, "alice");
+    assert_ne!(v1, v2);
+    let list = d.ok(&["runbook", "list"]);
+    assert!(
+        list.contains(&v2[..12]) && list.contains("unapproved"),
+        "{list}"
+    );
+    let r = d.exec("olga", STOP_PVE3);
+    assert_eq!(r["result"]["ok"]["outcome"], "runbook_failed", "{r}");
+    assert_eq!(r["result"]["ok"]["running"], 3);
+
+    // The reviewed bytes, added again, are current and approved again.
+    std::fs::write(&file, &original).unwrap();
+    assert_eq!(d.add(&file, "carol"), v1);
+    let r = d.exec("olga", STOP_PVE3);
+    assert_eq!(r["result"]["ok"]["outcome"], "ran", "{r}");
+
+    // Retired: scripts are told it does not exist.
+    d.ok(&["runbook", "retire", "stop_node_guests"]);
+    let r = d.exec("olga", STOP_PVE3);
+    assert_eq!(r["result"]["ok"]["outcome"], "not_found", "{r}");
+}
+
+#[test]
+fn search_lists_runbooks_with_their_input_schema_and_status() {
+    let d = Deployment::new("");
+    let v = d.add(&example("drain_node"), "alice");
+    d.add(&example("stop_node_guests"), "alice");
+    d.ok(&["runbook", "approve", "drain_node", &v[..12], "--by", "bob"]);
+    let out: Value = serde_json::from_str(&d.ok(&["search", "--json", "drain", "node"])).unwrap();
+    let runbooks = out["runbooks"].as_array().unwrap();
+    assert_eq!(runbooks[0]["call"], "runbooks.drain_node", "{out}");
+    assert_eq!(runbooks[0]["kind"], "runbook");
+    assert_eq!(runbooks[0]["status"], "approved");
+    assert_eq!(runbooks[0]["version"], &v[..12]);
+    assert_eq!(runbooks[0]["input_schema"]["required"][0], "node");
+    assert!(
+        out["hits"].as_array().unwrap().len() > 0,
+        "tools are still found"
+    );
+    let stop = runbooks
+        .iter()
+        .find(|r| r["call"] == "runbooks.stop_node_guests");
+    assert_eq!(stop.unwrap()["status"], "unapproved");
+    // A read-only search (tier read) still lists them: they read too.
+    let nothing: Value = serde_json::from_str(&d.ok(&["search", "--json", "zzzz"])).unwrap();
+    assert!(nothing.get("runbooks").is_none(), "{nothing}");
+}
+
+#[test]
+fn a_runbook_runs_apart_from_the_script_that_calls_it() {
+    let d = Deployment::new("");
+    let v = d.add(&example("stop_node_guests"), "alice");
+    d.ok(&[
+        "runbook",
+        "approve",
+        "stop_node_guests",
+        &v[..12],
+        "--by",
+        "bob",
+    ]);
+    // The caller's realm is not the runbook's: replacing Array.prototype
+    // .filter here does not make the runbook stop pve3's stopped guest or
+    // any other node's; and a second runbook at once, one in plan mode,
+    // and a read-only identity's run are refused.
+    let script = r#"Array.prototype.filter = function () { return this; };
+const [a, b] = await Promise.allSettled([
+  runbooks.stop_node_guests({ node: "pve3" }),
+  runbooks.stop_node_guests({ node: "pve1" }),
+]);
+({ a: a.status === "fulfilled" ? a.value.stopped.map((g) => g.vmid) : a.reason.message, b: b.reason ? b.reason.code : "ran", bm: b.reason ? b.reason.message : null })"#;
+    let r = d.exec("olga", script);
+    let v = &r["result"]["ok"];
+    assert_eq!(v["a"], serde_json::json!([107, 108, 202]), "{r}");
+    assert_eq!(v["b"], "runbook_refused", "{r}");
+    assert!(
+        v["bm"]
+            .as_str()
+            .unwrap()
+            .contains("running a runbook already"),
+        "{r}"
+    );
+
+    let planned = d.airlock(
+        &["exec", "--plan", "--identity", "olga", "-"],
+        r#"await runbooks.stop_node_guests({ node: "pve1" })"#,
+    );
+    assert!(
+        text(&planned.stdout).contains("do not run in plan mode")
+            || text(&planned.stderr).contains("do not run in plan mode"),
+        "{}{}",
+        text(&planned.stdout),
+        text(&planned.stderr)
+    );
+
+    let ro = d.exec("rita", STOP_PVE3);
+    assert_eq!(ro["result"]["ok"]["outcome"], "runbook_failed", "{ro}");
+    assert!(
+        ro["result"]["ok"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not allowed"),
+        "{ro}"
+    );
+    assert_eq!(ro["result"]["ok"]["running"], 3);
+}
+
+#[test]
+fn the_example_runbooks_do_what_they_say_on_the_simulator() {
+    let d = Deployment::new("");
+    for name in ["drain_node", "snapshot_then_upgrade", "stop_node_guests"] {
+        let v = d.add(&example(name), "alice");
+        d.ok(&["runbook", "approve", name, &v[..12], "--by", "bob"]);
+    }
+    let drained = d.exec(
+        "alice",
+        r#"const r = await runbooks.drain_node({ node: "pve2", target: "pve3" });
+const [vms, cts] = await Promise.all([tools.vm_list({ node: "pve2" }), tools.ct_list({ node: "pve2" })]);
+({ moved: r.moved.map((g) => g.vmid), still: [...vms, ...cts].filter((g) => g.status === "running").length, on3: (await tools.vm_list({ node: "pve3" })).map((g) => g.vmid).sort() })"#,
+    );
+    let v = &drained["result"]["ok"];
+    assert_eq!(v["moved"], serde_json::json!([104, 105, 201]), "{drained}");
+    assert_eq!(v["still"], 0, "{drained}");
+    assert_eq!(
+        v["on3"],
+        serde_json::json!([104, 105, 107, 108]),
+        "{drained}"
+    );
+
+    let upgraded = d.exec(
+        "alice",
+        r#"const r = await runbooks.snapshot_then_upgrade({ node: "pve1", vmids: [100, 101], memory: 8192, cores: 4, snapname: "before_upgrade" });
+const cfg = await tools.vm_config({ node: "pve1", vmid: 100 });
+const snaps = await tools.vm_snapshot_list({ node: "pve1", vmid: 101 });
+({ r, memory: cfg.memory, cores: cfg.cores, snaps: snaps.map((s) => s.name) })"#,
+    );
+    let v = &upgraded["result"]["ok"];
+    assert_eq!(
+        v["memory"].to_string().trim_matches('"'),
+        "8192",
+        "{upgraded}"
+    );
+    assert_eq!(v["cores"].to_string().trim_matches('"'), "4", "{upgraded}");
+    assert!(
+        v["snaps"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("before_upgrade")),
+        "{upgraded}"
+    );
+    assert_eq!(v["r"]["results"].as_array().unwrap().len(), 2);
+
+    // A bound the input schema would let through is still held: memory
+    // past the runbook's ceiling is refused by the schema first.
+    let too_big = d.exec(
+        "alice",
+        r#"const t = await Promise.allSettled([runbooks.snapshot_then_upgrade({ node: "pve1", vmids: [100], memory: 999999 })]); t[0].reason.code"#,
+    );
+    assert_eq!(too_big["result"]["ok"], "invalid_args", "{too_big}");
+
+    let stopped = d.exec("olga", STOP_PVE3);
+    assert_eq!(stopped["result"]["ok"]["running"], 0, "{stopped}");
+    let verified = d.ok(&["audit", "verify"]);
+    assert!(
+        verified.contains("stayed inside their versions' files"),
+        "{verified}"
+    );
+}
+
+#[test]
+fn a_bad_runbook_file_is_refused_with_the_field_and_the_rule() {
+    let d = Deployment::new("");
+    let file = d.dir.path().join("bad.toml");
+    for (text, says) in [
+        (
+            &ONE_VM.replace("name = \"stop_one\"", "name = \"Stop-One\"") as &str,
+            "runbook field `name`",
+        ),
+        (
+            &ONE_VM.replace("tiers = [\"read\", \"operate\"]", "tiers = []"),
+            "runbook field `tiers`",
+        ),
+        (
+            &ONE_VM.replace("args.vmid = { enum = [101] }", "args.vmid = { type = 7 }"),
+            "calls[0].args.vmid",
+        ),
+        (
+            &ONE_VM.replace("max_changes = 1", "max_changes = 5000"),
+            "max_changes",
+        ),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let out = d.airlock(&["runbook", "add", file.to_str().unwrap()], "");
+        assert!(!out.status.success());
+        assert!(
+            text_of(&out.stderr).contains(says),
+            "{says}: {}",
+            text_of(&out.stderr)
+        );
+    }
+    assert!(d.ok(&["runbook", "list"]).contains("no runbooks"));
+}
+
+fn text_of(b: &[u8]) -> String {
+    text(b)
+}
