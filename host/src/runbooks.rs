@@ -94,17 +94,16 @@ impl Runner {
         note: &CallNote,
     ) -> Result<Value, ToolFailure> {
         if caller.plan.is_some() {
-            return Err(refused(format!(
-                "runbooks do not run in plan mode (an approved runbook's changes are sent, not recorded); run it in an execute of its own"
-            )));
+            return Err(refused("runbooks do not run in plan mode (an approved runbook's changes are sent, not recorded); run it in an execute of its own".into()));
         }
         if caller.runbook.is_some() {
             return Err(not_here());
         }
         if self.busy.swap(true, Ordering::SeqCst) {
-            return Err(refused(format!(
+            return Err(refused(
                 "this execution is running a runbook already; await it before starting the next"
-            )));
+                    .into(),
+            ));
         }
         let result = self.run_one(gateway, caller, name, args, note).await;
         self.busy.store(false, Ordering::SeqCst);

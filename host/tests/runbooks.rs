@@ -444,7 +444,7 @@ fn search_lists_runbooks_with_their_input_schema_and_status() {
     assert_eq!(runbooks[0]["version"], &v[..12]);
     assert_eq!(runbooks[0]["input_schema"]["required"][0], "node");
     assert!(
-        out["hits"].as_array().unwrap().len() > 0,
+        !out["hits"].as_array().unwrap().is_empty(),
         "tools are still found"
     );
     let stop = runbooks

@@ -77,11 +77,9 @@ impl RunbookLedger {
             return;
         };
         match record.get("event").and_then(Value::as_str) {
-            Some("runbook_start") => {
-                if self.starts.len() < MAX_CLAIMS {
-                    self.starts
-                        .insert(run, (runbook, version, text(record, "execution")));
-                }
+            Some("runbook_start") if self.starts.len() < MAX_CLAIMS => {
+                self.starts
+                    .insert(run, (runbook, version, text(record, "execution")));
             }
             Some("call") if record.get("decision").and_then(Value::as_str) == Some("allowed") => {
                 if self.claims.len() >= MAX_CLAIMS {
