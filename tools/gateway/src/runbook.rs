@@ -721,3 +721,202 @@ pub fn search(current: &[Stored], query: &str, tiers: &[Tier], limit: usize) -> 
     scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.call.cmp(&b.1.call)));
     scored.into_iter().take(limit).map(|(_, f)| f).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const FILE: &str = r#"name = "restart_web"
+description = "Reboot the web VMs."
+tiers = ["read", "operate"]
+max_changes = 2
+
+[[calls]]
+tool = "vm_reboot"
+args.vmid = { enum = [100, 101] }
+args.timeout = { type = "null" }
+
+[script]
+source = "1"
+"#;
+
+    fn run(approved: bool) -> RunbookRun {
+        RunbookRun::new(
+            std::sync::Arc::new(Runbook::parse(FILE).unwrap()),
+            approved.then(|| "bob".to_string()),
+            "rb-1".into(),
+            Outside::Refuse,
+        )
+    }
+
+    #[test]
+    fn a_change_inside_the_file_of_an_approved_version_needs_no_approval() {
+        let r = run(true);
+        let a = r.admit(
+            "vm_reboot",
+            Tier::Operate,
+            &json!({"node": "pve1", "vmid": 100}),
+        );
+        let Admitted::Change { bound } = a else {
+            panic!("{a:?}")
+        };
+        // An absent argument is null, and its bound says so.
+        assert_eq!(Value::Object(bound), json!({"vmid": 100, "timeout": null}));
+    }
+
+    #[test]
+    fn what_the_file_does_not_declare_is_refused() {
+        let r = run(true);
+        for (tool, tier, args, says) in [
+            (
+                "vm_reboot",
+                Tier::Operate,
+                json!({"vmid": 102}),
+                "args.vmid",
+            ),
+            (
+                "vm_reboot",
+                Tier::Operate,
+                json!({"vmid": 100, "timeout": 5}),
+                "args.timeout",
+            ),
+            (
+                "vm_stop",
+                Tier::Operate,
+                json!({"vmid": 100}),
+                "not among the calls",
+            ),
+            (
+                "vm_delete",
+                Tier::Admin,
+                json!({"vmid": 100}),
+                "declares tiers [read, operate]",
+            ),
+        ] {
+            match r.admit(tool, tier, &args) {
+                Admitted::Refused { why } => assert!(why.contains(says), "{why}"),
+                other => panic!("{tool} {args}: {other:?}"),
+            }
+        }
+        // A read of any tool is a read.
+        assert_eq!(r.admit("vm_list", Tier::Read, &json!({})), Admitted::Read);
+    }
+
+    #[test]
+    fn an_unapproved_version_makes_no_change_and_max_changes_holds() {
+        let r = run(false);
+        let a = r.admit("vm_reboot", Tier::Operate, &json!({"vmid": 100}));
+        assert!(
+            matches!(a, Admitted::Refused { ref why } if why.contains("is not approved")),
+            "{a:?}"
+        );
+        let r = run(true);
+        for _ in 0..2 {
+            assert!(matches!(
+                r.admit("vm_reboot", Tier::Operate, &json!({"vmid": 101})),
+                Admitted::Change { .. }
+            ));
+        }
+        let a = r.admit("vm_reboot", Tier::Operate, &json!({"vmid": 101}));
+        assert!(
+            matches!(a, Admitted::Refused { ref why } if why.contains("max_changes")),
+            "{a:?}"
+        );
+        assert_eq!(r.changes(), 2);
+    }
+
+    #[test]
+    fn outside_the_file_asks_when_the_deployment_says_so() {
+        let r = RunbookRun::new(
+            std::sync::Arc::new(Runbook::parse(FILE).unwrap()),
+            Some("bob".into()),
+            "rb-2".into(),
+            Outside::Ask,
+        );
+        let a = r.admit("vm_stop", Tier::Operate, &json!({"vmid": 100}));
+        assert!(matches!(a, Admitted::Ask { .. }), "{a:?}");
+        assert_eq!(r.changes(), 0, "an asked call is not one of the run's own");
+    }
+
+    #[test]
+    fn the_version_is_the_file_s_hash_and_any_edit_changes_it() {
+        let a = Runbook::parse(FILE).unwrap();
+        let b = Runbook::parse(&format!("{FILE}# a comment\n")).unwrap();
+        assert_eq!(a.version, version_of(FILE));
+        assert_ne!(a.version, b.version);
+    }
+
+    #[test]
+    fn a_bad_file_names_the_field_and_the_rule() {
+        for (text, says) in [
+            (FILE.replace("restart_web", "Restart-Web"), "`name`"),
+            (
+                FILE.replace("[\"read\", \"operate\"]", "[\"forbidden\"]"),
+                "`tiers`",
+            ),
+            (
+                FILE.replace("max_changes = 2", "max_changes = 100000"),
+                "`max_changes`",
+            ),
+            (
+                FILE.replace("{ enum = [100, 101] }", "{ type = 7 }"),
+                "calls[0].args.vmid",
+            ),
+            (
+                FILE.replace("source = \"1\"", "source = \"  \""),
+                "script.source",
+            ),
+            (
+                FILE.replace("max_changes = 2", "max_changes = 2\nsecret = 1"),
+                "unknown field",
+            ),
+            ("x".repeat(MAX_RUNBOOK_BYTES + 1), "at most"),
+        ] {
+            let e = Runbook::parse(&text).unwrap_err().to_string();
+            assert!(e.contains(says), "{says}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_version_is_picked_by_an_unambiguous_prefix_of_eight_or_more() {
+        let s = |v: &str| Stored {
+            name: "n".into(),
+            version: v.into(),
+            text: String::new(),
+            author: "a".into(),
+            added_ms: 0,
+            approved_by: None,
+            approved_ms: None,
+            retired_ms: None,
+        };
+        let versions = [
+            s(&format!("abcdef01{}", "0".repeat(56))),
+            s(&format!("abcdef02{}", "0".repeat(56))),
+        ];
+        assert_eq!(
+            pick("n", &versions, "abcdef"),
+            Err(StoreError::ShortVersion)
+        );
+        assert!(matches!(
+            pick("n", &versions, "abcdef0"),
+            Err(StoreError::ShortVersion)
+        ));
+        assert_eq!(
+            pick("n", &versions, "ABCDEF02").unwrap().version,
+            versions[1].version
+        );
+        assert!(matches!(
+            pick("n", &versions, "abcdef03"),
+            Err(StoreError::UnknownVersion { .. })
+        ));
+        let same = [
+            s(&format!("abcdef01{}", "1".repeat(56))),
+            s(&format!("abcdef01{}", "2".repeat(56))),
+        ];
+        assert!(matches!(
+            pick("n", &same, "abcdef01"),
+            Err(StoreError::Ambiguous { .. })
+        ));
+    }
+}
