@@ -321,6 +321,19 @@ impl Runbook {
         tier: Tier,
         args: &Value,
     ) -> Result<Map<String, Value>, OutOfBounds> {
+        self.check_args(tool, tier, args, false)
+    }
+
+    /// [`Runbook::check`]; `recorded`: the values are a line's, where a
+    /// secret-named argument's value is `[redacted]` and cannot be held
+    /// to its bound again.
+    fn check_args(
+        &self,
+        tool: &str,
+        tier: Tier,
+        args: &Value,
+        recorded: bool,
+    ) -> Result<Map<String, Value>, OutOfBounds> {
         if !self.tiers.contains(&tier) {
             return Err(OutOfBounds(format!(
                 "{tool} is a {tier} tool and runbook {} declares tiers [{}]",
@@ -345,13 +358,24 @@ impl Runbook {
         let mut seen = Map::new();
         for (arg, bound) in &allowed.bounds {
             let value = args.get(arg).unwrap_or(&Value::Null);
+            let secret = crate::redact::is_secret(arg);
+            if recorded && secret && value.as_str() == Some(crate::redact::REDACTED) {
+                seen.insert(arg.clone(), value.clone());
+                continue;
+            }
             if !bound.is_valid(value) {
                 return Err(OutOfBounds(format!(
                     "args.{arg} of {tool} is outside the bound runbook {} sets for it",
                     self.name
                 )));
             }
-            seen.insert(arg.clone(), cut(value));
+            // A secret's value never reaches a line: that it was given.
+            let shown = if secret && !value.is_null() {
+                Value::String(crate::redact::REDACTED.into())
+            } else {
+                cut(value)
+            };
+            seen.insert(arg.clone(), shown);
         }
         Ok(seen)
     }
@@ -365,7 +389,7 @@ impl Runbook {
         recorded: &Map<String, Value>,
     ) -> Result<(), OutOfBounds> {
         let args = Value::Object(recorded.clone());
-        let seen = self.check(tool, tier, &args)?;
+        let seen = self.check_args(tool, tier, &args, true)?;
         // A line that left a bounded argument out cannot be checked.
         if seen.len() != recorded.len() && tier != Tier::Read {
             return Err(OutOfBounds(format!(
@@ -837,6 +861,22 @@ source = "1"
         let a = r.admit("vm_stop", Tier::Operate, &json!({"vmid": 100}));
         assert!(matches!(a, Admitted::Ask { .. }), "{a:?}");
         assert_eq!(r.changes(), 0, "an asked call is not one of the run's own");
+    }
+
+    #[test]
+    fn a_bounded_secret_is_checked_but_never_recorded() {
+        let file = FILE.replace(
+            "args.timeout = { type = \"null\" }",
+            "args.cipassword = { type = \"string\", minLength = 12 }",
+        );
+        let rb = Runbook::parse(&file).unwrap();
+        let args = json!({"vmid": 100, "cipassword": "correct horse battery"});
+        let seen = rb.check("vm_reboot", Tier::Operate, &args).unwrap();
+        assert_eq!(seen["cipassword"], crate::redact::REDACTED);
+        assert!(!Value::Object(seen.clone()).to_string().contains("horse"));
+        assert!(rb.check_recorded("vm_reboot", Tier::Operate, &seen).is_ok());
+        let short = json!({"vmid": 100, "cipassword": "short"});
+        assert!(rb.check("vm_reboot", Tier::Operate, &short).is_err());
     }
 
     #[test]
