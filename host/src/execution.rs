@@ -96,6 +96,7 @@ impl Execution {
             gateway: self.gateway.clone(),
             caller: self.caller.clone(),
             runbooks: None,
+            budget: None,
         }
     }
 

@@ -218,7 +218,7 @@ async fn demo_runbook(runner: &Runner) -> Result<(), String> {
     let version = airlock_gateway::runbook::short(&stored.version).to_string();
     if stored.approved_by.is_none() {
         store
-            .approve("drain_node", &version, "the demo, as operator", now)
+            .approve("drain_node", &stored.version, "the demo, as operator", now)
             .map_err(|e| e.to_string())?;
     }
     eprintln!("drain_node version {version}: approved by the demo, as operator\n");

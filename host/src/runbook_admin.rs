@@ -49,7 +49,8 @@ pub enum RunbookAction {
     /// person who added it cannot.
     Approve {
         name: String,
-        /// The version (8 or more hex digits, as `list` shows them).
+        /// The whole version (64 hex digits, as `add` and `sha256sum
+        /// FILE` print it).
         version: String,
         /// Who approves (recorded, and written to the audit).
         #[arg(long, env = "USER", default_value = "operator")]
@@ -144,7 +145,7 @@ fn act(state: &State, action: RunbookAction) -> Result<(), String> {
                 (_, None) => format!(
                     "unapproved: its changes are refused until another operator runs `airlock runbook approve {} {}`",
                     s.name,
-                    short(&s.version)
+                    s.version
                 ),
             };
             println!(

@@ -8,7 +8,7 @@
 //! go through the gateway as the caller's, marked with the run
 //! ([`RunbookRun`]), which holds them to the runbook's file; they count
 //! against the caller's `tool_calls` and appear in its trace as
-//! `runbooks.NAME > tool`.
+//! `runbooks.NAME › tool`.
 //!
 //! One runbook at a time per execution, never one inside another, never
 //! in plan mode (an approved version's changes are sent at once, which a
@@ -16,7 +16,7 @@
 
 use std::{
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU32, Ordering},
         Arc,
     },
     time::Instant,
@@ -40,6 +40,38 @@ pub struct Runner {
     limits: Limits,
     started: Instant,
     busy: AtomicBool,
+    /// Calls its runbooks have made, counted as each starts.
+    nested: Arc<AtomicU32>,
+}
+
+/// A runbook's share of its caller's `tool_calls`: each of its calls
+/// counts as it starts, against what the caller's script has started
+/// too, so the two together never pass the limit.
+pub struct CallBudget {
+    caller: CallNote,
+    nested: Arc<AtomicU32>,
+    limit: u32,
+}
+
+fn over(used: u64, limit: u32) -> ToolFailure {
+    let value = limit as u64;
+    ToolFailure::new(
+        airlock_sandbox::codes::LIMIT_EXCEEDED,
+        format!("tool_calls: the script and its runbooks made {value} calls, the limit"),
+    )
+    .with_details(json!({"limit": Limit::ToolCalls, "value": value, "used": used}))
+}
+
+impl CallBudget {
+    /// Counts one call of the runbook; refused past the caller's limit.
+    pub fn take(&self) -> Result<(), ToolFailure> {
+        let nested = self.nested.fetch_add(1, Ordering::SeqCst) as u64 + 1;
+        let used = self.caller.own_calls() as u64 + nested;
+        if used > self.limit as u64 {
+            return Err(over(used, self.limit));
+        }
+        Ok(())
+    }
 }
 
 fn refused(message: String) -> ToolFailure {
@@ -65,20 +97,16 @@ impl Runner {
             limits: limits.clone(),
             started: Instant::now(),
             busy: AtomicBool::new(false),
+            nested: Arc::default(),
         })
     }
 
     /// Whether the script has used its `tool_calls`, its runbooks' calls
     /// counted: a call past them ends the execution as its own would.
     pub fn over_calls(&self, note: &CallNote) -> Result<(), ToolFailure> {
-        let used = note.calls_so_far() as u64;
-        let value = self.limits.tool_calls as u64;
-        if used > value {
-            return Err(ToolFailure::new(
-                airlock_sandbox::codes::LIMIT_EXCEEDED,
-                format!("tool_calls: the script and its runbooks made {value} calls, the limit"),
-            )
-            .with_details(json!({"limit": Limit::ToolCalls, "value": value, "used": used})));
+        let used = note.own_calls() as u64 + self.nested.load(Ordering::SeqCst) as u64;
+        if used > self.limits.tool_calls as u64 {
+            return Err(over(used, self.limits.tool_calls));
         }
         Ok(())
     }
@@ -99,6 +127,9 @@ impl Runner {
         if caller.runbook.is_some() {
             return Err(not_here());
         }
+        gateway
+            .take_token(&caller.identity)
+            .map_err(|e| ToolFailure::new(e.code(), e.to_string()).with_details(e.details()))?;
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(refused(
                 "this execution is running a runbook already; await it before starting the next"
@@ -165,13 +196,17 @@ impl Runner {
                 format!("the audit log cannot be written, so it does not run: {e}"),
             )
         })?;
+        // Parsed, not a literal: in a literal, a `"__proto__"` key the
+        // schema saw as a property would set the object's prototype, and
+        // lend the runbook properties the schema never checked.
+        let json = serde_json::to_string(&args).unwrap_or_else(|_| "{}".into());
         let script = format!(
-            "const input = {};\n{}",
-            serde_json::to_string(&args).unwrap_or_else(|_| "{}".into()),
+            "const input = Object.freeze(JSON.parse({}));\n{}",
+            serde_json::to_string(&json).unwrap_or_default(),
             run.runbook.source
         );
         let mut limits = self.limits.clone();
-        let used = note.calls_so_far() as u32;
+        let used = note.own_calls() as u32 + self.nested.load(Ordering::SeqCst);
         limits.tool_calls = self.limits.tool_calls.saturating_sub(used).max(1);
         let spent = self.started.elapsed().as_millis() as u64;
         limits.wall_time_ms = self.limits.wall_time_ms.saturating_sub(spent).max(1);
@@ -183,9 +218,19 @@ impl Runner {
                 ..caller.clone()
             },
             runbooks: None,
+            budget: Some(CallBudget {
+                caller: note.clone(),
+                nested: self.nested.clone(),
+                limit: self.limits.tool_calls,
+            }),
         };
+        let before = self.nested.load(Ordering::SeqCst);
         let outcome = self.sandbox.execute_within(&script, &limits, &host).await;
         note.nested(&outcome.trace);
+        // Calls it started count, as the script's own do, also those
+        // its end cancelled before they reached the host.
+        self.nested
+            .fetch_max(before + outcome.trace.len() as u32, Ordering::SeqCst);
         match outcome.result {
             Ok(value) => Ok(value),
             Err(e) => Err(ToolFailure::new(

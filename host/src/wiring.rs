@@ -94,6 +94,9 @@ pub struct ScriptTools {
     /// Runs the runbooks the script calls; `None` where none may run (a
     /// runbook's own script, a benchmark).
     pub runbooks: Option<Arc<crate::runbooks::Runner>>,
+    /// For a runbook's own script: its calls' share of its caller's
+    /// `tool_calls`.
+    pub budget: Option<crate::runbooks::CallBudget>,
 }
 
 #[async_trait]
@@ -101,6 +104,9 @@ impl ToolHost for ScriptTools {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure> {
         if let Some(runner) = &self.runbooks {
             runner.over_calls(&call.note)?;
+        }
+        if let Some(budget) = &self.budget {
+            budget.take()?;
         }
         if let Some(name) = crate::runbooks::runbook_name(&call.name) {
             return match &self.runbooks {

@@ -174,6 +174,7 @@ async fn approved_plan(
         gateway: gateway.clone(),
         caller: recording.clone(),
         runbooks: None,
+        budget: None,
     };
     let outcome = sandbox.execute(text, limits, &host).await;
     if let Some(e) = outcome.error() {
@@ -284,6 +285,7 @@ async fn the_attack_corpus() {
             gateway: gateway.clone(),
             caller: caller.clone(),
             runbooks: None,
+            budget: None,
         };
         let audit_before = std::fs::metadata(gateway.audit_path().unwrap())
             .unwrap()

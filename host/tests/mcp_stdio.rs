@@ -1191,7 +1191,7 @@ async fn an_approved_runbook_is_a_prompt_and_runs_from_execute() {
     .await;
     assert_eq!(structured(&r)["result"], 3, "{}", text(&r));
     assert!(
-        text(&r).contains("runbooks.stop_node_guests > vm_shutdown 2 ok"),
+        text(&r).contains("runbooks.stop_node_guests › vm_shutdown 2 ok"),
         "the summary counts the runbook's calls: {}",
         text(&r)
     );

@@ -43,6 +43,7 @@ impl Deployment {
             gateway: self.gateway.clone(),
             caller: Caller::new(identity),
             runbooks: None,
+            budget: None,
         };
         self.sandbox
             .execute(script, &Limits::default(), &tools)

@@ -4,6 +4,8 @@
 //! did (a guest still runs, or moved), what the audit says, and what
 //! `audit verify` holds the calls to.
 
+mod common;
+
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output},
@@ -147,7 +149,7 @@ fn an_unapproved_version_refuses_its_changes_and_an_approved_one_makes_them_with
     assert!(
         message.contains(&format!(
             "airlock runbook approve stop_node_guests {}",
-            &version[..12]
+            &version
         )),
         "{message}"
     );
@@ -164,7 +166,7 @@ fn an_unapproved_version_refuses_its_changes_and_an_approved_one_makes_them_with
             "runbook",
             "approve",
             "stop_node_guests",
-            &version[..12],
+            &version,
             "--by",
             "alice",
         ],
@@ -180,7 +182,7 @@ fn an_unapproved_version_refuses_its_changes_and_an_approved_one_makes_them_with
         "runbook",
         "approve",
         "stop_node_guests",
-        &version[..12],
+        &version,
         "--by",
         "bob",
     ]);
@@ -207,7 +209,7 @@ fn an_unapproved_version_refuses_its_changes_and_an_approved_one_makes_them_with
         .map(|c| c["tool"].as_str().unwrap())
         .collect();
     assert!(
-        trace.contains(&"runbooks.stop_node_guests > vm_shutdown"),
+        trace.contains(&"runbooks.stop_node_guests › vm_shutdown"),
         "{trace:?}"
     );
     assert_eq!(after["stats"]["tool_calls"], trace.len(), "{after}");
@@ -293,14 +295,7 @@ fn an_argument_outside_the_bounds_is_refused_unsent_and_max_changes_holds() {
     let file = d.dir.path().join("stop_one.toml");
     std::fs::write(&file, ONE_VM).unwrap();
     let version = d.add(&file, "alice");
-    d.ok(&[
-        "runbook",
-        "approve",
-        "stop_one",
-        &version[..10],
-        "--by",
-        "bob",
-    ]);
+    d.ok(&["runbook", "approve", "stop_one", &version, "--by", "bob"]);
     let audit_before = d.audit().len();
 
     let outside = d.exec("olga", &run_one(102));
@@ -350,14 +345,7 @@ fn outside_the_bounds_asks_as_usual_when_the_deployment_says_so() {
     let file = d.dir.path().join("stop_one.toml");
     std::fs::write(&file, ONE_VM).unwrap();
     let version = d.add(&file, "alice");
-    d.ok(&[
-        "runbook",
-        "approve",
-        "stop_one",
-        &version[..10],
-        "--by",
-        "bob",
-    ]);
+    d.ok(&["runbook", "approve", "stop_one", &version, "--by", "bob"]);
     let outside = d.exec("olga", &run_one(102));
     let r = &outside["result"]["ok"];
     assert_eq!(r["status"], "running", "{outside}");
@@ -389,14 +377,7 @@ fn an_edited_file_is_a_new_version_that_needs_its_own_approval() {
     let file = d.dir.path().join("stop_node_guests.toml");
     std::fs::write(&file, &original).unwrap();
     let v1 = d.add(&file, "alice");
-    d.ok(&[
-        "runbook",
-        "approve",
-        "stop_node_guests",
-        &v1[..8],
-        "--by",
-        "bob",
-    ]);
+    d.ok(&["runbook", "approve", "stop_node_guests", &v1, "--by", "bob"]);
 
     // One comment more is a new version: current, and unapproved.
     std::fs::write(&file, format!("{original}# reviewed again\n")).unwrap();
@@ -435,7 +416,7 @@ fn search_lists_runbooks_with_their_input_schema_and_status() {
     let d = Deployment::new("");
     let v = d.add(&example("drain_node"), "alice");
     d.add(&example("stop_node_guests"), "alice");
-    d.ok(&["runbook", "approve", "drain_node", &v[..12], "--by", "bob"]);
+    d.ok(&["runbook", "approve", "drain_node", &v, "--by", "bob"]);
     let out: Value = serde_json::from_str(&d.ok(&["search", "--json", "drain", "node"])).unwrap();
     let runbooks = out["runbooks"].as_array().unwrap();
     assert_eq!(runbooks[0]["call"], "runbooks.drain_node", "{out}");
@@ -460,14 +441,7 @@ fn search_lists_runbooks_with_their_input_schema_and_status() {
 fn a_runbook_runs_apart_from_the_script_that_calls_it() {
     let d = Deployment::new("");
     let v = d.add(&example("stop_node_guests"), "alice");
-    d.ok(&[
-        "runbook",
-        "approve",
-        "stop_node_guests",
-        &v[..12],
-        "--by",
-        "bob",
-    ]);
+    d.ok(&["runbook", "approve", "stop_node_guests", &v, "--by", "bob"]);
     // The caller's realm is not the runbook's: replacing Array.prototype
     // .filter here does not make the runbook stop pve3's stopped guest or
     // any other node's; and a second runbook at once, one in plan mode,
@@ -519,7 +493,7 @@ fn the_example_runbooks_do_what_they_say_on_the_simulator() {
     let d = Deployment::new("");
     for name in ["drain_node", "snapshot_then_upgrade", "stop_node_guests"] {
         let v = d.add(&example(name), "alice");
-        d.ok(&["runbook", "approve", name, &v[..12], "--by", "bob"]);
+        d.ok(&["runbook", "approve", name, &v, "--by", "bob"]);
     }
     let drained = d.exec(
         "alice",
@@ -612,4 +586,141 @@ fn a_bad_runbook_file_is_refused_with_the_field_and_the_rule() {
 
 fn text_of(b: &[u8]) -> String {
     text(b)
+}
+
+/// Echoes its input, and reads as many nodes as it is told to.
+const ECHO: &str = r#"name = "echo"
+description = "Echo the input; read the node list n times."
+tiers = ["read"]
+max_changes = 0
+
+[input]
+type = "object"
+properties.timeout = { type = "integer", maximum = 600 }
+properties.n = { type = "integer", minimum = 0, maximum = 100 }
+
+[script]
+source = '''
+const reads = await Promise.allSettled(Array.from({ length: input.n ?? 0 }, () => tools.node_list({})));
+({ timeout: input.timeout, keys: Object.keys(input), reads: reads.filter((r) => r.status === "fulfilled").length })
+'''
+"#;
+
+#[test]
+fn a_runbook_s_input_is_what_its_schema_checked_and_its_calls_share_the_caller_s_limit() {
+    let d = Deployment::new("[limits]\ntool_calls = 10\n");
+    let file = d.dir.path().join("echo.toml");
+    std::fs::write(&file, ECHO).unwrap();
+    d.add(&file, "alice");
+    // A `__proto__` key is a property of its own, not the input's
+    // prototype: the runbook sees no timeout the schema did not check.
+    let r = d.exec(
+        "rita",
+        r#"await runbooks.echo(JSON.parse('{"__proto__": {"timeout": 999999}}'))"#,
+    );
+    assert_eq!(
+        r["result"]["ok"]["keys"],
+        serde_json::json!(["__proto__"]),
+        "{r}"
+    );
+    assert!(r["result"]["ok"].get("timeout").is_none(), "{r}");
+
+    // tool_calls = 10: the script's 4 reads and its runbook call leave
+    // the runbook 5; past them it fails, and the script, at 10 with the
+    // runbook's, can make no more.
+    let r = d.exec(
+        "rita",
+        r#"const mine = await Promise.allSettled([1, 2, 3, 4].map(() => tools.node_list({})));
+const [theirs] = await Promise.allSettled([runbooks.echo({ n: 20 })]);
+const [after] = await Promise.allSettled([tools.node_list({})]);
+({ mine: mine.filter((x) => x.status === "fulfilled").length, theirs: theirs.reason.details.error, after: after.reason.code })"#,
+    );
+    let v = &r["result"]["ok"];
+    assert_eq!(v["mine"], 4, "{r}");
+    assert_eq!(v["theirs"]["limit"], "tool_calls", "{r}");
+    assert_eq!(v["theirs"]["value"], 5, "{r}");
+    assert_eq!(v["after"], "limit_exceeded", "{r}");
+    let sent = d
+        .audit()
+        .iter()
+        .filter(|l| l["tool"] == "node_list" && l["execution"] == r["execution"])
+        .count();
+    assert!(sent <= 9, "no more than the limit reached the gateway: {r}");
+    assert!(r["stats"]["tool_calls"].as_u64().unwrap() <= 11, "{r}");
+}
+
+/// A person picks an approved runbook's prompt in the official Python
+/// and TypeScript SDK clients; the script its message gives runs.
+#[test]
+fn a_runbook_prompt_runs_through_the_python_and_typescript_sdk_clients() {
+    let d = Deployment::new("");
+    let v = d.add(&example("stop_node_guests"), "alice");
+    d.add(&example("drain_node"), "alice");
+    d.ok(&["runbook", "approve", "stop_node_guests", &v, "--by", "bob"]);
+    let server = [
+        BIN.to_string(),
+        "--config".into(),
+        d.config(),
+        "serve".into(),
+        "--identity".into(),
+        "olga".into(),
+    ];
+    let v_short = v[..12].to_string();
+    let given = r#"{"node": "pve3", "timeout": "30"}"#;
+    let mut runs = vec![(
+        "python",
+        Command::new(common::test_python())
+            .arg(repo().join("host/tests/clients/runbook_prompt.py"))
+            .arg("stop_node_guests")
+            .arg(given)
+            .args(&server)
+            .env("AIRLOCK_LOG", "warn")
+            .output()
+            .unwrap(),
+    )];
+    if let Some((node, packages)) = common::node_packages() {
+        // ES modules resolve packages from where the script is.
+        let program = packages.join("runbook_prompt.mjs");
+        std::fs::copy(
+            repo().join("host/tests/clients/runbook_prompt.mjs"),
+            &program,
+        )
+        .unwrap();
+        runs.push((
+            "typescript",
+            Command::new(node)
+                .arg(program)
+                .arg("stop_node_guests")
+                .arg(given)
+                .args(&server)
+                .env("AIRLOCK_LOG", "warn")
+                .output()
+                .unwrap(),
+        ));
+    }
+    for (i, (client, out)) in runs.iter().enumerate() {
+        assert!(out.status.success(), "{client}: {}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            v["prompts"],
+            serde_json::json!(["operate", "runbook_stop_node_guests"]),
+            "{client}: only the approved one: {v}"
+        );
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("(version {}", &v_short)),
+            "{client}: {v}"
+        );
+        assert_eq!(v["is_error"], false, "{client}: {v}");
+        // Each client's server starts its own simulated cluster: pve3's
+        // three running guests are stopped in each.
+        assert_eq!(
+            v["result"]["result"]["stopped"].as_array().map(Vec::len),
+            Some(3),
+            "{client} ({i}): {v}"
+        );
+    }
+    assert_eq!(d.approvals_pending().trim(), "");
 }

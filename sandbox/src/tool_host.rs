@@ -64,7 +64,8 @@ impl CallNote {
 
 impl CallNote {
     /// Adds the calls a call made on the script's behalf (a runbook's) to
-    /// the trace, after it, each named `"{call} > {tool}"`: they count in
+    /// the trace, after it, each named `"{call} › {tool}"` (U+203A, which
+    /// a script's own call names never show unescaped): they count in
     /// the execution's trace as the script's own. Returns how many were
     /// added.
     pub fn nested(&self, calls: &[crate::CallRecord]) -> usize {
@@ -87,7 +88,7 @@ impl CallNote {
             trace.push((
                 NESTED,
                 crate::CallRecord {
-                    tool: format!("{parent} > {}", c.tool),
+                    tool: format!("{parent} \u{203a} {}", c.tool),
                     start_us: start + c.start_us,
                     duration_us: c.duration_us,
                     status: c.status.clone(),
@@ -99,12 +100,17 @@ impl CallNote {
 }
 
 impl CallNote {
-    /// The calls in the execution's trace so far, this one and those made
-    /// on calls' behalf included: what counts against `tool_calls` when a
-    /// call runs calls of its own.
-    pub fn calls_so_far(&self) -> usize {
+    /// The calls the script itself has started so far, this one
+    /// included (not those added by [`CallNote::nested`]).
+    pub fn own_calls(&self) -> usize {
         let Some((trace, _)) = &self.0 else { return 0 };
-        trace.upgrade().map_or(0, |t| t.lock().unwrap().len())
+        trace.upgrade().map_or(0, |t| {
+            t.lock()
+                .unwrap()
+                .iter()
+                .filter(|(id, _)| *id != NESTED)
+                .count()
+        })
     }
 }
 
@@ -119,7 +125,7 @@ pub(crate) fn nested_calls(trace: &crate::store::Trace) -> u32 {
 }
 
 /// The trace id of calls made on a call's behalf.
-const NESTED: u32 = u32::MAX;
+pub(crate) const NESTED: u32 = u32::MAX;
 
 impl std::fmt::Debug for CallNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -177,13 +177,14 @@ pub fn outcome(o: &Outcome, execution: &str, full: bool, kept: bool) -> CallTool
 
 /// A name the summary shows: a tool's (a JavaScript identifier), a
 /// runbook's (`runbooks.NAME`), or a call a runbook made
-/// (`runbooks.NAME > tool`). Any other is counted, never shown.
+/// (`runbooks.NAME › tool`, a separator the sandbox escapes in names a
+/// script gives). Any other is counted, never shown.
 fn is_summary_name(name: &str) -> bool {
     let runbook = |n: &str| {
         n.strip_prefix("runbooks.")
             .is_some_and(|r| !r.contains('.') && is_js_identifier(r))
     };
-    match name.split_once(" > ") {
+    match name.split_once(" \u{203a} ") {
         Some((rb, tool)) => runbook(rb) && is_js_identifier(tool),
         None => is_js_identifier(name) || runbook(name),
     }

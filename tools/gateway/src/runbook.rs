@@ -63,6 +63,8 @@ pub const MAX_DESCRIPTION_CHARS: usize = 500;
 pub const MAX_RUN_CHANGES: u32 = 1000;
 /// The most tools a runbook may list under `[[calls]]`.
 pub const MAX_CALLS: usize = 64;
+/// What an audit line records for a bounded list or object.
+const STRUCTURED: &str = "(structured value)";
 /// The longest bounded argument value written to an audit line.
 const MAX_BOUND_VALUE_CHARS: usize = 64;
 
@@ -200,10 +202,13 @@ impl Runbook {
         })?;
         check_name(&form.name)?;
         let description = form.description.trim().to_string();
-        if description.is_empty() || description.chars().count() > MAX_DESCRIPTION_CHARS {
+        if description.is_empty()
+            || description.chars().count() > MAX_DESCRIPTION_CHARS
+            || description.chars().any(char::is_control)
+        {
             return Err(field(
                 "description",
-                format!("one to {MAX_DESCRIPTION_CHARS} characters saying what it does, for agents and approvers"),
+                format!("one to {MAX_DESCRIPTION_CHARS} characters on one line, no control characters, saying what it does, for agents and approvers"),
             ));
         }
         if form.tiers.is_empty() {
@@ -359,7 +364,14 @@ impl Runbook {
         for (arg, bound) in &allowed.bounds {
             let value = args.get(arg).unwrap_or(&Value::Null);
             let secret = crate::redact::is_secret(arg);
-            if recorded && secret && value.as_str() == Some(crate::redact::REDACTED) {
+            // A value the line had to cut (a long string, a list) is not
+            // the value the bound held: it was checked when it was sent.
+            let was_cut = value.as_str().is_some_and(|v| {
+                v == STRUCTURED
+                    || (v.ends_with('…') && v.chars().count() == MAX_BOUND_VALUE_CHARS + 1)
+            });
+            if recorded && (was_cut || (secret && value.as_str() == Some(crate::redact::REDACTED)))
+            {
                 seen.insert(arg.clone(), value.clone());
                 continue;
             }
@@ -408,7 +420,7 @@ fn cut(v: &Value) -> Value {
         Value::String(s) if s.chars().count() > MAX_BOUND_VALUE_CHARS => {
             Value::String(s.chars().take(MAX_BOUND_VALUE_CHARS).collect::<String>() + "…")
         }
-        Value::Array(_) | Value::Object(_) => Value::String("(structured value)".into()),
+        Value::Array(_) | Value::Object(_) => Value::String(STRUCTURED.into()),
         other => other.clone(),
     }
 }
@@ -520,7 +532,7 @@ impl RunbookRun {
                     short(&rb.version),
                     rb.name,
                     rb.name,
-                    short(&rb.version)
+                    rb.version
                 ),
             };
         }
@@ -576,6 +588,8 @@ pub enum StoreError {
     Ambiguous { name: String, version: String },
     #[error("give at least 8 hex digits of the version (`airlock runbook list` shows 12)")]
     ShortVersion,
+    #[error("give the whole version to approve, 64 hex digits (what `sha256sum FILE` and `airlock runbook add` print): a short prefix can be matched by another file made to look alike")]
+    WholeVersion,
     #[error("{by} added version {version} of runbook {name}, so another person must approve it (four eyes)")]
     OwnVersion {
         name: String,
@@ -643,6 +657,20 @@ pub fn pick<'a>(
             version: prefix,
         }),
     }
+}
+
+/// The version `version` names exactly (all 64 hex digits): what an
+/// approval takes, since a prefix of a digest people compare by eye can
+/// be ground out for another file.
+pub fn pick_whole<'a>(
+    name: &str,
+    versions: &'a [Stored],
+    version: &str,
+) -> Result<&'a Stored, StoreError> {
+    if version.len() != 64 || !version.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(StoreError::WholeVersion);
+    }
+    pick(name, versions, version)
 }
 
 /// The four-eyes rule of a version's approval, the same in both stores.
@@ -950,6 +978,11 @@ source = "1"
             pick("n", &versions, "abcdef03"),
             Err(StoreError::UnknownVersion { .. })
         ));
+        assert_eq!(
+            pick_whole("n", &versions, "abcdef02"),
+            Err(StoreError::WholeVersion)
+        );
+        assert!(pick_whole("n", &versions, &versions[1].version).is_ok());
         let same = [
             s(&format!("abcdef01{}", "1".repeat(56))),
             s(&format!("abcdef01{}", "2".repeat(56))),

@@ -1344,7 +1344,7 @@ both!(
         );
         // Four eyes: the author cannot approve; a prefix too short is refused.
         assert!(matches!(
-            rb.approve("restart_web", &v1.version[..12], "alice", 2_000),
+            rb.approve("restart_web", &v1.version, "alice", 2_000),
             Err(StoreError::OwnVersion { .. })
         ));
         assert_eq!(

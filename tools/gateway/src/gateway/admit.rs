@@ -240,7 +240,10 @@ impl Gateway {
         }
     }
 
-    pub(super) fn take_token(&self, identity: &str) -> Result<(), CallError> {
+    /// Takes one of `identity`'s calls this minute (`rate.calls_per_minute`):
+    /// every tool call does, and so does a runbook's start, which reads the
+    /// store and writes a line before any of its calls.
+    pub fn take_token(&self, identity: &str) -> Result<(), CallError> {
         let per_minute = self.calls_per_minute;
         if per_minute == 0 {
             return Ok(());

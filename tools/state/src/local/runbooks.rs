@@ -6,7 +6,7 @@ use std::{path::Path, sync::Mutex};
 
 use airlock_gateway::{
     private_files::{parent_of, private_dir, private_file},
-    runbook::{may_approve, pick, version_of, RunbookStore, StoreError, Stored},
+    runbook::{may_approve, pick_whole, version_of, RunbookStore, StoreError, Stored},
 };
 use rusqlite::{params, Connection, TransactionBehavior};
 
@@ -121,7 +121,10 @@ impl RunbookStore for SqliteRunbooks {
             .map_err(sqlite)?;
         let known = tx
             .execute(
-                "UPDATE runbooks SET seq = ?3, retired_ms = NULL WHERE name = ?1 AND version = ?2",
+                "UPDATE runbooks SET seq = ?3, retired_ms = NULL, \
+                 approved_by = CASE WHEN retired_ms IS NULL THEN approved_by END, \
+                 approved_ms = CASE WHEN retired_ms IS NULL THEN approved_ms END \
+                 WHERE name = ?1 AND version = ?2",
                 params![name, version, seq],
             )
             .map_err(sqlite)?
@@ -172,7 +175,7 @@ impl RunbookStore for SqliteRunbooks {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sqlite)?;
         let versions = versions_in(&tx, name)?;
-        let mut s = pick(name, &versions, version)?.clone();
+        let mut s = pick_whole(name, &versions, version)?.clone();
         may_approve(&s, by)?;
         if s.approved_by.is_none() {
             tx.execute(

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS};
-use airlock_gateway::runbook::{may_approve, pick, version_of, RunbookStore, StoreError, Stored};
+use airlock_gateway::runbook::{
+    may_approve, pick_whole, version_of, RunbookStore, StoreError, Stored,
+};
 
 /// Runbook steps lock per name, in a class of their own.
 const LOCK_CLASS_RUNBOOKS: i32 = LOCK_CLASS + 3;
@@ -78,7 +80,9 @@ impl RunbookStore for PgRunbooks {
             .map_err(e)?;
             let known = tx
                 .execute(
-                    "UPDATE airlock_runbooks SET seq = nextval('airlock_runbooks_seq'), retired_ms = NULL \
+                    "UPDATE airlock_runbooks SET seq = nextval('airlock_runbooks_seq'), retired_ms = NULL, \
+                     approved_by = CASE WHEN retired_ms IS NULL THEN approved_by END, \
+                     approved_ms = CASE WHEN retired_ms IS NULL THEN approved_ms END \
                      WHERE name = $1 AND version = $2",
                     &[&name, &version],
                 )
@@ -157,7 +161,7 @@ impl RunbookStore for PgRunbooks {
                 .await
                 .map_err(e)?;
                 let versions = versions_in(&tx, &name, &at).await?;
-                let mut s = pick(&name, &versions, &version)?.clone();
+                let mut s = pick_whole(&name, &versions, &version)?.clone();
                 may_approve(&s, &by)?;
                 if s.approved_by.is_none() {
                     tx.execute(
