@@ -16,8 +16,9 @@
 //! - a change sent without an approval of its own (`approved_via:
 //!   runbook`) is of a version the store has approved.
 //!
-//! Memory is bounded: at most [`MAX_CLAIMS`] calls are kept; calls past
-//! that are counted as not checked, never silently.
+//! Memory is bounded: at most [`MAX_CLAIMS`] calls are kept, and a run's
+//! start only until its execution's end; calls past that are counted as
+//! not checked, never silently.
 
 use std::collections::HashMap;
 
@@ -57,8 +58,11 @@ pub struct Claim {
 #[derive(Default)]
 pub struct RunbookLedger {
     claims: Vec<Claim>,
-    /// Runs whose start line was seen: runbook, version, execution.
+    /// Runs whose start line was seen, while their execution runs:
+    /// runbook, version, execution.
     starts: HashMap<String, (String, String, Option<String>)>,
+    /// The runs of each execution, forgotten at its end.
+    runs_of: HashMap<String, Vec<String>>,
     unchecked: u64,
 }
 
@@ -69,6 +73,14 @@ fn text(record: &Map<String, Value>, key: &str) -> Option<String> {
 impl RunbookLedger {
     /// Notes line `line` if it starts a run or is a sent call of one.
     pub fn note(&mut self, line: u64, record: &Map<String, Value>) {
+        if record.get("event").and_then(Value::as_str) == Some("execution_end") {
+            if let Some(x) = record.get("execution").and_then(Value::as_str) {
+                for run in self.runs_of.remove(x).unwrap_or_default() {
+                    self.starts.remove(&run);
+                }
+            }
+            return;
+        }
         let (Some(runbook), Some(version), Some(run)) = (
             text(record, "runbook"),
             text(record, "runbook_version"),
@@ -78,8 +90,11 @@ impl RunbookLedger {
         };
         match record.get("event").and_then(Value::as_str) {
             Some("runbook_start") if self.starts.len() < MAX_CLAIMS => {
-                self.starts
-                    .insert(run, (runbook, version, text(record, "execution")));
+                let execution = text(record, "execution");
+                if let Some(x) = &execution {
+                    self.runs_of.entry(x.clone()).or_default().push(run.clone());
+                }
+                self.starts.insert(run, (runbook, version, execution));
             }
             Some("call") if record.get("decision").and_then(Value::as_str) == Some("allowed") => {
                 if self.claims.len() >= MAX_CLAIMS {
@@ -203,4 +218,84 @@ pub fn check_claims(
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const FILE: &str = r#"name = "restart_web"
+description = "Reboot the web VMs."
+tiers = ["read", "operate"]
+max_changes = 1
+
+[[calls]]
+tool = "vm_reboot"
+args.vmid = { enum = [100, 101] }
+
+[script]
+source = "1"
+"#;
+
+    fn line(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    /// The claims of `lines` checked against FILE, approved or not.
+    fn problems(lines: &[Value], approved: bool) -> Vec<(u64, String)> {
+        let version = crate::runbook::version_of(FILE);
+        let mut ledger = RunbookLedger::default();
+        for (i, l) in lines.iter().enumerate() {
+            let mut l = l.clone();
+            if l.get("runbook_version").is_some() {
+                l["runbook_version"] = json!(version);
+            }
+            ledger.note(i as u64 + 1, &line(l));
+        }
+        let (claims, unchecked) = ledger.finish();
+        assert_eq!(unchecked, 0);
+        check_claims(&claims, |name, v| {
+            (name == "restart_web" && v == version).then(|| Known {
+                runbook: Runbook::parse(FILE).unwrap(),
+                approved,
+            })
+        })
+    }
+
+    fn start() -> Value {
+        json!({"event": "runbook_start", "execution": "x1", "runbook": "restart_web", "runbook_version": "", "runbook_run": "rb-1"})
+    }
+
+    fn change(vmid: u64) -> Value {
+        json!({"event": "call", "decision": "allowed", "execution": "x1", "tool": "vm_reboot", "tier": "operate",
+               "runbook": "restart_web", "runbook_version": "", "runbook_run": "rb-1",
+               "runbook_args": {"vmid": vmid}, "approved_via": "runbook"})
+    }
+
+    #[test]
+    fn calls_inside_the_file_pass() {
+        let read = json!({"event": "call", "decision": "allowed", "execution": "x1", "tool": "vm_list", "tier": "read",
+                          "runbook": "restart_web", "runbook_version": "", "runbook_run": "rb-1"});
+        assert_eq!(problems(&[start(), read, change(100)], true), vec![]);
+    }
+
+    #[test]
+    fn a_line_claiming_what_the_file_does_not_allow_is_named() {
+        // Out of bounds, past max_changes, without a start, unapproved.
+        let p = problems(&[start(), change(102)], true);
+        assert!(p[0].1.contains("args.vmid"), "{p:?}");
+        let p = problems(&[start(), change(100), change(101)], true);
+        assert_eq!(p.len(), 1);
+        assert!(p[0].1.contains("max_changes") && p[0].0 == 3, "{p:?}");
+        let p = problems(&[change(100)], true);
+        assert!(p[0].1.contains("no start line"), "{p:?}");
+        let p = problems(&[start(), change(100)], false);
+        assert!(p[0].1.contains("has not approved"), "{p:?}");
+        // A run's start is forgotten at its execution's end: a call after
+        // it claims a run that is over.
+        let end = json!({"event": "execution_end", "execution": "x1"});
+        let p = problems(&[start(), end, change(100)], true);
+        assert!(p[0].1.contains("no start line"), "{p:?}");
+    }
 }
