@@ -1126,7 +1126,7 @@ async fn an_approved_runbook_is_a_prompt_and_runs_from_execute() {
         "runbook",
         "approve",
         "stop_node_guests",
-        &version[..12],
+        &version,
         "--by",
         "bob",
     ]);
