@@ -346,6 +346,16 @@ async fn a_person_decides_in_a_real_browser() {
         .await
         .unwrap();
     click(&browser, Locator::Css("form.search button")).await;
+    // The answer's page, not the one the search was typed on: its form
+    // carries the search as the field's value (typing sets no attribute),
+    // and a table found before it loads goes stale.
+    browser
+        .wait()
+        .for_element(Locator::Css(
+            "form.search input[name=event][value=approval_decision]",
+        ))
+        .await
+        .unwrap();
     let text = browser
         .wait()
         .for_element(Locator::Css("main table"))
