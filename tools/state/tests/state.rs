@@ -1342,17 +1342,18 @@ both!(
             v1.version,
             airlock_gateway::runbook::version_of(&runbook_file(1))
         );
-        // Four eyes: the author cannot approve; a prefix too short is refused.
+        // Four eyes: the author cannot approve; a prefix, however long,
+        // is not what a person approves.
         assert!(matches!(
             rb.approve("restart_web", &v1.version, "alice", 2_000),
             Err(StoreError::OwnVersion { .. })
         ));
         assert_eq!(
-            rb.approve("restart_web", &v1.version[..6], "bob", 2_000),
-            Err(StoreError::ShortVersion)
+            rb.approve("restart_web", &v1.version[..12], "bob", 2_000),
+            Err(StoreError::WholeVersion)
         );
         let approved = rb
-            .approve("restart_web", &v1.version[..12], "bob", 2_000)
+            .approve("restart_web", &v1.version, "bob", 2_000)
             .unwrap();
         assert_eq!(approved.approved_by.as_deref(), Some("bob"));
         // An edit is a new version, current and unapproved.
@@ -1380,9 +1381,16 @@ both!(
         assert_eq!(rb.retire("restart_web", 5_000).unwrap(), 2);
         assert!(rb.current().unwrap().is_empty());
         assert!(matches!(
-            rb.approve("restart_web", &v2.version[..12], "bob", 6_000),
+            rb.approve("restart_web", &v2.version, "bob", 6_000),
             Err(StoreError::Retired { .. })
         ));
+        // Retiring revoked the approval: one person adding the file again
+        // brings the version back unapproved.
+        let (back, _) = rb
+            .add("restart_web", &runbook_file(1), "mallory", 7_000)
+            .unwrap();
+        assert_eq!(back.approved_by, None);
+        assert_eq!(rb.current().unwrap()[0].approved_by, None);
         assert!(matches!(
             rb.retire("no_such", 6_000),
             Err(StoreError::UnknownName(_))
