@@ -61,10 +61,6 @@ impl SqliteRunbooks {
         Self::init(Connection::open(path).map_err(sqlite)?)
     }
 
-    pub fn in_memory() -> Result<Self, StoreError> {
-        Self::init(Connection::open_in_memory().map_err(sqlite)?)
-    }
-
     fn init(conn: Connection) -> Result<Self, StoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(sqlite)?;

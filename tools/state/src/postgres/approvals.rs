@@ -11,7 +11,7 @@ use std::sync::{
 
 use tokio_postgres::Row;
 
-use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS_APPROVALS};
+use super::{connection, lock_key, unavailable, PgError, Postgres, LOCK_CLASS_APPROVALS};
 use crate::APPROVAL_COLUMNS as COLUMNS;
 use airlock_gateway::{
     approval::{
@@ -138,12 +138,9 @@ impl ApprovalStore for PgApprovals {
             );
             let mut conn = connection(&pool, &at).await?;
             let tx = conn.transaction().await.map_err(e)?;
-            tx.execute(
-                    &tx.prepare_cached("SELECT pg_advisory_xact_lock($1, hashtext($2))").await.map_err(e)?,
-                &[&LOCK_CLASS_APPROVALS, &identity],
-            )
-            .await
-            .map_err(e)?;
+            lock_key(&tx, LOCK_CLASS_APPROVALS, &identity)
+                .await
+                .map_err(e)?;
             let used = tx
                 .query_opt(
                     &tx.prepare_cached("UPDATE airlock_approvals SET status = 'used', used_ms = $4 WHERE id = (\
@@ -209,12 +206,9 @@ impl ApprovalStore for PgApprovals {
                 let mut conn = connection(&pool, &at).await?;
                 let tx = conn.transaction().await.map_err(e)?;
                 // The same lock as `check`: the cap counts both.
-                tx.execute(
-                    "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-                    &[&LOCK_CLASS_APPROVALS, &request.identity],
-                )
-                .await
-                .map_err(e)?;
+                lock_key(&tx, LOCK_CLASS_APPROVALS, &request.identity)
+                    .await
+                    .map_err(e)?;
                 if waiting(&tx, &request.identity, now_ms).await.map_err(e)? >= max_open as i64 {
                     return Ok(Check::TooManyOpen { limit: max_open });
                 }

@@ -358,6 +358,21 @@ impl Conns {
     }
 }
 
+/// Takes `key`'s advisory lock in `class` until the transaction ends, so
+/// the steps of one identity's approvals, or one runbook's versions, never
+/// interleave across replicas. Prepared once per connection: the approval
+/// check takes it on every call.
+pub(crate) async fn lock_key(
+    tx: &deadpool_postgres::Transaction<'_>,
+    class: i32,
+    key: &str,
+) -> Result<(), tokio_postgres::Error> {
+    let lock = tx
+        .prepare_cached("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .await?;
+    tx.execute(&lock, &[&class, &key]).await.map(|_| ())
+}
+
 /// A pooled connection, or why there is none (and then calls rest a
 /// moment: see [`Postgres::trip`]).
 pub(crate) async fn connection(

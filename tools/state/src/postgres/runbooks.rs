@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS};
+use super::{connection, lock_key, unavailable, PgError, Postgres, LOCK_CLASS};
 use airlock_gateway::runbook::{
     may_approve, pick_whole, version_of, RunbookStore, StoreError, Stored,
 };
@@ -72,12 +72,7 @@ impl RunbookStore for PgRunbooks {
             let e = |e| StoreError::from(unavailable(&at, e));
             let mut conn = connection(&pool, &at).await?;
             let tx = conn.transaction().await.map_err(e)?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-                &[&LOCK_CLASS_RUNBOOKS, &name],
-            )
-            .await
-            .map_err(e)?;
+            lock_key(&tx, LOCK_CLASS_RUNBOOKS, &name).await.map_err(e)?;
             let known = tx
                 .execute(
                     "UPDATE airlock_runbooks SET seq = nextval('airlock_runbooks_seq'), retired_ms = NULL, \
@@ -154,12 +149,7 @@ impl RunbookStore for PgRunbooks {
                 let e = |e| StoreError::from(unavailable(&at, e));
                 let mut conn = connection(&pool, &at).await?;
                 let tx = conn.transaction().await.map_err(e)?;
-                tx.execute(
-                    "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-                    &[&LOCK_CLASS_RUNBOOKS, &name],
-                )
-                .await
-                .map_err(e)?;
+                lock_key(&tx, LOCK_CLASS_RUNBOOKS, &name).await.map_err(e)?;
                 let versions = versions_in(&tx, &name, &at).await?;
                 let mut s = pick_whole(&name, &versions, &version)?.clone();
                 may_approve(&s, &by)?;

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{connection, unavailable, PgError, Postgres, LOCK_CLASS};
+use super::{connection, lock_key, unavailable, PgError, Postgres, LOCK_CLASS};
 use airlock_gateway::{rate::RateUnavailable, shares::ExecutionShares};
 
 /// Places lock per identity, in a class of their own.
@@ -37,12 +37,9 @@ impl ExecutionShares for PgShares {
                 let e = |e: tokio_postgres::Error| unavailable(&at, e);
                 let mut conn = connection(&pool, &at).await?;
                 let tx = conn.transaction().await.map_err(e)?;
-                tx.execute(
-                    "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-                    &[&LOCK_CLASS_SHARES, &identity],
-                )
-                .await
-                .map_err(e)?;
+                lock_key(&tx, LOCK_CLASS_SHARES, &identity)
+                    .await
+                    .map_err(e)?;
                 tx.execute(
                     "DELETE FROM airlock_shares WHERE identity = $1 AND until_ms < $2",
                     &[&identity, &now_ms],
