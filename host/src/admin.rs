@@ -96,7 +96,7 @@ pub enum AuditAction {
     },
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -183,7 +183,7 @@ pub fn enroll(file: &ConfigFile, identity: &str, path: Option<PathBuf>, console:
     }
 }
 
-fn state(file: &ConfigFile) -> Result<State, String> {
+pub(crate) fn state(file: &ConfigFile) -> Result<State, String> {
     let (config, place) = file.gateway().map_err(|e| e.to_string())?;
     place.open(&config.approval).map_err(|e| e.to_string())
 }

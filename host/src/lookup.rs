@@ -28,7 +28,7 @@ pub async fn search(
         backend,
         limit,
     });
-    let runbooks = crate::runbooks::search(&gateway, text, &tiers, &mut results.hint);
+    let runbooks = crate::runbooks::search(&gateway, text, &tiers, &mut results);
     // Tools a backend has not offered yet are not "no match": say why,
     // and fail when nothing else matched.
     let missing = gateway.unavailable_backends();

@@ -5,14 +5,17 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use airlock_gateway::{
-    runbook::{short, version_of, Runbook, Stored},
+    runbook::{short, version_of, Runbook, RunbookStore, StoreError, Stored},
     state::State,
     visible::visible,
 };
 use clap::Subcommand;
 use serde_json::{Map, Value};
 
-use crate::settings::ConfigFile;
+use crate::{
+    admin::{now_ms, state},
+    settings::ConfigFile,
+};
 
 #[derive(Subcommand)]
 pub enum RunbookAction {
@@ -66,16 +69,13 @@ pub enum RunbookAction {
     },
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-fn state(file: &ConfigFile) -> Result<State, String> {
-    let (config, place) = file.gateway().map_err(|e| e.to_string())?;
-    place.open(&config.approval).map_err(|e| e.to_string())
+/// Every version of `name`, the current one first; an error if none.
+fn versions(store: &dyn RunbookStore, name: &str) -> Result<Vec<Stored>, String> {
+    let versions = store.versions(name).map_err(|e| e.to_string())?;
+    if versions.is_empty() {
+        return Err(StoreError::UnknownName(visible(name).to_string()).to_string());
+    }
+    Ok(versions)
 }
 
 fn audited(state: &State, event: &str, s: &Stored, by: &str) -> Result<(), String> {
@@ -201,13 +201,8 @@ fn act(state: &State, action: RunbookAction) -> Result<(), String> {
             Ok(())
         }
         RunbookAction::Show { name, version } => {
-            let versions = store.versions(&name).map_err(|e| e.to_string())?;
-            let Some(first) = versions.first() else {
-                return Err(format!(
-                    "no runbook named {}: `airlock runbook list` shows them",
-                    visible(&name)
-                ));
-            };
+            let versions = versions(&**store, &name)?;
+            let first = &versions[0];
             for (i, s) in versions.iter().enumerate() {
                 println!(
                     "{} {}  {:<10} added {} by {}{}",
@@ -236,13 +231,8 @@ fn act(state: &State, action: RunbookAction) -> Result<(), String> {
             Ok(())
         }
         RunbookAction::Diff { name, against } => {
-            let versions = store.versions(&name).map_err(|e| e.to_string())?;
-            let Some(current) = versions.first() else {
-                return Err(format!(
-                    "no runbook named {}: `airlock runbook list` shows them",
-                    visible(&name)
-                ));
-            };
+            let versions = versions(&**store, &name)?;
+            let current = &versions[0];
             let (label, other) = match against {
                 Some(a) if std::path::Path::new(&a).exists() => {
                     let (text, _) = read(&PathBuf::from(&a))?;

@@ -53,24 +53,25 @@ pub struct CallBudget {
     limit: u32,
 }
 
-fn over(used: u64, limit: u32) -> ToolFailure {
-    let value = limit as u64;
-    ToolFailure::new(
+/// Refuses a call once the script's own calls and `nested` (its
+/// runbooks') together pass `limit`.
+fn within(caller: &CallNote, nested: u32, limit: u32) -> Result<(), ToolFailure> {
+    let (used, value) = (caller.own_calls() as u64 + nested as u64, limit as u64);
+    if used <= value {
+        return Ok(());
+    }
+    Err(ToolFailure::new(
         airlock_sandbox::codes::LIMIT_EXCEEDED,
         format!("tool_calls: the script and its runbooks made {value} calls, the limit"),
     )
-    .with_details(json!({"limit": Limit::ToolCalls, "value": value, "used": used}))
+    .with_details(json!({"limit": Limit::ToolCalls, "value": value, "used": used})))
 }
 
 impl CallBudget {
     /// Counts one call of the runbook; refused past the caller's limit.
     pub fn take(&self) -> Result<(), ToolFailure> {
-        let nested = self.nested.fetch_add(1, Ordering::SeqCst) as u64 + 1;
-        let used = self.caller.own_calls() as u64 + nested;
-        if used > self.limit as u64 {
-            return Err(over(used, self.limit));
-        }
-        Ok(())
+        let nested = self.nested.fetch_add(1, Ordering::SeqCst) + 1;
+        within(&self.caller, nested, self.limit)
     }
 }
 
@@ -104,11 +105,11 @@ impl Runner {
     /// Whether the script has used its `tool_calls`, its runbooks' calls
     /// counted: a call past them ends the execution as its own would.
     pub fn over_calls(&self, note: &CallNote) -> Result<(), ToolFailure> {
-        let used = note.own_calls() as u64 + self.nested.load(Ordering::SeqCst) as u64;
-        if used > self.limits.tool_calls as u64 {
-            return Err(over(used, self.limits.tool_calls));
-        }
-        Ok(())
+        within(
+            note,
+            self.nested.load(Ordering::SeqCst),
+            self.limits.tool_calls,
+        )
     }
 
     /// Runs the current version of runbook `name` with `args` for
@@ -182,7 +183,7 @@ impl Runner {
         let problems = runbook.input_problems(&args);
         if !problems.is_empty() {
             return Err(ToolFailure::new("invalid_args", problems.join("; "))
-                .with_details(json!({"problems": problems, "input_schema": runbook.input})));
+                .with_details(json!({"problems": problems, "input_schema": runbook.input()})));
         }
         let run = Arc::new(RunbookRun::new(
             Arc::new(runbook),
@@ -255,21 +256,17 @@ fn run_id() -> String {
 
 /// Runbooks whose name or description match `query`, for `search` to
 /// list beside the tools (at most 5). A store that cannot be read adds a
-/// note to `hint` instead.
+/// note to the tools' `results` instead.
 pub fn search(
     gateway: &Gateway,
     query: &str,
     tiers: &[airlock_gateway::spec::Tier],
-    hint: &mut Option<String>,
+    results: &mut airlock_gateway::search::Results,
 ) -> Vec<airlock_gateway::runbook::Found> {
     match gateway.state().runbooks.current() {
         Ok(current) => airlock_gateway::runbook::search(&current, query, tiers, 5),
         Err(e) => {
-            let note = format!("Runbooks not searched: {e}.");
-            *hint = Some(match hint.take() {
-                Some(h) => format!("{h} {note}"),
-                None => note,
-            });
+            results.add_hint(format!("Runbooks not searched: {e}."));
             Vec::new()
         }
     }

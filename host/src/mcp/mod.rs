@@ -134,15 +134,10 @@ impl AirlockServer {
             backend: None,
             limit,
         });
-        let runbooks =
-            crate::runbooks::search(&self.shared.gateway, text, &tiers, &mut results.hint);
+        let runbooks = crate::runbooks::search(&self.shared.gateway, text, &tiers, &mut results);
         // A backend that has not offered its tools yet is not "no match".
         for (_, why) in self.shared.gateway.unavailable_backends() {
-            let note = format!("Not searched: {why}.");
-            results.hint = Some(match results.hint.take() {
-                Some(hint) => format!("{hint} {note}"),
-                None => note,
-            });
+            results.add_hint(format!("Not searched: {why}."));
         }
         render::search(&results, &runbooks)
     }

@@ -52,11 +52,11 @@ fn approved(gateway: &Gateway) -> Vec<(Runbook, String)> {
 }
 
 fn runbook_prompt(rb: &Runbook, version: &str) -> Prompt {
-    let required: Vec<&str> = rb.input["required"]
+    let required: Vec<&str> = rb.input()["required"]
         .as_array()
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let args = rb.input["properties"]
+    let args = rb.input()["properties"]
         .as_object()
         .map(|props| {
             props
@@ -157,7 +157,7 @@ fn runbook_message(
         }
         input.insert(
             key.clone(),
-            input_value(&rb.input["properties"][key], &text),
+            input_value(&rb.input()["properties"][key], &text),
         );
     }
     let input = Value::Object(input);

@@ -127,8 +127,6 @@ pub struct Allowed {
 pub struct Runbook {
     pub name: String,
     pub description: String,
-    /// JSON Schema of the arguments a run is given.
-    pub input: Value,
     /// Who may run it; empty: anyone whose mode allows its calls.
     pub run_by: Vec<String>,
     pub tiers: Vec<Tier>,
@@ -246,12 +244,12 @@ impl Runbook {
                 "a JSON Schema of type \"object\" (a run is given one object of arguments)",
             ));
         }
-        compile(&input, "input")?;
+        // Compiled once, by the validator its runs are checked with.
         let spec = ToolSpec {
             name: format!("runbooks.{}", form.name),
             summary: String::new(),
             description: String::new(),
-            input_schema: input.clone(),
+            input_schema: input,
             output_schema: None,
             tier: Tier::Read,
             hints: Hints::default(),
@@ -293,7 +291,6 @@ impl Runbook {
         Ok(Self {
             name: form.name,
             description,
-            input,
             run_by: form.run_by,
             tiers: form.tiers,
             max_changes: form.max_changes,
@@ -303,6 +300,11 @@ impl Runbook {
             input_validator,
             spec,
         })
+    }
+
+    /// JSON Schema of the arguments a run is given.
+    pub fn input(&self) -> &Value {
+        &self.spec.input_schema
     }
 
     /// What is wrong with `args` as this runbook's input, empty if
@@ -764,7 +766,7 @@ pub fn search(current: &[Stored], query: &str, tiers: &[Tier], limit: usize) -> 
                         },
                         version: short(&s.version).to_string(),
                         tiers: rb.tiers.clone(),
-                        input_schema: rb.input.clone(),
+                        input_schema: rb.input().clone(),
                     },
                 )
             })

@@ -310,6 +310,17 @@ pub struct Results {
     pub hint: Option<String>,
 }
 
+impl Results {
+    /// Adds `note` to the hint (after what it says already): why part of
+    /// the search could not be made, say.
+    pub fn add_hint(&mut self, note: String) {
+        self.hint = Some(match self.hint.take() {
+            Some(hint) => format!("{hint} {note}"),
+            None => note,
+        });
+    }
+}
+
 /// What to look for.
 #[derive(Clone, Debug, Default)]
 pub struct Query {

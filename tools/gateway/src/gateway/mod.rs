@@ -259,13 +259,13 @@ impl Gateway {
         self
     }
 
-    /// The stores this gateway keeps its state in; the host serves bearer
-    /// keys and transport sessions from the same place.
     /// What a runbook's call outside its file does here.
     pub fn runbook_outside(&self) -> crate::runbook::Outside {
         self.runbook_outside
     }
 
+    /// The stores this gateway keeps its state in; the host serves bearer
+    /// keys and transport sessions from the same place.
     pub fn state(&self) -> &State {
         &self.state
     }
