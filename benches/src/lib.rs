@@ -71,4 +71,19 @@ pub const COMPUTE: &[(&str, &str, &str)] = &[
         include_str!("../compute/regex_10k_lines.js"),
         "589",
     ),
+    (
+        "typed_fill_1mib",
+        include_str!("../compute/typed_fill_1mib.js"),
+        "15",
+    ),
+    (
+        "typed_bytes_loop_1mib",
+        include_str!("../compute/typed_bytes_loop_1mib.js"),
+        "133693440",
+    ),
+    (
+        "objects_10k_x10",
+        include_str!("../compute/objects_10k_x10.js"),
+        r#"{"pve1":411174,"pve2":411186,"pve0":411200}"#,
+    ),
 ];

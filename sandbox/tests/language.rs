@@ -640,3 +640,130 @@ async fn numeric_sorts_give_what_the_language_does() {
         })
     );
 }
+
+/// Regular expression literals are compiled once per execution
+/// (`regexp_literals`), and what a script can observe is what the
+/// language gives: the same script with a `\u` in a comment is left as
+/// written (the rewrite's own escape hatch), and both must agree.
+#[tokio::test]
+async fn regexp_literals_give_what_the_language_does() {
+    let script = r#"
+        const made = [];
+        for (let i = 0; i < 3; i++) { const r = /q(\d)/g; made.push([r, r.lastIndex]); r.exec('q1 q2'); }
+        const f = function (s) { return /a\/b+/gi.test(s) && /[/]/.source === '[/]'; };
+        const tagged = /x/; tagged.extra = 1;
+        const again = () => /x/;
+        ({
+            fresh: made[0][0] !== made[1][0] && made[1][0] !== made[2][0],
+            start: made.map((m) => m[1]),
+            after: made.map((m) => m[0].lastIndex),
+            own: Object.getOwnPropertyNames(made[2][0]),
+            desc: Object.getOwnPropertyDescriptor(made[0][0], 'lastIndex'),
+            proto: Object.getPrototypeOf(made[0][0]) === RegExp.prototype,
+            kind: Object.prototype.toString.call(made[0][0]),
+            text: f.toString(),
+            text2: String(again) + Function.prototype.toString.call(again),
+            test: [f('A/BB'), f('ab')],
+            flags: /a/dgimsy.flags + /b/v.flags + /c/u.unicode,
+            groups: 'k=v'.match(/(?<key>\w)=(?<val>\w)/).groups,
+            replaced: 'a-b-c'.replace(/-/g, '+'),
+            split: 'a1b2c'.split(/\d/),
+            extra: again().extra === undefined && tagged.extra === 1,
+            sticky: (() => { const r = /a/y; r.lastIndex = 1; return [r.test('ba'), r.lastIndex]; })(),
+            compiled: (() => { const r = /a/; r.compile('b'); return [r.test('b'), /a/.test('b')]; })(),
+            sameLine: [/1/, /2/, /3/].map((r) => r.source).join(''),
+        })
+    "#;
+    let rewritten = ok(&run(script).await).clone();
+    let as_written = ok(&run(&format!("{script}\n// \\u: left as written")).await).clone();
+    assert_eq!(rewritten, as_written);
+    assert_eq!(rewritten["fresh"], json!(true));
+    assert_eq!(rewritten["start"], json!([0, 0, 0]));
+    assert_eq!(
+        rewritten["text"],
+        json!("function (s) { return /a\\/b+/gi.test(s) && /[/]/.source === '[/]'; }")
+    );
+    assert_eq!(rewritten["compiled"], json!([true, false]));
+
+    // A script naming the factory, or using `with`, keeps its own meaning.
+    let named = "const __airlock_regexp = () => 'mine'; [__airlock_regexp(), /a/.test('a')]";
+    assert_eq!(ok(&run(named).await), &json!(["mine", true]));
+    let with = "const o = {__airlock_regexp: () => 'no'}; let r; with (o) { r = /a/.source } r";
+    assert_eq!(ok(&run(with).await), &json!("a"));
+    // The factory is no global; reached through a direct `eval` it makes
+    // only the script's own literals, or throws a TypeError.
+    let direct = "const r = /a/; const f = eval('__airlock' + '_regexp'); let bad = false; \
+                  try { f(99) } catch (e) { bad = e instanceof TypeError } \
+                  [typeof globalThis['__airlock' + '_regexp'], f(0).source, f(0) !== r, bad]";
+    assert_eq!(ok(&run(direct).await), &json!(["undefined", "a", true, true]));
+}
+
+/// Stack positions after a rewritten literal are the agent's own: columns
+/// on the literal's line, behind one literal or several, and behind the
+/// inserted `return`.
+#[tokio::test]
+async fn positions_after_regexp_literals_are_the_agents() {
+    // The same scripts left as written (a `\u` in a comment) must give
+    // the same frames.
+    let stack_of = async |script: &str| match run(script).await.result {
+        Err(ExecError::RuntimeError { stack, .. }) => stack.expect("a stack"),
+        other => panic!("{other:?}"),
+    };
+    for script in [
+        "const a = /x/; const b = /yy/g; null.f\n1",
+        "const r = /x/; [r, /y/].map((q) => q.source).join('') + undefined.z",
+        "function f(s) { return /a+/.test(s) && /b/.exec(s).length }\nf('aa')",
+        "[/x/].map((r) => { throw new Error(r.source) })",
+    ] {
+        let rewritten = stack_of(script).await;
+        assert!(rewritten.contains("script.js:"), "{rewritten}");
+        assert_eq!(
+            rewritten,
+            stack_of(&format!("{script} // \\u")).await,
+            "{script}"
+        );
+    }
+    // A bad literal is still a syntax error at the agent's position.
+    match run("const ok = 1;\nconst r = /a(/;").await.result {
+        Err(ExecError::SyntaxError { line, .. }) => assert_eq!(line, 2),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `fill` on typed arrays writes bytes directly (`typed_array_fill`) and
+/// gives the language's result: every kind, awkward values and ranges,
+/// against boa's own fill (reached with a value that is an object).
+#[tokio::test]
+async fn typed_array_fill_gives_what_the_language_does() {
+    let script = r#"
+        const kinds = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array,
+                       Int32Array, Uint32Array, Float32Array, Float64Array];
+        const values = [7, -1, 300, 1.5, -0, NaN, Infinity, -Infinity, 2 ** 40, 255.5];
+        const ranges = [[], [3], [-10], [5, 40], [40, 5], [-30, -2], [NaN, 64], [0, Infinity], [2.9, 50.2]];
+        const show = (a) => Array.from(a, (v) => Object.is(v, -0) ? '-0' : String(v)).join(',');
+        let same = 0, differ = [];
+        for (const K of kinds) for (const v of values) for (const r of ranges) {
+            const fast = new K(64), slow = new K(64);
+            const back = fast.fill(v, ...r);
+            slow.fill({ valueOf: () => v }, ...r);
+            if (back === fast && show(fast) === show(slow)) same++; else differ.push([K.name, v, r]);
+        }
+        // A view into a larger buffer writes only its own bytes.
+        const buf = new ArrayBuffer(64);
+        new Uint16Array(buf, 8, 20).fill(0xabcd);
+        const bytes = Array.from(new Uint8Array(buf));
+        const big = new BigInt64Array(20).fill(5n);
+        ({ same, differ, outside: bytes.slice(0, 8).concat(bytes.slice(48)).every((b) => b === 0),
+           inside: bytes.slice(8, 48).every((b, i) => b === (i % 2 ? 0xab : 0xcd)),
+           big: String(big[19]), name: [Uint8Array.prototype.fill.name, Uint8Array.prototype.fill.length] })
+    "#;
+    assert_eq!(
+        ok(&run(script).await),
+        &json!({"same": 9 * 10 * 9, "differ": [], "outside": true, "inside": true, "big": "5", "name": ["fill", 1]})
+    );
+    // A view that tracks a resizable buffer fills what it has now.
+    let shrunk =
+        "const b = new ArrayBuffer(64, {maxByteLength: 128}); const a = new Uint8Array(b); \
+                  b.resize(40); a.fill(9); b.resize(64); [a.length, a[39], a[40]]";
+    assert_eq!(ok(&run(shrunk).await), &json!([64, 9, 0]));
+}

@@ -8,8 +8,10 @@ mod json;
 mod json_parse;
 mod json_stringify;
 mod realm;
+mod regexp_literals;
 mod run;
 mod script;
+mod typed_array_fill;
 
 use std::cell::RefCell;
 

@@ -212,6 +212,8 @@ fn install(ctx: &mut Context) -> JsResult<()> {
     crate::json_parse::install(ctx)?;
     crate::json_stringify::install(ctx)?;
     crate::array_sort::install(ctx)?;
+    crate::regexp_literals::install(ctx)?;
+    crate::typed_array_fill::install(ctx)?;
 
     let mut console = ObjectInitializer::new(ctx);
     for (name, level) in [

@@ -16,7 +16,7 @@ use boa_engine::{
 };
 use serde_json::{json, Value};
 
-use crate::{host, json, realm, script};
+use crate::{host, json, realm, regexp_literals, script};
 
 /// The script's name in stack traces.
 pub const SCRIPT_NAME: &str = "script.js";
@@ -24,33 +24,50 @@ pub const SCRIPT_NAME: &str = "script.js";
 /// Runs `source` to completion. `Ok` is the result value as JSON; `Err` a
 /// guest error object (see `abi`).
 pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
+    regexp_literals::arm(Vec::new());
     let prepared = script::prepare(source, ctx).map_err(
         |e| json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column}),
     )?;
     let mut positions = Positions {
-        inserted_at: prepared.inserted_at,
+        edits: prepared.edits,
         last_line: script::end_of(source).0,
     };
     let syntax = |e: script::SyntaxError| json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column});
+    let mut takes_factory = !prepared.literals.is_empty();
     let parsed = match compile(&prepared.code, ctx) {
-        Ok(script) => script,
+        Ok(script) => {
+            regexp_literals::arm(prepared.literals);
+            script
+        }
         Err(_) => match compile(&script::wrap(source), ctx) {
-            // The rewrite that makes the last expression the result broke
-            // the script (a parser corner case): run it unchanged.
-            Ok(script) if prepared.inserted_at.is_some() => {
-                host::log(
-                    LogLevel::Warn,
-                    "airlock: could not take the last expression as the result; end the script with `return <value>`",
-                );
-                positions.inserted_at = None;
+            // The rewrite broke the script (a parser corner case): run it
+            // unchanged.
+            Ok(script) if !positions.edits.is_empty() => {
+                if positions.edits.iter().any(|e| e.removed == 0) {
+                    host::log(
+                        LogLevel::Warn,
+                        "airlock: could not take the last expression as the result; end the script with `return <value>`",
+                    );
+                }
+                positions.edits.clear();
+                takes_factory = false;
                 script
             }
             _ => return Err(syntax(script::wrapped_syntax_error(source, ctx))),
         },
     };
-    let value = parsed
+    let mut value = parsed
         .evaluate(ctx)
         .map_err(|e| thrown(e, &positions, ctx))?;
+    if takes_factory {
+        let factory = regexp_literals::factory(ctx);
+        value = match value.as_callable() {
+            Some(wrapper) => wrapper
+                .call(&JsValue::undefined(), &[factory.into()], ctx)
+                .map_err(|e| thrown(e, &positions, ctx))?,
+            None => JsValue::undefined(),
+        };
+    }
     let promise = value
         .as_object()
         .and_then(|o| JsPromise::from_object(o).ok())
@@ -220,7 +237,7 @@ fn failure(value: &JsValue, positions: &Positions, ctx: &mut Context) -> Value {
 /// Maps positions in the evaluated (wrapped, rewritten) source back to the
 /// agent's script.
 struct Positions {
-    inserted_at: Option<(u32, u32)>,
+    edits: Vec<script::Edit>,
     last_line: u32,
 }
 
@@ -249,12 +266,7 @@ impl Positions {
                 out.push('\n');
                 continue;
             };
-            let mut column = column;
-            if let Some((l, c)) = self.inserted_at {
-                if line == l && column >= c + script::INSERTED {
-                    column -= script::INSERTED;
-                }
-            }
+            let column = script::original_column(&self.edits, line, column);
             let line = line.saturating_sub(script::LINE_OFFSET);
             if line == 0 || line > self.last_line {
                 continue; // the wrapper's own frame

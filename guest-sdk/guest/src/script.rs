@@ -29,9 +29,15 @@ use boa_engine::{
     Context, Source,
 };
 
+use crate::regexp_literals::{self, Literal};
+
 /// Put on its own line so every line of the script keeps its number + 1.
 const PREFIX: &str = "(async () => {\n";
 const SUFFIX: &str = "\n})()";
+/// The same, when regular expression literals were rewritten: evaluating
+/// it gives a function to call with `regexp_literals::factory`.
+const FACTORY_PREFIX: &str = "((__airlock_regexp) => (async () => {\n";
+const FACTORY_SUFFIX: &str = "\n})())";
 /// The form parsed to analyse the script; also one line in front.
 const ANALYSIS_PREFIX: &str = "async function main() {\n";
 const ANALYSIS_SUFFIX: &str = "\n}";
@@ -46,18 +52,34 @@ pub struct SyntaxError {
     pub column: u32,
 }
 
-/// The source to evaluate and where `return ` was inserted (line and
-/// column in the wrapped text), so positions can be mapped back.
+/// The source to evaluate, what was changed in it (so positions can be
+/// mapped back), and the regular expression literals it now calls for;
+/// when there are any, evaluating `code` gives a function to call with
+/// `regexp_literals::factory`, which returns the script's promise.
 pub struct Prepared {
     pub code: String,
-    pub inserted_at: Option<(u32, u32)>,
+    pub edits: Vec<Edit>,
+    pub literals: Vec<Literal>,
+}
+
+/// One change to a line of the script: on `line` of the evaluated text
+/// (the agent's line + [`LINE_OFFSET`]), at `column` (the agent's, 1-based,
+/// in code points), `removed` characters became `added` ones. Lines are
+/// never added or removed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Edit {
+    pub line: u32,
+    pub column: u32,
+    pub removed: u32,
+    pub added: u32,
 }
 
 /// Length of the inserted `return `.
 pub const INSERTED: u32 = 7;
 
 /// Returns the source to evaluate: the wrapped script, with the last
-/// expression statement turned into a `return`.
+/// expression statement turned into a `return` and each regular expression
+/// literal into a call that compiles it once (`regexp_literals`).
 pub fn prepare(script: &str, ctx: &mut Context) -> Result<Prepared, SyntaxError> {
     // Parse the script as the body of an async function declaration: no
     // parenthesised wrapper for the parser to backtrack over, and a script
@@ -73,40 +95,128 @@ pub fn prepare(script: &str, ctx: &mut Context) -> Result<Prepared, SyntaxError>
         },
         _ => return Err(unbalanced()),
     };
-    let last = match body.last() {
-        Some(StatementListItem::Statement(last)) => last,
-        _ => return Ok(unchanged(script)),
+    // (byte offset in `script`, bytes removed, text inserted, edit)
+    let mut changes: Vec<(usize, usize, String, Edit)> = Vec::new();
+    if let Some(at) = result_statement(body) {
+        // `return <expr>` is always valid where an expression statement
+        // stood: the expression starts on this line (no ASI hazard) and an
+        // expression statement never starts with `{`, `function` or `class`.
+        if let Some(start) =
+            offset_of(&analysed, at).and_then(|o| o.checked_sub(ANALYSIS_PREFIX.len()))
+        {
+            let edit = Edit {
+                line: at.line_number(),
+                column: at.column_number(),
+                removed: 0,
+                added: INSERTED,
+            };
+            changes.push((start, 0, "return ".into(), edit));
+        }
+    }
+    let literals = regexp_literals::find(script, &ast, ctx.interner())
+        .and_then(|found| literal_changes(&analysed, script, found, &mut changes))
+        .unwrap_or_default();
+    changes.sort_by_key(|c| c.0);
+    let (prefix, suffix) = if literals.is_empty() {
+        (PREFIX, SUFFIX)
+    } else {
+        (FACTORY_PREFIX, FACTORY_SUFFIX)
     };
-    let Statement::Expression(expr) = last.as_ref() else {
-        return Ok(unchanged(script));
-    };
-    // `return <expr>` is always valid where an expression statement
-    // stood: the expression starts on this line (no ASI hazard) and an
-    // expression statement never starts with `{`, `function` or `class`.
-    let at = leftmost(expr);
-    let Some(start) = offset_of(&analysed, at).and_then(|o| o.checked_sub(ANALYSIS_PREFIX.len()))
-    else {
-        return Ok(unchanged(script));
-    };
-    let mut code =
-        String::with_capacity(PREFIX.len() + script.len() + SUFFIX.len() + INSERTED as usize);
-    code.push_str(PREFIX);
-    code.push_str(&script[..start]);
-    code.push_str("return ");
-    code.push_str(&script[start..]);
-    code.push_str(SUFFIX);
+    let mut code = String::with_capacity(
+        prefix.len()
+            + script.len()
+            + suffix.len()
+            + changes.iter().map(|c| c.2.len()).sum::<usize>(),
+    );
+    code.push_str(prefix);
+    let mut done = 0;
+    for (start, removed, text, _) in &changes {
+        code.push_str(&script[done..*start]);
+        code.push_str(text);
+        done = start + removed;
+    }
+    code.push_str(&script[done..]);
+    code.push_str(suffix);
     Ok(Prepared {
         code,
-        // Both wrappers put the script on line 2.
-        inserted_at: Some((at.line_number(), at.column_number())),
+        edits: changes.into_iter().map(|c| c.3).collect(),
+        literals,
     })
 }
 
-fn unchanged(script: &str) -> Prepared {
-    Prepared {
-        code: wrap(script),
-        inserted_at: None,
+/// Where the statement whose value is the script's result starts, if its
+/// last statement is an expression statement.
+fn result_statement(body: &[StatementListItem]) -> Option<Position> {
+    let Some(StatementListItem::Statement(last)) = body.last() else {
+        return None;
+    };
+    let Statement::Expression(expr) = last.as_ref() else {
+        return None;
+    };
+    Some(leftmost(expr))
+}
+
+/// Adds one change per literal to `changes`, each checked against the
+/// script's own text; `None` (and no change at all) if any is not where
+/// the parser said.
+fn literal_changes(
+    analysed: &str,
+    script: &str,
+    found: Vec<Literal>,
+    changes: &mut Vec<(usize, usize, String, Edit)>,
+) -> Option<Vec<Literal>> {
+    if found.is_empty() {
+        return None;
     }
+    let mut wanted = found.iter().map(|l| key(l.start)).peekable();
+    let mut starts = Vec::with_capacity(found.len());
+    for (offset, line, column) in positions(analysed) {
+        if wanted.peek() == Some(&(line, column)) {
+            starts.push(offset.checked_sub(ANALYSIS_PREFIX.len())?);
+            wanted.next();
+        }
+    }
+    if starts.len() != found.len() {
+        return None;
+    }
+    let mut mine = Vec::with_capacity(found.len());
+    for (index, (literal, start)) in found.iter().zip(&starts).enumerate() {
+        if !script[*start..].starts_with(&literal.text) {
+            return None;
+        }
+        let replacement = Literal::replacement(index);
+        let edit = Edit {
+            line: literal.start.line_number(),
+            column: literal.start.column_number(),
+            removed: literal.text.chars().count() as u32,
+            added: replacement.len() as u32,
+        };
+        mine.push((*start, literal.text.len(), replacement, edit));
+    }
+    changes.extend(mine);
+    Some(found)
+}
+
+fn key(p: Position) -> (u32, u32) {
+    (p.line_number(), p.column_number())
+}
+
+/// The agent's column for `column` on `line` of the evaluated text; a
+/// position inside inserted text is put at the insertion's start.
+pub fn original_column(edits: &[Edit], line: u32, column: u32) -> u32 {
+    let mut shift: i64 = 0;
+    for e in edits.iter().filter(|e| e.line == line) {
+        let start = e.column as i64 + shift;
+        let col = column as i64;
+        if col >= start + e.added as i64 {
+            shift += e.added as i64 - e.removed as i64;
+        } else if col >= start {
+            return e.column;
+        } else {
+            break;
+        }
+    }
+    (column as i64 - shift).max(1) as u32
 }
 
 /// Where an expression starts. boa's span of a call covers only its
@@ -126,7 +236,6 @@ fn leftmost(e: &Expression) -> Position {
         Expression::Parenthesized(p) => Some(leftmost(p.expression())),
         _ => None,
     };
-    let key = |p: Position| (p.line_number(), p.column_number());
     match child {
         Some(c) if key(c) < key(own) => c,
         _ => own,

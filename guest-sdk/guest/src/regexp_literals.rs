@@ -1,0 +1,260 @@
+//! Regular expression literals compiled once per execution instead of once
+//! per evaluation.
+//!
+//! boa compiles a literal's pattern with regress every time the literal is
+//! evaluated, so `lines.filter((l) => /ERROR .* ms/.test(l))` compiles the
+//! same pattern once per line; compiling, not matching, was most of the
+//! regex filter's time (docs/PERFORMANCE.md, issue 38). Nothing in boa's
+//! API reaches the literal's evaluation, so the script's text is changed
+//! instead: each literal `/p/f` becomes `(__airlock_regexp(N))`, a call
+//! of a function the script's wrapper takes as a parameter, which compiles
+//! literal N the first time and afterwards makes a new
+//! RegExp object from a copy of that compiled matcher. It is the object
+//! the literal would have made — a new object each time, of the realm's
+//! `%RegExp.prototype%`, with the same internal matcher, source and flags
+//! and an own `lastIndex` of 0 (writable, not enumerable, not
+//! configurable) — only without compiling the pattern again.
+//!
+//! What could tell the difference is kept as it was:
+//! - `Function.prototype.toString` gives back the literal's own text (the
+//!   guest's version puts it back in place of the call);
+//! - stack positions are mapped to the agent's columns (`script::Edit`);
+//! - the text is left as written when the script names the factory itself
+//!   or writes an identifier escape (`\u`), which could spell its name,
+//!   or has a `with` statement, whose object could supply a binding of
+//!   that name; then literals are compiled per evaluation, as before.
+//!
+//! A script that reaches the factory anyway (a direct `eval` of a built
+//! name) gets only what its own literals make, or a TypeError.
+
+use std::{cell::RefCell, ops::ControlFlow};
+
+use boa_engine::{
+    ast::{
+        expression::RegExpLiteral,
+        statement::With,
+        visitor::{VisitWith, Visitor},
+        Position, Script, Spanned,
+    },
+    builtins::regexp::RegExp,
+    interner::Interner,
+    js_string,
+    object::{builtins::JsRegExp, FunctionObjectBuilder},
+    property::PropertyDescriptor,
+    Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
+};
+
+/// The name the rewritten literals call: the parameter of an arrow
+/// function around the script's own wrapper (`script::FACTORY_PREFIX`).
+pub const FACTORY: &str = "__airlock_regexp";
+
+/// One literal of the script: where it starts (in the analysed text's
+/// coordinates, which the wrapped text shares), its text, and what it
+/// compiles.
+pub struct Literal {
+    pub start: Position,
+    pub text: String,
+    pattern: JsString,
+    flags: JsString,
+}
+
+impl Literal {
+    /// What replaces literal `index` in the evaluated text.
+    pub fn replacement(index: usize) -> String {
+        format!("({FACTORY}({index}))")
+    }
+}
+
+/// The literals of `script` (the parsed form of `source`), in source
+/// order, or `None` when its text must not be rewritten (see the module
+/// docs).
+pub fn find(source: &str, script: &Script, interner: &Interner) -> Option<Vec<Literal>> {
+    if source.contains(FACTORY) || source.contains("\\u") {
+        return None;
+    }
+    let mut finder = Finder {
+        interner,
+        found: Vec::new(),
+    };
+    if script.visit_with(&mut finder).is_break() {
+        return None;
+    }
+    let mut found = finder.found;
+    found.sort_by_key(|l| (l.start.line_number(), l.start.column_number()));
+    Some(found)
+}
+
+struct Finder<'a> {
+    interner: &'a Interner,
+    found: Vec<Literal>,
+}
+
+impl<'ast> Visitor<'ast> for Finder<'_> {
+    type BreakTy = ();
+
+    fn visit_reg_exp_literal(&mut self, node: &'ast RegExpLiteral) -> ControlFlow<()> {
+        let pattern = self.interner.resolve_expect(node.pattern());
+        let flags = self.interner.resolve_expect(node.flags());
+        self.found.push(Literal {
+            start: node.span().start(),
+            text: format!("/{pattern}/{flags}"),
+            pattern: JsString::from(pattern.utf16()),
+            flags: JsString::from(flags.utf16()),
+        });
+        ControlFlow::Continue(())
+    }
+
+    fn visit_with(&mut self, _: &'ast With) -> ControlFlow<()> {
+        ControlFlow::Break(())
+    }
+}
+
+struct Entry {
+    literal: Literal,
+    compiled: Option<RegExp>,
+}
+
+thread_local! {
+    /// The running execution's literals; empty between executions.
+    static TABLE: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Makes `literals` the ones `__airlock_regexp(N)` answers for, until the
+/// next call (an empty list when the text was left as written).
+pub fn arm(literals: Vec<Literal>) {
+    TABLE.with(|t| {
+        *t.borrow_mut() = literals
+            .into_iter()
+            .map(|literal| Entry {
+                literal,
+                compiled: None,
+            })
+            .collect()
+    });
+}
+
+/// Puts the text-restoring `Function.prototype.toString` in the realm
+/// being built (after anything that captures the intrinsic `toString`,
+/// such as the sort).
+pub fn install(ctx: &mut Context) -> JsResult<()> {
+    let function_proto = ctx.intrinsics().constructors().function().prototype();
+    let original = crate::realm::intrinsic(&function_proto, "toString", ctx)?;
+    let to_string = NativeFunction::from_copy_closure_with_captures(restoring_to_string, original);
+    crate::realm::replace_method(&function_proto, js_string!("toString"), 0, to_string, ctx)
+}
+
+/// The function the rewritten text's wrapper takes as its parameter
+/// [`FACTORY`]: a parameter, not a global, so nothing new is visible on
+/// the global object.
+pub fn factory(ctx: &mut Context) -> JsObject {
+    FunctionObjectBuilder::new(ctx.realm(), NativeFunction::from_fn_ptr(make))
+        .name(js_string!(FACTORY))
+        .length(1)
+        .build()
+        .into()
+}
+
+/// `__airlock_regexp(N)`: a new RegExp object for literal N.
+fn make(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let index = args
+        .get_or_undefined(0)
+        .as_number()
+        .filter(|n| n.fract() == 0.0 && *n >= 0.0)
+        .map(|n| n as usize);
+    let known = TABLE.with(|t| {
+        let t = t.borrow();
+        index.and_then(|i| t.get(i)).map(|e| {
+            (
+                e.compiled.clone(),
+                e.literal.pattern.clone(),
+                e.literal.flags.clone(),
+            )
+        })
+    });
+    let Some((compiled, pattern, flags)) = known else {
+        return Err(JsNativeError::typ()
+            .with_message(format!(
+                "{FACTORY} is Airlock's own, for the script's regular expression literals"
+            ))
+            .into());
+    };
+    if let Some(compiled) = compiled {
+        let proto = ctx.intrinsics().constructors().regexp().prototype();
+        let object = JsObject::from_proto_and_data(proto, compiled);
+        object.define_property_or_throw(
+            js_string!("lastIndex"),
+            PropertyDescriptor::builder()
+                .value(0)
+                .writable(true)
+                .enumerable(false)
+                .configurable(false),
+            ctx,
+        )?;
+        return Ok(object.into());
+    }
+    // The first evaluation compiles, exactly as the literal would have.
+    let object: JsObject = JsRegExp::new(pattern, flags, ctx)?.into();
+    let compiled = object.downcast_ref::<RegExp>().map(|r| r.clone());
+    if let (Some(i), Some(compiled)) = (index, compiled) {
+        TABLE.with(|t| {
+            if let Some(e) = t.borrow_mut().get_mut(i) {
+                e.compiled = Some(compiled);
+            }
+        });
+    }
+    Ok(object.into())
+}
+
+/// The intrinsic `toString`, with each `(__airlock_regexp(N))` in a
+/// function's text put back as literal N's own text.
+fn restoring_to_string(
+    this: &JsValue,
+    args: &[JsValue],
+    original: &JsObject,
+    ctx: &mut Context,
+) -> JsResult<JsValue> {
+    let text = original.call(this, args, ctx)?;
+    let marker = format!("({FACTORY}(");
+    let restored = TABLE.with(|t| {
+        let t = t.borrow();
+        if t.is_empty() {
+            return None;
+        }
+        let s = text.as_string()?.to_std_string().ok()?;
+        if !s.contains(&marker) {
+            return None;
+        }
+        Some(restore(&s, &marker, |i| {
+            t.get(i).map(|e| e.literal.text.clone())
+        }))
+    });
+    Ok(restored.map_or(text, |s| JsString::from(s.as_str()).into()))
+}
+
+/// `text` with every `MARKER N))` replaced by `literal(N)`.
+fn restore(text: &str, marker: &str, literal: impl Fn(usize) -> Option<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(marker) {
+        let after = &rest[at + marker.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let original = after[..digits]
+            .parse::<usize>()
+            .ok()
+            .filter(|_| after[digits..].starts_with("))"))
+            .and_then(&literal);
+        match original {
+            Some(original) => {
+                out.push_str(&rest[..at]);
+                out.push_str(&original);
+                rest = &after[digits + 2..];
+            }
+            None => {
+                out.push_str(&rest[..at + marker.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
