@@ -690,14 +690,55 @@ async fn regexp_literals_give_what_the_language_does() {
     assert_eq!(ok(&run(named).await), &json!(["mine", true]));
     let with = "const o = {__airlock_regexp: () => 'no'}; let r; with (o) { r = /a/.source } r";
     assert_eq!(ok(&run(with).await), &json!("a"));
-    // The factory is no global; reached through a direct `eval` it makes
-    // only the script's own literals, or throws a TypeError.
-    let direct = "const r = /a/; const f = eval('__airlock' + '_regexp'); let bad = false; \
-                  try { f(99) } catch (e) { bad = e instanceof TypeError } \
-                  [typeof globalThis['__airlock' + '_regexp'], f(0).source, f(0) !== r, bad]";
-    assert_eq!(ok(&run(direct).await), &json!(["undefined", "a", true, true]));
+    // The factory is no global, and a script that writes `eval` is left
+    // as written: a direct eval could declare the factory's name or read it.
+    let shadow = "eval('var __airlock_' + 'regexp = 5'); /a/.test('a')";
+    assert_eq!(ok(&run(shadow).await), &json!(true));
+    let reach = "const r = /a/; [eval('typeof __airlock' + '_regexp'), typeof globalThis['__airlock' + '_regexp']]";
+    assert_eq!(ok(&run(reach).await), &json!(["undefined", "undefined"]));
 }
 
+/// What a script may use is the same with literals or without: the
+/// recursion depth (the rewritten wrapper adds no frame), and memory (a
+/// compiled matcher is kept for a bounded number of literals only).
+#[tokio::test]
+async fn regexp_literals_cost_no_depth_and_bounded_memory() {
+    let depth = |n: u32, literal: bool| {
+        let head = if literal {
+            "const r = /a/;"
+        } else {
+            "const r = 1;"
+        };
+        format!("{head}\nfunction f(n) {{ return n === 0 ? 0 : 1 + f(n - 1) }}\nf({n})")
+    };
+    for n in [500, 505, 508, 509, 510, 511, 512] {
+        let plain = run(&depth(n, false)).await.result.is_ok();
+        let with = run(&depth(n, true)).await.result.is_ok();
+        assert_eq!(plain, with, "depth {n}");
+    }
+    // 300 distinct large patterns, each evaluated twice.
+    let big: String = (0..300)
+        .map(|i| {
+            format!(
+                "for (let k = 0; k < 2; k++) n += /{}x{i}/iu.test('x');\n",
+                "\\p{L}".repeat(12)
+            )
+        })
+        .collect();
+    let script = format!("let n = 0;\n{big}n");
+    let rewritten = run(&script).await;
+    let as_written = run(&format!("{script} // \\u")).await;
+    assert_eq!(ok(&rewritten), &json!(0));
+    assert_eq!(ok(&as_written), &json!(0));
+    let (a, b) = (
+        rewritten.stats.peak_memory_bytes,
+        as_written.stats.peak_memory_bytes,
+    );
+    assert!(
+        a <= b + b / 4,
+        "peak memory {a} rewritten against {b} as written"
+    );
+}
 /// Stack positions after a rewritten literal are the agent's own: columns
 /// on the literal's line, behind one literal or several, and behind the
 /// inserted `return`.

@@ -19,13 +19,19 @@
 //! - `Function.prototype.toString` gives back the literal's own text (the
 //!   guest's version puts it back in place of the call);
 //! - stack positions are mapped to the agent's columns (`script::Edit`);
-//! - the text is left as written when the script names the factory itself
-//!   or writes an identifier escape (`\u`), which could spell its name,
-//!   or has a `with` statement, whose object could supply a binding of
-//!   that name; then literals are compiled per evaluation, as before.
+//! - the text is left as written when the script names the factory itself,
+//!   writes an identifier escape (`\u`), which could spell its name, or
+//!   `eval` (a direct eval could declare that name, read the factory, or
+//!   make a function whose text holds the call), or has a `with`
+//!   statement, whose object could supply a binding of that name; then
+//!   literals are compiled per evaluation, as before;
+//! - memory: a compiled matcher is kept for at most [`KEPT`] literals, so
+//!   a script of many large patterns holds little more than before (each
+//!   object still has its own copy, as boa's do).
 //!
-//! A script that reaches the factory anyway (a direct `eval` of a built
-//! name) gets only what its own literals make, or a TypeError.
+//! Stack text a script reads itself (`new Error().stack`) is not mapped:
+//! its columns after a literal move, as they did after the inserted
+//! `return`.
 
 use std::{cell::RefCell, ops::ControlFlow};
 
@@ -44,9 +50,12 @@ use boa_engine::{
     Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
 };
 
-/// The name the rewritten literals call: the parameter of an arrow
-/// function around the script's own wrapper (`script::FACTORY_PREFIX`).
+/// The name the rewritten literals call: the parameter of the script's
+/// wrapper (`script::FACTORY_PREFIX`).
 pub const FACTORY: &str = "__airlock_regexp";
+
+/// At most this many literals keep a compiled matcher for the execution.
+pub const KEPT: usize = 32;
 
 /// One literal of the script: where it starts (in the analysed text's
 /// coordinates, which the wrapped text shares), its text, and what it
@@ -69,7 +78,7 @@ impl Literal {
 /// order, or `None` when its text must not be rewritten (see the module
 /// docs).
 pub fn find(source: &str, script: &Script, interner: &Interner) -> Option<Vec<Literal>> {
-    if source.contains(FACTORY) || source.contains("\\u") {
+    if source.contains(FACTORY) || source.contains("\\u") || source.contains("eval") {
         return None;
     }
     let mut finder = Finder {
@@ -117,11 +126,14 @@ struct Entry {
 thread_local! {
     /// The running execution's literals; empty between executions.
     static TABLE: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    /// How many entries of `TABLE` hold a compiled matcher.
+    static KEPT_NOW: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Makes `literals` the ones `__airlock_regexp(N)` answers for, until the
 /// next call (an empty list when the text was left as written).
 pub fn arm(literals: Vec<Literal>) {
+    KEPT_NOW.with(|k| k.set(0));
     TABLE.with(|t| {
         *t.borrow_mut() = literals
             .into_iter()
@@ -143,7 +155,7 @@ pub fn install(ctx: &mut Context) -> JsResult<()> {
     crate::realm::replace_method(&function_proto, js_string!("toString"), 0, to_string, ctx)
 }
 
-/// The function the rewritten text's wrapper takes as its parameter
+/// The function the rewritten script's wrapper takes as its parameter
 /// [`FACTORY`]: a parameter, not a global, so nothing new is visible on
 /// the global object.
 pub fn factory(ctx: &mut Context) -> JsObject {
@@ -194,13 +206,16 @@ fn make(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValu
     }
     // The first evaluation compiles, exactly as the literal would have.
     let object: JsObject = JsRegExp::new(pattern, flags, ctx)?.into();
-    let compiled = object.downcast_ref::<RegExp>().map(|r| r.clone());
-    if let (Some(i), Some(compiled)) = (index, compiled) {
-        TABLE.with(|t| {
-            if let Some(e) = t.borrow_mut().get_mut(i) {
-                e.compiled = Some(compiled);
-            }
-        });
+    if KEPT_NOW.with(|k| k.get()) < KEPT {
+        let compiled = object.downcast_ref::<RegExp>().map(|r| r.clone());
+        if let (Some(i), Some(compiled)) = (index, compiled) {
+            TABLE.with(|t| {
+                if let Some(e) = t.borrow_mut().get_mut(i) {
+                    e.compiled = Some(compiled);
+                    KEPT_NOW.with(|k| k.set(k.get() + 1));
+                }
+            });
+        }
     }
     Ok(object.into())
 }

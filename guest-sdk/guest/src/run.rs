@@ -56,18 +56,20 @@ pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
             _ => return Err(syntax(script::wrapped_syntax_error(source, ctx))),
         },
     };
-    let mut value = parsed
+    let main = parsed
         .evaluate(ctx)
         .map_err(|e| thrown(e, &positions, ctx))?;
-    if takes_factory {
-        let factory = regexp_literals::factory(ctx);
-        value = match value.as_callable() {
-            Some(wrapper) => wrapper
-                .call(&JsValue::undefined(), &[factory.into()], ctx)
-                .map_err(|e| thrown(e, &positions, ctx))?,
-            None => JsValue::undefined(),
-        };
-    }
+    let args: Vec<JsValue> = if takes_factory {
+        vec![regexp_literals::factory(ctx).into()]
+    } else {
+        Vec::new()
+    };
+    let value = match main.as_callable() {
+        Some(main) => main
+            .call(&JsValue::undefined(), &args, ctx)
+            .map_err(|e| thrown(e, &positions, ctx))?,
+        None => JsValue::undefined(),
+    };
     let promise = value
         .as_object()
         .and_then(|o| JsPromise::from_object(o).ok())

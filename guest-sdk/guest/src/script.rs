@@ -32,12 +32,13 @@ use boa_engine::{
 use crate::regexp_literals::{self, Literal};
 
 /// Put on its own line so every line of the script keeps its number + 1.
+/// Evaluating the wrapped text gives the async function; the guest calls
+/// it (`run`), with `regexp_literals::factory` as its one parameter when
+/// regular expression literals were rewritten (so the factory is no
+/// global, and the call stack is the same with literals or without).
 const PREFIX: &str = "(async () => {\n";
-const SUFFIX: &str = "\n})()";
-/// The same, when regular expression literals were rewritten: evaluating
-/// it gives a function to call with `regexp_literals::factory`.
-const FACTORY_PREFIX: &str = "((__airlock_regexp) => (async () => {\n";
-const FACTORY_SUFFIX: &str = "\n})())";
+const FACTORY_PREFIX: &str = "(async (__airlock_regexp) => {\n";
+const SUFFIX: &str = "\n})";
 /// The form parsed to analyse the script; also one line in front.
 const ANALYSIS_PREFIX: &str = "async function main() {\n";
 const ANALYSIS_SUFFIX: &str = "\n}";
@@ -53,9 +54,9 @@ pub struct SyntaxError {
 }
 
 /// The source to evaluate, what was changed in it (so positions can be
-/// mapped back), and the regular expression literals it now calls for;
-/// when there are any, evaluating `code` gives a function to call with
-/// `regexp_literals::factory`, which returns the script's promise.
+/// mapped back), and the regular expression literals it now calls for.
+/// Evaluating `code` gives the script as an async function; when there are
+/// literals, it takes `regexp_literals::factory` as its parameter.
 pub struct Prepared {
     pub code: String,
     pub edits: Vec<Edit>,
@@ -120,7 +121,7 @@ pub fn prepare(script: &str, ctx: &mut Context) -> Result<Prepared, SyntaxError>
     let (prefix, suffix) = if literals.is_empty() {
         (PREFIX, SUFFIX)
     } else {
-        (FACTORY_PREFIX, FACTORY_SUFFIX)
+        (FACTORY_PREFIX, SUFFIX)
     };
     let mut code = String::with_capacity(
         prefix.len()
@@ -242,7 +243,7 @@ fn leftmost(e: &Expression) -> Position {
     }
 }
 
-/// The script as the body of an async arrow function, called at once.
+/// The script as the body of an async arrow function (to be called).
 pub fn wrap(script: &str) -> String {
     format!("{PREFIX}{script}{SUFFIX}")
 }
