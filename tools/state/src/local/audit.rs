@@ -46,23 +46,43 @@ struct Writer {
     cached: Option<(Head, u64)>,
 }
 
-/// The file `path` names now: the one held, or opened again when the path
-/// names another (forgetting the cached head, which was the old file's).
-fn current<'a>(
-    held: &'a mut Option<(File, (u64, u64))>,
+/// Whether `path` still names the file held.
+fn still_named(held: &Option<(File, (u64, u64))>, path: &Path) -> bool {
+    let now = std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
+    matches!((held, &now), (Some((_, id)), Ok(now)) if id == now)
+}
+
+/// Holds the file `path` names now: the one held, or opened again when
+/// the path names another (forgetting the cached head, which was the old
+/// file's).
+fn follow(
+    held: &mut Option<(File, (u64, u64))>,
     cached: &mut Option<(Head, u64)>,
     path: &Path,
-) -> std::io::Result<&'a mut File> {
-    let now = std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
-    if !matches!((&*held, &now), (Some((_, id)), Ok(now)) if id == now) {
+) -> std::io::Result<()> {
+    if !still_named(held, path) {
         *held = None;
         *cached = None;
         let file = OpenOptions::new().read(true).append(true).open(path)?;
         let m = file.metadata()?;
         *held = Some((file, (m.dev(), m.ino())));
     }
-    Ok(&mut held.as_mut().expect("opened above").0)
+    Ok(())
 }
+
+/// The file's lock, released however the append ends: the file stays
+/// open, so closing it no longer releases the lock.
+struct Unlock<'a>(&'a File);
+
+impl Drop for Unlock<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+/// How many times one append follows a log replaced while it waited for
+/// the lock before giving up.
+const FOLLOWS: u32 = 3;
 
 impl AuditLog {
     /// Opens (creating if needed) the log at `path` and checks it can be
@@ -99,35 +119,46 @@ impl AuditLog {
         };
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let Writer { file: held, cached } = &mut *writer;
-        let file = current(held, cached, &self.path).map_err(err)?;
-        lock_within(file, self.lock_wait).map_err(|e| match e {
-            Some(e) => err(e),
-            None => AuditError::Locked {
-                path: self.path.display().to_string(),
-                waited: self.lock_wait,
-            },
-        })?;
+        // The log may be rotated while we wait for its lock: once the lock
+        // is ours, the path must still name the file we locked.
+        let mut follows = 0;
+        loop {
+            follow(held, cached, &self.path).map_err(err)?;
+            let file = &held.as_ref().expect("followed above").0;
+            lock_within(file, self.lock_wait).map_err(|e| match e {
+                Some(e) => err(e),
+                None => AuditError::Locked {
+                    path: self.path.display().to_string(),
+                    waited: self.lock_wait,
+                },
+            })?;
+            if still_named(held, &self.path) {
+                break;
+            }
+            let _ = file.unlock();
+            follows += 1;
+            if follows == FOLLOWS {
+                return Err(err(std::io::Error::other(format!(
+                    "the file was replaced {FOLLOWS} times while this append waited for its lock; try again"
+                ))));
+            }
+        }
+        let file = &held.as_ref().expect("followed above").0;
+        let _unlock = Unlock(file);
         let len = file.metadata().map_err(err)?.len();
         let head = match cached.as_ref() {
             Some((head, at)) if *at == len => head.clone(),
             _ => last_head(file).map_err(err)?,
         };
-        let (new_head, line) = match seal(&head, event, fields) {
-            Ok(sealed) => sealed,
-            Err(e) => {
-                let _ = file.unlock();
-                return Err(e);
-            }
-        };
-        let written = file.write_all(&line).and_then(|_| file.flush());
+        let (new_head, line) = seal(&head, event, fields)?;
+        let mut out = file;
+        let written = out.write_all(&line).and_then(|_| out.flush());
         if let Err(e) = written {
             // Leave no half line behind for the next writer to chain onto.
             let _ = file.set_len(len);
-            let _ = file.unlock();
             *cached = None;
             return Err(err(e));
         }
-        let _ = file.unlock();
         *cached = Some((new_head.clone(), len + line.len() as u64));
         Ok(new_head)
     }
@@ -184,7 +215,7 @@ fn lock_within(file: &File, wait: Duration) -> Result<(), Option<std::io::Error>
 }
 
 /// The head of a log file: its last complete line's `seq` and `hash`.
-fn last_head(file: &mut File) -> std::io::Result<Head> {
+fn last_head(mut file: &File) -> std::io::Result<Head> {
     let len = file.seek(SeekFrom::End(0))?;
     if len == 0 {
         return Ok(Head {
@@ -196,7 +227,7 @@ fn last_head(file: &mut File) -> std::io::Result<Head> {
     loop {
         file.seek(SeekFrom::Start(len - back))?;
         let mut buf = Vec::with_capacity(back as usize);
-        Read::by_ref(file).take(back).read_to_end(&mut buf)?;
+        Read::by_ref(&mut file).take(back).read_to_end(&mut buf)?;
         let text = String::from_utf8_lossy(&buf);
         let trimmed = text.trim_end_matches('\n');
         if let Some(i) = trimmed.rfind('\n').or((back == len).then_some(usize::MAX)) {
@@ -527,6 +558,31 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(log.append("call", Map::new()).is_err());
         assert_eq!(lines(&aside).len(), 2);
+    }
+
+    /// A failed append releases the lock although the file stays open:
+    /// another writer is not kept waiting after the file is mended.
+    #[test]
+    fn a_failed_append_leaves_no_lock_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let a = AuditLog::open(&path).unwrap();
+        a.append("call", fields(json!({"n": 1}))).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        std::fs::write(&path, b"{\"not\": \"a chain line\"}\n").unwrap();
+        assert!(
+            a.append("call", Map::new()).is_err(),
+            "the last line has no seq/hash"
+        );
+        std::fs::write(&path, &good).unwrap();
+        let b = AuditLog::open(&path)
+            .unwrap()
+            .with_lock_wait(Duration::from_millis(100));
+        b.append("call", fields(json!({"n": 2}))).unwrap();
+        a.append("call", fields(json!({"n": 3}))).unwrap();
+        let v = verify(&path).unwrap();
+        assert!(v.ok(), "{v:?}");
+        assert_eq!(v.good_lines, 3);
     }
 
     #[test]
