@@ -74,7 +74,7 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// The six data-work scripts (issue 19): the guest's own speed, each
+/// The data-work scripts (issues 19 and 38): the guest's own speed, each
 /// checked against the value it must end with.
 fn compute(c: &mut Criterion, rt: &tokio::runtime::Runtime, limits: &Limits) {
     let sandbox = rt.block_on(Sandbox::new(SandboxConfig::default())).unwrap();
