@@ -54,7 +54,7 @@ fn still_named(held: &Option<(File, (u64, u64))>, path: &Path) -> bool {
 
 /// Holds the file `path` names now: the one held, or opened again when
 /// the path names another (forgetting the cached head, which was the old
-/// file's).
+/// file's). Also opens the first time, when nothing is held.
 fn follow(
     held: &mut Option<(File, (u64, u64))>,
     cached: &mut Option<(Head, u64)>,
@@ -119,23 +119,31 @@ impl AuditLog {
         };
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let Writer { file: held, cached } = &mut *writer;
-        // The log may be rotated while we wait for its lock: once the lock
-        // is ours, the path must still name the file we locked.
+        // The path is asked which file it names once the lock is taken (a
+        // log rotated while we waited is followed), and not before: one
+        // `stat` an append, where opening and closing the path were two
+        // system calls more.
         let mut follows = 0;
         loop {
-            follow(held, cached, &self.path).map_err(err)?;
+            if held.is_none() {
+                follow(held, cached, &self.path).map_err(err)?;
+            }
             let file = &held.as_ref().expect("followed above").0;
-            lock_within(file, self.lock_wait).map_err(|e| match e {
-                Some(e) => err(e),
-                None => AuditError::Locked {
-                    path: self.path.display().to_string(),
-                    waited: self.lock_wait,
-                },
-            })?;
+            let locked = lock_within(file, self.lock_wait);
             if still_named(held, &self.path) {
+                locked.map_err(|e| match e {
+                    Some(e) => err(e),
+                    None => AuditError::Locked {
+                        path: self.path.display().to_string(),
+                        waited: self.lock_wait,
+                    },
+                })?;
                 break;
             }
-            let _ = file.unlock();
+            if locked.is_ok() {
+                let _ = file.unlock();
+            }
+            *held = None;
             follows += 1;
             if follows == FOLLOWS {
                 return Err(err(std::io::Error::other(format!(
