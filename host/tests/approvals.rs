@@ -333,24 +333,12 @@ fn ssh_key(dir: &Path, comment: &str) -> (String, String) {
 
 /// `airlock ARGS` against `config`, with `stdin` as the script.
 fn airlock(config: &Path, args: &[&str], stdin: &str) -> (bool, String) {
-    use std::io::Write;
-    let mut child = Command::new(BIN)
-        .arg("--config")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--config")
         .arg(config)
         .args(args)
-        .env_remove("AIRLOCK_CONFIG")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        .env_remove("AIRLOCK_CONFIG");
+    let out = common::run_with_stdin(&mut cmd, stdin);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -1,10 +1,9 @@
 //! The `airlock` binary as a user runs it: a real process, scripts from a
 //! file or stdin, flags and environment, exit codes.
 
-use std::{
-    io::Write,
-    process::{Command, Output, Stdio},
-};
+mod common;
+
+use std::process::{Command, Output};
 
 /// A state directory of the test's own, so no test touches the user's
 /// approvals or audit log.
@@ -48,19 +47,8 @@ fn run_in(state: &std::path::Path, args: &[&str], stdin: &str, env: &[(&str, &st
         .env("AIRLOCK_STATE_DIR", state)
         .env_remove("AIRLOCK_CONFIG")
         .env_remove("AIRLOCK_IDENTITY")
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("airlock starts");
-    // The process may exit without reading (bad flags): a closed pipe is
-    // not the test's failure.
-    match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => panic!("writing the script to airlock: {e}"),
-    }
-    child.wait_with_output().unwrap()
+        .envs(env.iter().copied());
+    common::run_with_stdin(&mut cmd, stdin)
 }
 
 fn text(b: &[u8]) -> String {

@@ -50,25 +50,13 @@ impl Deployment {
     }
 
     fn airlock(&self, args: &[&str], stdin: &str) -> Output {
-        use std::io::Write;
-        let mut child = Command::new(BIN)
-            .arg("--config")
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--config")
             .arg(self.config())
             .args(args)
             .env_remove("AIRLOCK_STATE_URL")
-            .env_remove("AIRLOCK_AUDIT_FILE")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+            .env_remove("AIRLOCK_AUDIT_FILE");
+        common::run_with_stdin(&mut cmd, stdin)
     }
 
     /// Runs a command that must succeed; its standard output.

@@ -23,6 +23,25 @@ use rmcp::{
 /// The enrollment file's name in a server's state directory.
 pub const ENROLLMENT: &str = "clients.toml";
 
+/// Runs `cmd` to its end with `stdin` as its standard input, and captures
+/// its output. The process may exit without reading (bad flags): a closed
+/// pipe is not the test's failure.
+pub fn run_with_stdin(cmd: &mut Command, stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("airlock starts");
+    match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => panic!("writing standard input to airlock: {e}"),
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// A running `airlock serve --http` and the lines it writes to stderr.
 pub struct Server {
     pub child: Child,
