@@ -224,12 +224,12 @@ fn restoring_to_string(
     ctx: &mut Context,
 ) -> JsResult<JsValue> {
     let text = original.call(this, args, ctx)?;
-    let marker = format!("({FACTORY}(");
     let restored = TABLE.with(|t| {
         let t = t.borrow();
         if t.is_empty() {
             return None;
         }
+        let marker = format!("({FACTORY}(");
         let s = text.as_string()?.to_std_string().ok()?;
         if !s.contains(&marker) {
             return None;

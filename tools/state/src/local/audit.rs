@@ -52,21 +52,18 @@ fn still_named(held: &Option<(File, (u64, u64))>, path: &Path) -> bool {
     matches!((held, &now), (Some((_, id)), Ok(now)) if id == now)
 }
 
-/// Holds the file `path` names now: the one held, or opened again when
-/// the path names another (forgetting the cached head, which was the old
-/// file's). Also opens the first time, when nothing is held.
-fn follow(
+/// Opens the file `path` names now and holds it, forgetting the cached
+/// head (which was the file held before, if any).
+fn open_held(
     held: &mut Option<(File, (u64, u64))>,
     cached: &mut Option<(Head, u64)>,
     path: &Path,
 ) -> std::io::Result<()> {
-    if !still_named(held, path) {
-        *held = None;
-        *cached = None;
-        let file = OpenOptions::new().read(true).append(true).open(path)?;
-        let m = file.metadata()?;
-        *held = Some((file, (m.dev(), m.ino())));
-    }
+    *held = None;
+    *cached = None;
+    let file = OpenOptions::new().read(true).append(true).open(path)?;
+    let m = file.metadata()?;
+    *held = Some((file, (m.dev(), m.ino())));
     Ok(())
 }
 
@@ -126,9 +123,9 @@ impl AuditLog {
         let mut follows = 0;
         loop {
             if held.is_none() {
-                follow(held, cached, &self.path).map_err(err)?;
+                open_held(held, cached, &self.path).map_err(err)?;
             }
-            let file = &held.as_ref().expect("followed above").0;
+            let file = &held.as_ref().expect("opened above").0;
             let locked = lock_within(file, self.lock_wait);
             if still_named(held, &self.path) {
                 locked.map_err(|e| match e {
@@ -151,7 +148,7 @@ impl AuditLog {
                 ))));
             }
         }
-        let file = &held.as_ref().expect("followed above").0;
+        let file = &held.as_ref().expect("opened above").0;
         let _unlock = Unlock(file);
         let len = file.metadata().map_err(err)?.len();
         let head = match cached.as_ref() {
