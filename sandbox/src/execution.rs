@@ -124,8 +124,7 @@ pub async fn run_on(
         let backstop = tokio::time::sleep_until((started + limits.wall_time() + HOST_GRACE).into());
         tokio::select! {
             biased;
-            r = wasm => Some(r),
-            _ = dispatcher => unreachable!("the dispatcher never returns"),
+            r = crate::turns::Together::new(wasm, dispatcher) => Some(r),
             _ = backstop => None,
         }
     };

@@ -31,6 +31,7 @@ mod outcome;
 mod sandbox;
 mod store;
 mod tool_host;
+mod turns;
 mod wasi;
 
 use std::path::Path;
