@@ -75,6 +75,18 @@ pub async fn run(
         completions.send(done).is_ok()
     };
     let mut running: FuturesUnordered<Running<'_>> = FuturesUnordered::new();
+    // FuturesUnordered yields (wakes its task and answers Pending) each
+    // time it has polled as many futures as it holds, which with one call
+    // in flight is every poll that leaves the call waiting; the execution
+    // (`turns`) hands such a yield to tokio, which queues the task behind
+    // others and wakes an idle worker to steal it: 2.4 context switches a
+    // backend call instead of 1.4 (benches/peer/call_cost.py). A future
+    // that is never ready, polled once and never woken, keeps that count
+    // one above what can be polled. The set still yields when calls wake
+    // themselves twice while polled (tokio's cooperative budget does; a
+    // runbook's guest yielding inside a call does, so that guest runs at
+    // most two epoch ticks in one poll), so it cannot keep the thread.
+    running.push(Box::pin(std::future::pending()));
     let mut queued: VecDeque<(u32, String, Value)> = VecDeque::new();
     let mut timers: HashMap<u32, AbortHandle> = HashMap::new();
     let mut in_flight: u32 = 0;
@@ -155,7 +167,7 @@ pub async fn run(
                     }
                 }
             },
-            Some(finished) = running.next(), if !running.is_empty() => {
+            Some(finished) = running.next() => {
                 let done = match finished {
                     Finished::Dropped => continue,
                     Finished::Timer { id } => {
