@@ -698,6 +698,75 @@ async fn regexp_literals_give_what_the_language_does() {
     assert_eq!(ok(&run(reach).await), &json!(["undefined", "undefined"]));
 }
 
+/// `test` on a literal's object is answered by the guest's own copy of
+/// the matcher (`regexp_test`): what a script sees must be what boa's
+/// `test` gives, as the same script left as written (`\u` in a comment)
+/// shows — the answers, the order of the reads, an `exec` of the
+/// script's, `lastIndex`, `compile`.
+#[tokio::test]
+async fn regexp_test_answers_as_the_language_does() {
+    let script = r#"
+        const inputs = ['', 'abc', 'ABC', 'a\nb', 'é', 'É', '𠮷', '𠮷x', 'x'.repeat(300) + 'é'];
+        inputs.push(String.fromCharCode(0xD842), String.fromCharCode(0xDFB7, 0xD842));
+        const answers = inputs.map((s) => [
+            /^\w+$/.test(s), /b$/m.test(s), /a.b/s.test(s), /a.b/.test(s), /é/i.test(s),
+            /^.$/u.test(s), /^..$/.test(s), /𠮷/u.test(s), /\D/.test(s), /x{300}/d.test(s),
+            /(?<w>\p{L})/u.test(s), /^$/.test(s),
+        ].map(Number).join(''));
+        const order = [];
+        const arg = { toString() { order.push('toString'); return 'abc'; } };
+        const r1 = /b/;
+        Object.defineProperty(r1, 'exec', { get() { order.push('exec'); return RegExp.prototype.exec; } });
+        const viaGetter = r1.test(arg);
+        let valueOfs = 0;
+        const r2 = /b/;
+        r2.lastIndex = { valueOf() { valueOfs++; return 7; } };
+        const r2Answer = [r2.test('abc'), r2.test('xyz')];
+        const seen = [];
+        const realExec = RegExp.prototype.exec;
+        RegExp.prototype.exec = function (s) { seen.push(s); return s === 'yes' ? [] : null; };
+        const overridden = [/no/.test('yes'), /yes/.test('no')];
+        RegExp.prototype.exec = realExec;
+        const r3 = /a/; r3.exec = 5;
+        const notCallable = r3.test('a');
+        const r4 = /a/; r4.exec = () => 1;
+        let wrongType;
+        try { r4.test('a'); } catch (e) { wrongType = `${e.name}: ${e.message}`; }
+        const r5 = /a/; r5.compile('b', 'i');
+        const recompiled = [r5.test('B'), r5.test('a'), r5.source, r5.flags];
+        const hoisted = /task \d+/;
+        const others = Array.from({ length: 20 }, (_, i) => /z/.test(String(i)));
+        const oldOne = [hoisted.test('task 12'), hoisted.test('task x')];
+        const g = /a/g;
+        const globalRuns = [g.test('aa'), g.lastIndex, g.test('aa'), g.lastIndex, g.test('aa'), g.lastIndex];
+        let notRegExp;
+        try { RegExp.prototype.test.call({}, 'a'); } catch (e) { notRegExp = e.name; }
+        ({
+            answers, order, viaGetter, valueOfs, r2Answer, seen, overridden, notCallable, wrongType,
+            recompiled, others: others.filter(Boolean).length, oldOne, globalRuns, notRegExp,
+            shape: [RegExp.prototype.test.name, RegExp.prototype.test.length,
+                    RegExp.prototype.compile.name, RegExp.prototype.compile.length],
+        })
+    "#;
+    let fast = ok(&run(script).await).clone();
+    let as_written = ok(&run(&format!("{script}\n// \\u: left as written")).await).clone();
+    assert_eq!(fast, as_written);
+    assert_eq!(fast["order"], json!(["toString", "exec"]));
+    assert_eq!(fast["valueOfs"], json!(2));
+    assert_eq!(fast["overridden"], json!([true, false]));
+    assert_eq!(fast["seen"], json!(["yes", "no"]));
+    assert_eq!(fast["recompiled"], json!([true, false, "b", "i"]));
+    assert_eq!(fast["globalRuns"], json!([true, 1, true, 2, false, 0]));
+    assert_eq!(fast["oldOne"], json!([true, false]));
+    assert_eq!(fast["shape"], json!(["test", 1, "compile", 2]));
+    // Twelve patterns, one digit each, for every input.
+    assert!(fast["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|a| a.as_str().unwrap().len() == 12));
+}
+
 /// What a script may use is the same with literals or without: the
 /// recursion depth (the rewritten wrapper adds no frame), and memory (a
 /// compiled matcher is kept for a bounded number of literals only).

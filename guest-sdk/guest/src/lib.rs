@@ -9,6 +9,7 @@ mod json_parse;
 mod json_stringify;
 mod realm;
 mod regexp_literals;
+mod regexp_test;
 mod run;
 mod script;
 mod typed_array_fill;

@@ -213,6 +213,7 @@ fn install(ctx: &mut Context) -> JsResult<()> {
     crate::json_stringify::install(ctx)?;
     crate::array_sort::install(ctx)?;
     crate::regexp_literals::install(ctx)?;
+    crate::regexp_test::install(ctx)?;
     crate::typed_array_fill::install(ctx)?;
 
     let mut console = ObjectInitializer::new(ctx);

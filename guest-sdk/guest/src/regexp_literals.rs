@@ -33,7 +33,7 @@
 //! its columns after a literal move, as they did after the inserted
 //! `return`.
 
-use std::{cell::RefCell, ops::ControlFlow};
+use std::{cell::RefCell, collections::VecDeque, ops::ControlFlow, rc::Rc, str::FromStr};
 
 use boa_engine::{
     ast::{
@@ -46,9 +46,12 @@ use boa_engine::{
     interner::Interner,
     js_string,
     object::{builtins::JsRegExp, FunctionObjectBuilder, ObjectInitializer},
+    parser::lexer::regex::RegExpFlags,
     property::Attribute,
+    string::{CodePoint, JsStrVariant},
     Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
 };
+use regress::{Flags, Regex};
 
 /// The name the rewritten literals call: the parameter of the script's
 /// wrapper (`script::FACTORY_PREFIX`).
@@ -121,18 +124,106 @@ impl<'ast> Visitor<'ast> for Finder<'_> {
 struct Entry {
     literal: Literal,
     compiled: Option<RegExp>,
+    /// The guest's own copy of the matcher, for `test`
+    /// (`regexp_test`); none for a global or sticky literal.
+    matcher: Option<Rc<Matcher>>,
 }
+
+/// A literal's pattern compiled by regress as boa compiles it (the same
+/// regress, the same code units or code points, boa's own flag mapping),
+/// so it matches what the object's internal matcher matches.
+pub struct Matcher {
+    regex: Regex,
+    full_unicode: bool,
+}
+
+impl Matcher {
+    /// `None` for a global or sticky literal (its `test` reads and writes
+    /// `lastIndex`, which boa's path keeps doing) or flags boa would not
+    /// have taken.
+    fn new(pattern: &JsString, flags: &JsString) -> Option<Self> {
+        let flags = RegExpFlags::from_str(&flags.to_std_string_escaped()).ok()?;
+        if flags.intersects(RegExpFlags::GLOBAL | RegExpFlags::STICKY) {
+            return None;
+        }
+        let full_unicode = flags.intersects(RegExpFlags::UNICODE | RegExpFlags::UNICODE_SETS);
+        let regex = if full_unicode {
+            Regex::from_unicode(pattern.code_points().map(CodePoint::as_u32), Flags::from(flags))
+        } else {
+            // Code units, as boa compiles a pattern without `u` or `v`.
+            Regex::from_unicode(pattern.iter().map(u32::from), Flags::from(flags))
+        };
+        Some(Self {
+            regex: regex.ok()?,
+            full_unicode,
+        })
+    }
+
+    /// Whether the pattern matches `input` anywhere from its start: what
+    /// RegExpBuiltinExec decides for a regexp that is neither global nor
+    /// sticky, with the same regress calls.
+    pub fn finds(&self, input: &JsString) -> bool {
+        match (self.full_unicode, input.as_str().variant()) {
+            (_, JsStrVariant::Latin1(_)) => {
+                self.regex.find_from_ucs2(&input.to_vec(), 0).next().is_some()
+            }
+            (true, JsStrVariant::Utf16(units)) => {
+                self.regex.find_from_utf16(units, 0).next().is_some()
+            }
+            (false, JsStrVariant::Utf16(units)) => {
+                self.regex.find_from_ucs2(units, 0).next().is_some()
+            }
+        }
+    }
+}
+
+/// How many objects the factory made most recently are remembered with
+/// their matcher: a literal evaluated in a callback is tested right after
+/// it is made, and a hoisted one is the only one made.
+const RECENT: usize = 8;
 
 thread_local! {
     /// The running execution's literals; empty between executions.
     static TABLE: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
     /// How many entries of `TABLE` hold a compiled matcher.
     static KEPT_NOW: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Objects the factory made lately, newest first, with their literal's
+    /// matcher. `RegExp.prototype.compile`, the one way to give an
+    /// existing object another matcher, removes its object first.
+    static MADE: RefCell<VecDeque<(JsObject, Rc<Matcher>)>> =
+        const { RefCell::new(VecDeque::new()) };
+}
+
+/// The matcher of `object`, when the factory made it lately and nothing
+/// has recompiled it since.
+pub fn matcher_of(object: &JsObject) -> Option<Rc<Matcher>> {
+    MADE.with(|m| {
+        m.borrow()
+            .iter()
+            .find(|(made, _)| JsObject::equals(made, object))
+            .map(|(_, matcher)| matcher.clone())
+    })
+}
+
+/// Forgets `object`'s matcher: it is being recompiled.
+pub fn forget(object: &JsObject) {
+    MADE.with(|m| m.borrow_mut().retain(|(made, _)| !JsObject::equals(made, object)));
+}
+
+fn remember(object: &JsObject, matcher: Option<Rc<Matcher>>) {
+    if let Some(matcher) = matcher {
+        MADE.with(|m| {
+            let mut m = m.borrow_mut();
+            m.push_front((object.clone(), matcher));
+            m.truncate(RECENT);
+        });
+    }
 }
 
 /// Makes `literals` the ones `__airlock_regexp(N)` answers for, until the
 /// next call (an empty list when the text was left as written).
 pub fn arm(literals: Vec<Literal>) {
+    MADE.with(|m| m.borrow_mut().clear());
     KEPT_NOW.with(|k| k.set(0));
     TABLE.with(|t| {
         *t.borrow_mut() = literals
@@ -140,6 +231,7 @@ pub fn arm(literals: Vec<Literal>) {
             .map(|literal| Entry {
                 literal,
                 compiled: None,
+                matcher: None,
             })
             .collect()
     });
@@ -178,12 +270,13 @@ fn make(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValu
         index.and_then(|i| t.get(i)).map(|e| {
             (
                 e.compiled.clone(),
+                e.matcher.clone(),
                 e.literal.pattern.clone(),
                 e.literal.flags.clone(),
             )
         })
     });
-    let Some((compiled, pattern, flags)) = known else {
+    let Some((compiled, matcher, pattern, flags)) = known else {
         return Err(JsNativeError::typ()
             .with_message(format!(
                 "{FACTORY} is Airlock's own, for the script's regular expression literals"
@@ -197,16 +290,20 @@ fn make(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValu
         let object = ObjectInitializer::with_native_data_and_proto(compiled, proto, ctx)
             .property(js_string!("lastIndex"), 0, Attribute::WRITABLE)
             .build();
+        remember(&object, matcher);
         return Ok(object.into());
     }
     // The first evaluation compiles, exactly as the literal would have.
-    let object: JsObject = JsRegExp::new(pattern, flags, ctx)?.into();
+    let object: JsObject = JsRegExp::new(pattern.clone(), flags.clone(), ctx)?.into();
     if KEPT_NOW.with(|k| k.get()) < KEPT {
         let compiled = object.downcast_ref::<RegExp>().map(|r| r.clone());
         if let (Some(i), Some(compiled)) = (index, compiled) {
+            let matcher = Matcher::new(&pattern, &flags).map(Rc::new);
+            remember(&object, matcher.clone());
             TABLE.with(|t| {
                 if let Some(e) = t.borrow_mut().get_mut(i) {
                     e.compiled = Some(compiled);
+                    e.matcher = matcher;
                     KEPT_NOW.with(|k| k.set(k.get() + 1));
                 }
             });
