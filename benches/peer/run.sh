@@ -8,6 +8,8 @@
 #   ProxmoxMCP-Plus's stub tool, with and without the Python SDK's
 #   output-schema check (compare.py);
 # - result-cost.jsonl: what a result costs an agent (result_cost.py);
+# - call-cost.jsonl: CPU and context switches per backend call
+#   (call_cost.py);
 # - compute.json: data work in the sandbox, Airlock's JavaScript against
 #   the same work in ProxmoxMCP-Plus's Monty (compute.py);
 # - ts-cost.jsonl: what an output schema costs the TypeScript SDK
@@ -38,6 +40,8 @@ cd "$target/peer"
     --rounds "$rounds" --skip-output-validation --json "$target/peer/no-output-validation.json"
 "$venv/bin/python" "$here/compute.py" --airlock "$target/release/airlock" --python "$venv/bin/python" \
     --json "$target/peer/compute.json"
+# What a backend call costs the server (CPU and context switches).
+"$venv/bin/python" "$here/call_cost.py" "$target/release/airlock" > "$target/peer/call-cost.jsonl"
 # What a result costs an agent (bytes, and `1+1` against a ping).
 "$venv/bin/python" "$here/result_cost.py" "$target/release/airlock" > "$target/peer/result-cost.jsonl"
 if command -v npm >/dev/null 2>&1; then
