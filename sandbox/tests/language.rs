@@ -741,9 +741,19 @@ async fn regexp_test_answers_as_the_language_does() {
         const globalRuns = [g.test('aa'), g.lastIndex, g.test('aa'), g.lastIndex, g.test('aa'), g.lastIndex];
         let notRegExp;
         try { RegExp.prototype.test.call({}, 'a'); } catch (e) { notRegExp = e.name; }
+        // `compile` run from inside the call: the new matcher answers.
+        const r6 = /a/;
+        const inToString = r6.test({ toString() { r6.compile('b'); return 'b'; } });
+        const r7 = /a/;
+        Object.defineProperty(r7, 'exec', { get() { r7.compile('b', 'g'); return realExec; } });
+        const inExecGetter = [r7.test('b'), r7.lastIndex];
+        const r8 = /a/;
+        r8.lastIndex = { valueOf() { r8.compile('b'); return 0; } };
+        const inLastIndex = [r8.test('b'), r8.source];
         ({
             answers, order, viaGetter, valueOfs, r2Answer, seen, overridden, notCallable, wrongType,
             recompiled, others: others.filter(Boolean).length, oldOne, globalRuns, notRegExp,
+            inToString, inExecGetter, inLastIndex,
             shape: [RegExp.prototype.test.name, RegExp.prototype.test.length,
                     RegExp.prototype.compile.name, RegExp.prototype.compile.length],
         })
@@ -759,6 +769,11 @@ async fn regexp_test_answers_as_the_language_does() {
     assert_eq!(fast["globalRuns"], json!([true, 1, true, 2, false, 0]));
     assert_eq!(fast["oldOne"], json!([true, false]));
     assert_eq!(fast["shape"], json!(["test", 1, "compile", 2]));
+    assert_eq!(fast["inToString"], json!(true));
+    assert_eq!(fast["inExecGetter"], json!([true, 1]));
+    // boa takes the matcher before it reads `lastIndex` (the
+    // specification takes it after): the old one answers.
+    assert_eq!(fast["inLastIndex"], json!([false, "b"]));
     // Twelve patterns, one digit each, for every input.
     assert!(fast["answers"]
         .as_array()

@@ -105,6 +105,8 @@ fn capped_texts(mut error: Value) -> Value {
 /// Replaces the realm with a brand-new one (reuse mode, between scripts).
 #[no_mangle]
 pub extern "C" fn airlock_reset() {
+    // Nothing of the old realm may outlive it.
+    regexp_literals::arm(Vec::new());
     CONTEXT.with(|c| {
         let mut slot = c.borrow_mut();
         *slot = None; // drop the old realm before building the next

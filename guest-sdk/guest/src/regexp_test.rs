@@ -20,7 +20,9 @@
 //! once `exec` has been read, on along the specification's steps with the
 //! value read, so no getter runs twice. `RegExp.prototype.compile` (Annex
 //! B), the one way to give an object another matcher, makes the guest
-//! forget that object's copy first.
+//! forget that object's copy first; since the argument's `toString` or an
+//! `exec` getter may call it, the copy is looked up again once both have
+//! run, at the point where boa takes its matcher.
 
 use boa_engine::{
     js_string, Context, JsArgs, JsNativeError, JsObject, JsResult, JsValue, NativeFunction,
@@ -47,9 +49,9 @@ fn fast_test(
     (test, exec): &(JsObject, JsObject),
     ctx: &mut Context,
 ) -> JsResult<JsValue> {
-    let Some((object, matcher)) = this
+    let Some(object) = this
         .as_object()
-        .and_then(|o| regexp_literals::matcher_of(&o).map(|m| (o, m)))
+        .filter(|o| regexp_literals::matcher_of(o).is_some())
     else {
         return test.call(this, args, ctx);
     };
@@ -73,8 +75,15 @@ fn fast_test(
         }
         return found(result);
     }
+    // The argument's `toString` or the `exec` getter may have recompiled
+    // the object: the matcher is the one it holds now.
+    let Some(matcher) = regexp_literals::matcher_of(&object) else {
+        return found(exec.call(this, &[input.into()], ctx)?);
+    };
     // RegExpBuiltinExec, steps 2 and 7: `lastIndex` is read and converted,
-    // then not used (neither global nor sticky).
+    // then not used (neither global nor sticky). boa takes the matcher
+    // before this read, so a `compile` in a `valueOf` here does not change
+    // the answer: neither does it here.
     object
         .get(js_string!("lastIndex"), ctx)?
         .to_length(ctx)?;

@@ -24,6 +24,14 @@ pub const SCRIPT_NAME: &str = "script.js";
 /// Runs `source` to completion. `Ok` is the result value as JSON; `Err` a
 /// guest error object (see `abi`).
 pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
+    let outcome = evaluate(source, ctx);
+    // The literals' compiled objects and the objects made from them belong
+    // to this realm: keeping them would keep it alive past a reset.
+    regexp_literals::arm(Vec::new());
+    outcome
+}
+
+fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
     regexp_literals::arm(Vec::new());
     let prepared = script::prepare(source, ctx).map_err(
         |e| json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column}),
