@@ -892,3 +892,42 @@ async fn typed_array_fill_gives_what_the_language_does() {
                   b.resize(40); a.fill(9); b.resize(64); [a.length, a[39], a[40]]";
     assert_eq!(ok(&run(shrunk).await), &json!([64, 9, 0]));
 }
+
+/// `Symbol.for` and `Symbol.keyFor` answer from the realm's own registry
+/// (boa's is process-wide) as the language says they do.
+#[tokio::test]
+async fn the_symbol_registry_answers_as_the_language_does() {
+    let outcome = run(r#"
+        const a = Symbol.for('app.key');
+        const viaToString = Symbol.for({ toString() { return 'app.key'; } });
+        const errors = [];
+        for (const f of [() => Symbol.for(Symbol('s')), () => Symbol.keyFor('app.key')]) {
+            try { f(); errors.push('none'); } catch (e) { errors.push(e.name); }
+        }
+        ({
+            same: a === Symbol.for('app.key') && a === viaToString,
+            key: Symbol.keyFor(a),
+            description: a.description,
+            unregistered: Symbol.keyFor(Symbol('app.key')) === undefined,
+            wellKnown: Symbol.keyFor(Symbol.iterator) === undefined,
+            undefinedKey: Symbol.keyFor(Symbol.for()),
+            errors,
+            shape: [Symbol.for.name, Symbol.for.length, Symbol.keyFor.name, Symbol.keyFor.length,
+                    Object.keys(Symbol).length],
+        })
+    "#)
+    .await;
+    assert_eq!(
+        ok(&outcome),
+        &json!({
+            "same": true,
+            "key": "app.key",
+            "description": "app.key",
+            "unregistered": true,
+            "wellKnown": true,
+            "undefinedKey": "undefined",
+            "errors": ["TypeError", "TypeError"],
+            "shape": ["for", 1, "keyFor", 1, 0],
+        })
+    );
+}

@@ -12,6 +12,7 @@ mod regexp_literals;
 mod regexp_test;
 mod run;
 mod script;
+mod symbol_registry;
 mod typed_array_fill;
 
 use std::cell::RefCell;
@@ -107,6 +108,7 @@ fn capped_texts(mut error: Value) -> Value {
 pub extern "C" fn airlock_reset() {
     // Nothing of the old realm may outlive it.
     regexp_literals::arm(Vec::new());
+    symbol_registry::clear();
     CONTEXT.with(|c| {
         let mut slot = c.borrow_mut();
         *slot = None; // drop the old realm before building the next

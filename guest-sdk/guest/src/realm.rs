@@ -156,6 +156,7 @@ const PRELUDE: &str = r#"(function (call) {
 /// forgets everything the previous realm left pending.
 pub fn new_context() -> Context {
     STATE.with(|s| *s.borrow_mut() = RealmState::default());
+    crate::symbol_registry::clear();
     let mut ctx = Context::builder()
         .host_hooks(Rc::new(Hooks))
         .build()
@@ -215,6 +216,7 @@ fn install(ctx: &mut Context) -> JsResult<()> {
     crate::regexp_literals::install(ctx)?;
     crate::regexp_test::install(ctx)?;
     crate::typed_array_fill::install(ctx)?;
+    crate::symbol_registry::install(ctx)?;
 
     let mut console = ObjectInitializer::new(ctx);
     for (name, level) in [
