@@ -43,6 +43,9 @@ enum Finished {
     Dropped,
 }
 
+/// Longest one poll of the dispatcher goes on before it yields.
+const POLL_TIME_NS: u64 = 1_000_000;
+
 type Running<'a> = Pin<Box<dyn Future<Output = Finished> + Send + 'a>>;
 
 /// What the dispatcher writes down that outlives it: the execution reads it
@@ -125,92 +128,112 @@ pub async fn run(
         })
     };
 
-    loop {
-        tokio::select! {
-            // A guest makes thousands of requests between two polls
-            // (setTimeout/clearTimeout in a loop). All of them are taken
-            // in one go, outside tokio's cooperative budget: 128 a poll
-            // let them pile up in the channel, and going back to
-            // `select!` between two polls the running calls again each
-            // time (a runbook's guest yielding inside a call runs on each
-            // of those polls: 5,000 timers armed and cleared held a
-            // worker 4.9 s).
-            request = tokio::task::unconstrained(requests.recv()) => {
-                // `None`: the script is done.
-                let Some(mut request) = request else { match idle().await {} };
-                loop {
-                    match request {
-                        Request::Call { id, name, args } => {
-                            if in_flight < max_in_flight {
-                                in_flight += 1;
-                                peak_in_flight.fetch_max(in_flight, Ordering::Relaxed);
-                                running.push(start_call(id, name, args));
-                            } else {
-                                queued.push_back((id, name, args));
-                            }
-                        }
-                        Request::Refused { id, name, failure } => {
-                            let result = Err(failure);
-                            record(trace, started, id, &result);
-                            let done = settle(failures, id, &name, result);
-                            if !send(done) {
-                                match idle().await {}
-                            }
-                        }
-                        Request::Timer { id, delay_ms } => {
-                            let (sleep, handle) =
-                                abortable(tokio::time::sleep(Duration::from_millis(delay_ms as u64)));
-                            timers.insert(id, handle);
-                            running.push(Box::pin(async move {
-                                match sleep.await {
-                                    Ok(()) => Finished::Timer { id },
-                                    Err(_) => Finished::Dropped,
-                                }
-                            }));
-                        }
-                        Request::Cancel { id } => {
-                            if let Some(timer) = timers.remove(&id) {
-                                timer.abort();
-                            }
-                        }
-                    }
-                    match requests.try_recv() {
-                        Ok(next) => request = next,
-                        Err(_) => break,
-                    }
-                }
+    // When this poll of the loop began, in ns since `started`.
+    let poll_began = AtomicU64::new(0);
+    let since_start = || started.elapsed().as_nanos() as u64;
+    let serving = async {
+        loop {
+            // A call that wakes itself while polled (a runbook's guest
+            // yielding, a host whose answer is ready at once) is polled
+            // again on each turn of this loop, and a turn follows every
+            // completion: timers firing one after another while a runbook
+            // ran kept one poll going ~250 ms (the attacker review). Past
+            // POLL_TIME the loop yields to the runtime.
+            if since_start() > poll_began.load(Ordering::Relaxed) + POLL_TIME_NS {
+                tokio::task::yield_now().await;
             }
-            Some(finished) = running.next() => {
-                let done = match finished {
-                    Finished::Dropped => continue,
-                    Finished::Timer { id } => {
-                        if timers.remove(&id).is_none() {
-                            continue; // cleared as it fired
+            tokio::select! {
+                // A guest makes thousands of requests between two polls
+                // (setTimeout/clearTimeout in a loop). All of them are
+                // taken in one go, outside tokio's cooperative budget:
+                // 128 a poll let them pile up in the channel, and going
+                // back to `select!` between two polls the running calls
+                // again each time (a runbook's guest yielding inside a
+                // call runs on each of those polls: 5,000 timers armed and
+                // cleared held a worker 4.9 s).
+                request = tokio::task::unconstrained(requests.recv()) => {
+                    // `None`: the script is done.
+                    let Some(mut request) = request else { match idle().await {} };
+                    loop {
+                        match request {
+                            Request::Call { id, name, args } => {
+                                if in_flight < max_in_flight {
+                                    in_flight += 1;
+                                    peak_in_flight.fetch_max(in_flight, Ordering::Relaxed);
+                                    running.push(start_call(id, name, args));
+                                } else {
+                                    queued.push_back((id, name, args));
+                                }
+                            }
+                            Request::Refused { id, name, failure } => {
+                                let result = Err(failure);
+                                record(trace, started, id, &result);
+                                let done = settle(failures, id, &name, result);
+                                if !send(done) {
+                                    match idle().await {}
+                                }
+                            }
+                            Request::Timer { id, delay_ms } => {
+                                let delay = Duration::from_millis(delay_ms as u64);
+                                let (sleep, handle) = abortable(tokio::time::sleep(delay));
+                                timers.insert(id, handle);
+                                running.push(Box::pin(async move {
+                                    match sleep.await {
+                                        Ok(()) => Finished::Timer { id },
+                                        Err(_) => Finished::Dropped,
+                                    }
+                                }));
+                            }
+                            Request::Cancel { id } => {
+                                if let Some(timer) = timers.remove(&id) {
+                                    timer.abort();
+                                }
+                            }
                         }
-                        Done { id, status: STATUS_TIMER, payload: Vec::new() }
-                    }
-                    Finished::Call { id, tool, result } => {
-                        in_flight -= 1;
-                        if let Some((next_id, name, args)) = queued.pop_front() {
-                            in_flight += 1;
-                            running.push(start_call(next_id, name, args));
+                        match requests.try_recv() {
+                            Ok(next) => request = next,
+                            Err(_) => break,
                         }
-                        record(trace, started, id, &result);
-                        settle(failures, id, &tool, result)
                     }
-                };
-                if !send(done) {
-                    std::future::pending::<()>().await;
                 }
-                // Results the guest has not taken fill its memory budget:
-                // the execution ends at its next check (in `wait` or on the
-                // next epoch tick); until then nothing more is run.
-                if backlog.load(Ordering::Relaxed) > limits.memory_bytes {
-                    std::future::pending::<()>().await;
+                Some(finished) = running.next() => {
+                    let done = match finished {
+                        Finished::Dropped => continue,
+                        Finished::Timer { id } => {
+                            if timers.remove(&id).is_none() {
+                                continue; // cleared as it fired
+                            }
+                            Done { id, status: STATUS_TIMER, payload: Vec::new() }
+                        }
+                        Finished::Call { id, tool, result } => {
+                            in_flight -= 1;
+                            if let Some((next_id, name, args)) = queued.pop_front() {
+                                in_flight += 1;
+                                running.push(start_call(next_id, name, args));
+                            }
+                            record(trace, started, id, &result);
+                            settle(failures, id, &tool, result)
+                        }
+                    };
+                    if !send(done) {
+                        std::future::pending::<()>().await;
+                    }
+                    // Results the guest has not taken fill its memory budget:
+                    // the execution ends at its next check (in `wait` or on the
+                    // next epoch tick); until then nothing more is run.
+                    if backlog.load(Ordering::Relaxed) > limits.memory_bytes {
+                        std::future::pending::<()>().await;
+                    }
                 }
             }
         }
-    }
+    };
+    let mut serving = std::pin::pin!(serving);
+    std::future::poll_fn(|cx| {
+        poll_began.store(since_start(), Ordering::Relaxed);
+        serving.as_mut().poll(cx)
+    })
+    .await
 }
 
 /// Waits for ever: the execution ends by dropping the dispatcher.

@@ -11,14 +11,16 @@
 //! 3.2 context switches and 0.18 ms of CPU a call, against 1.1 and
 //! 0.14 ms with a single worker (`benches/peer/call_cost.py`).
 //!
-//! Here each half gets a waker of its own that the other half's poll only
-//! notes; the note is answered by polling that half again, in the same
-//! turn. A wake a half gives itself while it runs (the guest's yield at
-//! an epoch tick; the dispatcher's while a runbook's guest yields inside
-//! one of its calls) still reaches the runtime, and that half is not
-//! polled again before the runtime has run others: a yield keeps its
-//! meaning. Wakes from anywhere else (a backend answer, a timer) reach
-//! the runtime as before. A poll takes at most [`MAX_TURNS`] turns and
+//! Here each half gets a waker of its own that only notes a wake while the
+//! task is polled; the note is answered by polling that half again, in
+//! the same turn. A wake a half gives itself while it runs (the guest's
+//! yield at an epoch tick; the dispatcher's while a runbook's guest yields
+//! inside one of its calls) is a yield: that half is not polled again in
+//! this poll, and the task goes back to the runtime through
+//! `tokio::task::yield_now`, which polls it again only after the worker
+//! has run its other tasks and looked at its sockets and timers. Wakes
+//! from anywhere else (a backend answer, a timer) between polls reach the
+//! runtime as before. A poll takes at most [`MAX_TURNS`] turns and
 //! [`TURNS_TIME`].
 
 use std::{
@@ -132,48 +134,58 @@ impl<G: Future, D: Future<Output = ()>> Future for Together<G, D> {
         this.guest_relay.task.register(cx.waker());
         this.dispatcher_relay.task.register(cx.waker());
         let began = Instant::now();
-        // Each half is held only while the other runs: what it is given
-        // by the other is answered by the loop, and a wake it gives itself
+        // Both halves are held for the whole poll: what one gives the
+        // other is answered by the loop, and a wake a half gives itself
         // while it runs (the guest's yield at an epoch tick; the
         // dispatcher's when a runbook's guest, polled inside one of its
-        // calls, yields, or tokio's cooperative budget runs out) reaches
-        // the runtime, and that half is not polled again in this poll.
+        // calls, yields, or tokio's cooperative budget runs out) means it
+        // yielded: it is not polled again in this poll, and the task goes
+        // back to the runtime as a yield (below).
+        this.guest_relay.hold();
+        this.dispatcher_relay.hold();
         let mut guest_may_run = true;
         let mut dispatcher_may_run = true;
         for _ in 0..MAX_TURNS {
             let mut ran = false;
             if guest_may_run && this.guest_relay.take_woken() {
                 ran = true;
-                this.dispatcher_relay.hold();
                 let mut guest_cx = Context::from_waker(&this.guest_waker);
-                let polled = this.guest.as_mut().poll(&mut guest_cx);
-                this.dispatcher_relay.release();
-                if let Poll::Ready(out) = polled {
+                if let Poll::Ready(out) = this.guest.as_mut().poll(&mut guest_cx) {
+                    this.guest_relay.release();
+                    this.dispatcher_relay.release();
                     return Poll::Ready(out);
                 }
-                // Woken while it ran: it yielded (the wake went to the
-                // runtime), or something on another thread woke it
-                // meanwhile. Either way the runtime polls it next.
+                // Woken while it ran: it yielded, or something on another
+                // thread woke it meanwhile. Either way the runtime polls
+                // it next.
                 guest_may_run = !this.guest_relay.is_woken();
             }
             if dispatcher_may_run && this.dispatcher_relay.take_woken() {
                 ran = true;
-                this.guest_relay.hold();
                 let mut dispatcher_cx = Context::from_waker(&this.dispatcher_waker);
                 let _ = this.dispatcher.as_mut().poll(&mut dispatcher_cx);
-                this.guest_relay.release();
                 dispatcher_may_run = !this.dispatcher_relay.is_woken();
             }
             if !ran || began.elapsed() >= TURNS_TIME {
                 break;
             }
         }
-        // A wake noted and not answered because the turns ran out is the
-        // runtime's to answer. (A half that yielded has woken the task
-        // already; what was noted for it since is read on the next poll.)
-        if (guest_may_run && this.guest_relay.is_woken())
-            || (dispatcher_may_run && this.dispatcher_relay.is_woken())
-        {
+        // From here a wake goes to the runtime; one noted before is
+        // answered now.
+        this.guest_relay.release();
+        this.dispatcher_relay.release();
+        let yielded = !guest_may_run || !dispatcher_may_run;
+        if yielded {
+            // A plain wake would put the task straight back on the
+            // worker's queue, and tokio polls its I/O and timers only
+            // every 61 tasks: a runbook, or a script computing, 4 ms a
+            // poll kept a worker's sockets and timers waiting ~230 ms
+            // (the attacker review). tokio's own yield wakes the task
+            // once the worker has run its other tasks and polled them.
+            let mut yielding = std::pin::pin!(tokio::task::yield_now());
+            let _ = yielding.as_mut().poll(cx);
+        } else if this.guest_relay.is_woken() || this.dispatcher_relay.is_woken() {
+            // Noted and not answered because the turns ran out.
             cx.waker().wake_by_ref();
         }
         Poll::Pending
