@@ -24,9 +24,19 @@ struct Spinning {
     first_echo: std::sync::OnceLock<std::time::Instant>,
     /// How many times the other task has run.
     ticks: AtomicU64,
-    /// (the tick last seen, polls seen at that tick, the most seen at one
-    /// tick, all polls)
-    polls: Mutex<(u64, u64, u64, u64)>,
+    polls: Mutex<Polls>,
+}
+
+/// The spinning call's polls, counted by the other task's turns.
+#[derive(Default)]
+struct Polls {
+    /// The other task's turn at the last poll.
+    tick: u64,
+    /// Polls since the other task last ran.
+    since_tick: u64,
+    /// The most polls between two turns of the other task.
+    most: u64,
+    all: u64,
 }
 
 #[async_trait]
@@ -56,13 +66,14 @@ impl ToolHost for Spinning {
         std::future::poll_fn(|cx| {
             let tick = self.ticks.load(Ordering::SeqCst);
             let mut p = self.polls.lock().unwrap();
-            if p.0 == tick {
-                p.1 += 1;
+            if p.tick == tick {
+                p.since_tick += 1;
             } else {
-                *p = (tick, 1, p.2, p.3);
+                p.tick = tick;
+                p.since_tick = 1;
             }
-            p.2 = p.2.max(p.1);
-            p.3 += 1;
+            p.most = p.most.max(p.since_tick);
+            p.all += 1;
             drop(p);
             let began = std::time::Instant::now();
             while began.elapsed() < work {
@@ -81,9 +92,9 @@ impl ToolHost for Spinning {
 }
 
 /// Runs `script` with `Spinning` as its host on this (single-threaded)
-/// runtime, and returns how many polls of the spinning call one poll of
-/// the execution made at most, and in all.
-async fn spin_polls(script: &str) -> (u64, u64) {
+/// runtime, and asserts that its spinning call was polled `polls` times
+/// in all and at most `most` times in one poll of the execution.
+async fn spins_within(script: &str, polls: u64, most: u64) {
     let host = std::sync::Arc::new(Spinning::default());
     let ticking = host.clone();
     let ticker = tokio::spawn(async move {
@@ -98,8 +109,13 @@ async fn spin_polls(script: &str) -> (u64, u64) {
         .await;
     ticker.abort();
     assert_eq!(common::ok(&outcome), &json!("spun"));
-    let (_, _, most_in_one_poll, all) = *host.polls.lock().unwrap();
-    (most_in_one_poll, all)
+    let p = host.polls.lock().unwrap();
+    assert_eq!(p.all, polls);
+    assert!(
+        p.most <= most,
+        "the call was polled {} times while the runtime waited",
+        p.most
+    );
 }
 
 /// A script that queues thousands of timer requests while a self-waking
@@ -108,19 +124,16 @@ async fn spin_polls(script: &str) -> (u64, u64) {
 /// worker 4.9 s with an 8 s runbook in flight: the attacker review).
 #[tokio::test(flavor = "current_thread")]
 async fn queued_requests_do_not_poll_a_running_call_again_and_again() {
-    let (most, all) = spin_polls(
+    spins_within(
         r#"
         const spun = tools.spin({ polls: 200 });
         for (let i = 0; i < 5000; i++) clearTimeout(setTimeout(() => {}, 60000));
         return await spun;
     "#,
+        200,
+        16,
     )
     .await;
-    assert_eq!(all, 200);
-    assert!(
-        most <= 16,
-        "the call was polled {most} times while the runtime waited"
-    );
 }
 
 /// Answers arriving one after another (from a backend, or timers firing
@@ -130,20 +143,17 @@ async fn queued_requests_do_not_poll_a_running_call_again_and_again() {
 /// came. A poll of the dispatcher now ends after about 1 ms.
 #[tokio::test(flavor = "current_thread")]
 async fn answers_in_a_row_do_not_hold_the_runtime() {
-    let (most, all) = spin_polls(
+    spins_within(
         r#"
         const spun = tools.spin({ polls: 100, work_us: 300 });
         const echoed = await Promise.all(Array.from({ length: 400 }, (_, i) => tools.echo({ at_us: 50 * i })));
         if (echoed.length !== 400) throw new Error('lost answers');
         return await spun;
     "#,
+        100,
+        10,
     )
     .await;
-    assert_eq!(all, 100);
-    assert!(
-        most <= 10,
-        "the call was polled {most} times while the runtime waited"
-    );
 }
 
 /// A script computing yields at every epoch tick; that yield lets the
