@@ -216,13 +216,13 @@ pub async fn run(
                         }
                     };
                     if !send(done) {
-                        std::future::pending::<()>().await;
+                        match idle().await {}
                     }
                     // Results the guest has not taken fill its memory budget:
                     // the execution ends at its next check (in `wait` or on the
                     // next epoch tick); until then nothing more is run.
                     if backlog.load(Ordering::Relaxed) > limits.memory_bytes {
-                        std::future::pending::<()>().await;
+                        match idle().await {}
                     }
                 }
             }

@@ -106,9 +106,9 @@ fn capped_texts(mut error: Value) -> Value {
 /// Replaces the realm with a brand-new one (reuse mode, between scripts).
 #[no_mangle]
 pub extern "C" fn airlock_reset() {
-    // Nothing of the old realm may outlive it.
+    // Nothing of the old realm may outlive it (the symbol registry and
+    // the realm's pending work are emptied by `new_context`).
     regexp_literals::arm(Vec::new());
-    symbol_registry::clear();
     CONTEXT.with(|c| {
         let mut slot = c.borrow_mut();
         *slot = None; // drop the old realm before building the next
