@@ -268,7 +268,7 @@ fn show(r: &Request, now: i64) -> String {
 }
 
 pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
-    let (config, store, audit) =
+    let (config, state) =
         match file
             .gateway()
             .map_err(|e| e.to_string())
@@ -278,17 +278,29 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
                     .map(|s| (c, s))
                     .map_err(|e| e.to_string())
             }) {
-            Ok((c, s)) => (c, s.approvals, s.audit),
+            Ok((c, s)) => (c, s),
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
             }
         };
+    let known = match crate::approvers::Known::of(file, state.keys.as_deref()) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (store, audit) = (state.approvals, state.audit);
     // Four eyes: `--by` may approve a request it asked itself only when
     // `[identities]` allows that identity (`approve_own`). An issuer's or
     // group's `approve_own` is not seen here (no token): it applies in
     // the client.
+    // `--by` is first made the identity it names (`approvers`): `Olga`
+    // is `olga`, and a name that is nobody's is refused before any id.
     let decider = |by: &str, reason: &str, id: &str| -> Result<Decider, ApprovalError> {
+        let by = known.resolve(by).map_err(ApprovalError::Approver)?;
+        let by = by.as_str();
         let asked_by = store.get(id)?.identity;
         let own = config
             .policy
@@ -465,7 +477,12 @@ fn report(
                     audit::MAX_TRACKED_PLANS
                 );
             }
-            runbook_claims(&v, runbooks)
+            let people = four_eyes(&v);
+            let runbooks = runbook_claims(&v, runbooks);
+            if people != ExitCode::SUCCESS {
+                return people;
+            }
+            runbooks
         }
         Ok(v) => {
             let (line, why) = v.problem.expect("not ok means a problem");
@@ -481,6 +498,23 @@ fn report(
             ExitCode::from(2)
         }
     }
+}
+
+/// Lines where one person approved their own request, version or call
+/// under another spelling of their name (`audit_people`).
+fn four_eyes(v: &audit::Verdict) -> ExitCode {
+    if v.four_eyes.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for (line, why) in v.four_eyes.iter().take(20) {
+        println!("FOUR EYES line {line}: {}", visible(why));
+    }
+    let all = v.four_eyes.len() as u64 + v.four_eyes_more;
+    if all > 20 {
+        println!("... and {} more", all - 20);
+    }
+    println!("{all} approval(s) were given by the person who asked, wrote or ran what was approved, under another spelling of their name; the chain itself verifies");
+    ExitCode::from(1)
 }
 
 /// Holds the calls made under runbook runs to their versions' files.

@@ -3,6 +3,7 @@
 //! simulated-cluster demo, and the command-line commands.
 
 pub mod admin;
+pub mod approvers;
 pub mod bench;
 pub mod demo;
 pub mod door;

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     admin::{now_ms, state},
+    approvers::Known,
     settings::ConfigFile,
 };
 
@@ -86,6 +87,14 @@ fn audited(state: &State, event: &str, s: &Stored, by: &str) -> Result<(), Strin
         "by".into(),
         Value::String(airlock_gateway::visible::quote(by, 256)),
     );
+    if event == "runbook_approved" {
+        // Who wrote it, beside who approved it: `audit verify` holds the
+        // two apart from this line alone (`audit_people`).
+        line.insert(
+            "author".into(),
+            Value::String(airlock_gateway::visible::quote(&s.author, 256)),
+        );
+    }
     state
         .audit
         .append(event, line)
@@ -122,7 +131,14 @@ pub fn runbook(file: &ConfigFile, action: RunbookAction) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match act(&state, action) {
+    let known = match crate::approvers::Known::of(file, state.keys.as_deref()) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match act(&state, &known, action) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -131,10 +147,11 @@ pub fn runbook(file: &ConfigFile, action: RunbookAction) -> ExitCode {
     }
 }
 
-fn act(state: &State, action: RunbookAction) -> Result<(), String> {
+fn act(state: &State, known: &Known, action: RunbookAction) -> Result<(), String> {
     let store = &state.runbooks;
     match action {
         RunbookAction::Add { file, by } => {
+            let by = known.resolve(&by)?;
             let (text, runbook) = read(&file)?;
             let (s, new) = store
                 .add(&runbook.name, &text, &by, now_ms())
@@ -282,6 +299,7 @@ fn act(state: &State, action: RunbookAction) -> Result<(), String> {
             Ok(())
         }
         RunbookAction::Approve { name, version, by } => {
+            let by = known.resolve(&by)?;
             let s = store
                 .approve(&name, &version, &by, now_ms())
                 .map_err(|e| e.to_string())?;
@@ -302,6 +320,7 @@ fn act(state: &State, action: RunbookAction) -> Result<(), String> {
             Ok(())
         }
         RunbookAction::Retire { name, by } => {
+            let by = known.resolve(&by)?;
             let n = store.retire(&name, now_ms()).map_err(|e| e.to_string())?;
             let versions = store.versions(&name).map_err(|e| e.to_string())?;
             if let Some(s) = versions.first() {

@@ -606,7 +606,9 @@ async fn decide(
         }
         Err(e) => {
             let status = match &e {
-                ApprovalError::OwnRequest { .. } => StatusCode::FORBIDDEN,
+                ApprovalError::OwnRequest { .. } | ApprovalError::Approver(_) => {
+                    StatusCode::FORBIDDEN
+                }
                 ApprovalError::NotFound(_) => StatusCode::NOT_FOUND,
                 ApprovalError::NotPending { .. } | ApprovalError::Expired(_) => {
                     StatusCode::CONFLICT

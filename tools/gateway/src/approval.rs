@@ -112,8 +112,11 @@ impl Request {
     }
 
     /// Whether the person who decided is the identity that asked.
+    /// One person in any spelling ([`crate::person::same`]).
     pub fn decided_by_requester(&self) -> bool {
-        self.decided_by.as_deref() == Some(self.identity.as_str())
+        self.decided_by
+            .as_deref()
+            .is_some_and(|by| crate::person::same(by, &self.identity))
     }
 }
 
@@ -161,6 +164,10 @@ pub enum ApprovalError {
     OwnRequest { id: String, identity: String },
     #[error("the approval store is unavailable: {0}")]
     Storage(String),
+    /// The name given for the decider is nobody the deployment knows
+    /// (the command line's `--by`): the text says what to give.
+    #[error("{0}")]
+    Approver(String),
     #[error(transparent)]
     StateDir(#[from] StateDirError),
     #[error("a reason of {chars} characters is longer than the {limit} a decision keeps; say it in fewer words")]
@@ -300,8 +307,11 @@ impl Decider {
 
 /// Why `decider` may not move `current` to `to`, if it may not: a person
 /// approving a request they asked themselves, without `approve_own`.
+/// Names are compared as one person's in any spelling
+/// ([`crate::person::same`]): `Olga` is `olga`.
 pub fn refusal(current: &Request, decider: &Decider, to: Status) -> Option<ApprovalError> {
-    (to == Status::Approved && decider.who == current.identity && !decider.may_approve_own).then(
+    let own = crate::person::same(&decider.who, &current.identity);
+    (to == Status::Approved && own && !decider.may_approve_own).then(
         || ApprovalError::OwnRequest {
             id: current.id.clone(),
             identity: current.identity.clone(),

@@ -155,6 +155,11 @@ pub struct Verdict {
     pub runbook_claims: Vec<crate::audit_runbooks::Claim>,
     /// Runbook calls past `audit_runbooks::MAX_CLAIMS`, not kept.
     pub runbooks_unchecked: u64,
+    /// Lines where one person approved what they asked, wrote or ran
+    /// under another spelling of their name (`audit_people`): line, why.
+    pub four_eyes: Vec<(u64, String)>,
+    /// Such lines past `audit_people::MAX_FINDINGS`, not kept.
+    pub four_eyes_more: u64,
 }
 
 /// An execution whose start line has no end line (yet).
@@ -213,6 +218,8 @@ pub struct Verifier {
     plans: crate::audit_plans::PlanLedger,
     /// Runbook runs' calls, for checking against their files.
     runbooks: crate::audit_runbooks::RunbookLedger,
+    /// Four eyes kept in every spelling of a name.
+    people: crate::audit_people::PeopleLedger,
 }
 
 impl Default for Verifier {
@@ -227,6 +234,7 @@ impl Default for Verifier {
             open: Default::default(),
             plans: Default::default(),
             runbooks: Default::default(),
+            people: Default::default(),
         }
     }
 }
@@ -247,6 +255,7 @@ impl Verifier {
                 }
                 self.head = head;
                 self.runbooks.note(self.lines, &record);
+                self.people.note(self.lines, &record);
                 self.track(&record);
                 true
             }
@@ -265,6 +274,7 @@ impl Verifier {
         let mut unfinished: Vec<(u64, Unfinished)> = self.open.into_values().collect();
         unfinished.sort_by_key(|(at, _)| *at);
         let (runbook_claims, runbooks_unchecked) = self.runbooks.finish();
+        let (four_eyes, four_eyes_more) = self.people.finish();
         Verdict {
             good_lines,
             head: self.head,
@@ -273,6 +283,8 @@ impl Verifier {
             plans_unchecked: self.plans.unchecked(),
             runbook_claims,
             runbooks_unchecked,
+            four_eyes,
+            four_eyes_more,
         }
     }
 

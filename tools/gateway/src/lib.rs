@@ -10,6 +10,7 @@
 pub mod approval;
 pub mod audit;
 pub mod audit_fields;
+pub mod audit_people;
 mod audit_plans;
 pub mod audit_runbooks;
 pub mod backend;
@@ -24,6 +25,7 @@ pub mod gateway;
 pub mod json_budget;
 pub mod keys;
 pub mod observe;
+pub mod person;
 pub mod plan;
 pub mod plan_apply;
 pub mod policy;

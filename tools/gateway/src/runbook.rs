@@ -50,6 +50,7 @@ use serde_json::{Map, Value};
 use crate::{
     digest::sha256_hex,
     spec::{Hints, Tier, ToolSpec},
+    summary::SummaryKey,
     validate::ArgsValidator,
 };
 
@@ -120,7 +121,74 @@ struct CallForm {
 /// arguments.
 pub struct Allowed {
     pub tool: String,
-    bounds: Vec<(String, Validator)>,
+    bounds: Vec<Bound>,
+}
+
+/// One argument's bound: its schema compiled, and whether it fixes the
+/// value (`enum`, `const`, a closed number range): only then does the
+/// audit line record the value itself ([`Recorded`]).
+struct Bound {
+    arg: String,
+    validator: Validator,
+    fixes: Fixes,
+}
+
+/// How much of a value a bound fixes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fixes {
+    /// Anything the schema admits: recorded by its keyed tag.
+    Nothing,
+    /// One of a list (`enum`, `const`): recorded as it is.
+    Listed,
+    /// A number between two ends: a number is recorded as it is.
+    Range,
+}
+
+impl Fixes {
+    fn of(schema: &Value) -> Self {
+        let has = |k: &str| schema.get(k).is_some();
+        if has("enum") || has("const") {
+            Fixes::Listed
+        } else if (has("minimum") || has("exclusiveMinimum"))
+            && (has("maximum") || has("exclusiveMaximum"))
+        {
+            Fixes::Range
+        } else {
+            Fixes::Nothing
+        }
+    }
+
+    fn value(self, v: &Value) -> bool {
+        match self {
+            Fixes::Listed => true,
+            Fixes::Range => v.is_number(),
+            Fixes::Nothing => false,
+        }
+    }
+}
+
+/// How a bounded value is written to a runbook call's audit line: the
+/// value where its bound fixes it (an auditor checks it against the
+/// file), else `{"hmac": TAG}`, the deployment-keyed tag an approver is
+/// shown for a secret (`summary::SummaryKey::value_tag`): enough to
+/// check a claimed value with the key, nothing of the value without it.
+pub struct Recorded;
+
+impl Recorded {
+    /// The key of a tag in a line.
+    pub const TAG: &'static str = "hmac";
+
+    fn tag(v: &Value, key: &SummaryKey) -> Value {
+        let mut m = Map::new();
+        m.insert(Self::TAG.into(), Value::String(key.value_tag(v)));
+        Value::Object(m)
+    }
+
+    /// Whether a line's value is a tag, not a value.
+    fn is_tag(v: &Value) -> bool {
+        v.as_object()
+            .is_some_and(|m| m.len() == 1 && m.get(Self::TAG).is_some_and(Value::is_string))
+    }
 }
 
 /// A parsed, checked runbook file.
@@ -277,8 +345,13 @@ impl Runbook {
             }
             let mut bounds = Vec::with_capacity(c.args.len());
             for (arg, schema) in c.args {
-                let v = compile(&schema, &format!("calls[{i}].args.{arg}"))?;
-                bounds.push((arg, v));
+                let validator = compile(&schema, &format!("calls[{i}].args.{arg}"))?;
+                let fixes = Fixes::of(&schema);
+                bounds.push(Bound {
+                    arg,
+                    validator,
+                    fixes,
+                });
             }
             calls.push(Allowed {
                 tool: c.tool,
@@ -320,27 +393,30 @@ impl Runbook {
 
     /// Whether the call stays inside the file: its tier declared, a change
     /// listed under `[[calls]]`, every bounded argument inside its
-    /// schema. Returns the bounded arguments' values (cut), for the audit
-    /// line that `audit verify` checks them from.
+    /// schema. Returns the bounded arguments as the audit line records
+    /// them ([`Recorded`]: values only where the bound fixes them, tags
+    /// keyed with `key` otherwise), which `audit verify` checks.
     pub fn check(
         &self,
         tool: &str,
         tier: Tier,
         args: &Value,
+        key: &SummaryKey,
     ) -> Result<Map<String, Value>, OutOfBounds> {
-        self.check_args(tool, tier, args, false)
+        self.check_args(tool, tier, args, Some(key))
     }
 
-    /// [`Runbook::check`]; `recorded`: the values are a line's, where a
-    /// secret-named argument's value is `[redacted]` and cannot be held
-    /// to its bound again.
+    /// [`Runbook::check`] with `key`; without, the values are a line's,
+    /// where a tag (or, on lines written before tags, `[redacted]` or a
+    /// cut value) cannot be held to its bound again.
     fn check_args(
         &self,
         tool: &str,
         tier: Tier,
         args: &Value,
-        recorded: bool,
+        key: Option<&SummaryKey>,
     ) -> Result<Map<String, Value>, OutOfBounds> {
+        let recorded = key.is_none();
         if !self.tiers.contains(&tier) {
             return Err(OutOfBounds(format!(
                 "{tool} is a {tier} tool and runbook {} declares tiers [{}]",
@@ -363,9 +439,25 @@ impl Runbook {
             )));
         };
         let mut seen = Map::new();
-        for (arg, bound) in &allowed.bounds {
+        for Bound {
+            arg,
+            validator: bound,
+            fixes,
+        } in &allowed.bounds
+        {
             let value = args.get(arg).unwrap_or(&Value::Null);
             let secret = crate::redact::is_secret(arg);
+            if recorded && Recorded::is_tag(value) {
+                // A value its bound fixes is never hidden behind a tag.
+                if *fixes == Fixes::Listed && !secret {
+                    return Err(OutOfBounds(format!(
+                        "the line of {tool} records args.{arg} by a tag, where runbook {}'s bound fixes the value and the line must show it",
+                        self.name
+                    )));
+                }
+                seen.insert(arg.clone(), value.clone());
+                continue;
+            }
             // A value the line had to cut (a long string, a list) is not
             // the value the bound held: it was checked when it was sent.
             let was_cut = value.as_str().is_some_and(|v| {
@@ -383,11 +475,13 @@ impl Runbook {
                     self.name
                 )));
             }
-            // A secret's value never reaches a line: that it was given.
-            let shown = if secret && !value.is_null() {
-                Value::String(crate::redact::REDACTED.into())
-            } else {
-                cut(value)
+            // A value reaches the line only where the bound fixes it and
+            // its name is not a secret's; else its keyed tag does.
+            let shown = match key {
+                Some(key) if !value.is_null() && (secret || !fixes.value(value)) => {
+                    Recorded::tag(value, key)
+                }
+                _ => cut(value),
             };
             seen.insert(arg.clone(), shown);
         }
@@ -403,7 +497,7 @@ impl Runbook {
         recorded: &Map<String, Value>,
     ) -> Result<(), OutOfBounds> {
         let args = Value::Object(recorded.clone());
-        let seen = self.check_args(tool, tier, &args, true)?;
+        let seen = self.check_args(tool, tier, &args, None)?;
         // A line that left a bounded argument out cannot be checked.
         if seen.len() != recorded.len() && tier != Tier::Read {
             return Err(OutOfBounds(format!(
@@ -510,10 +604,11 @@ impl RunbookRun {
         self.changes.load(Ordering::SeqCst)
     }
 
-    /// Holds one call of the run to the runbook's file.
-    pub fn admit(&self, tool: &str, tier: Tier, args: &Value) -> Admitted {
+    /// Holds one call of the run to the runbook's file; `key` tags the
+    /// bounded values its line records ([`Recorded`]).
+    pub fn admit(&self, tool: &str, tier: Tier, args: &Value, key: &SummaryKey) -> Admitted {
         let rb = &self.runbook;
-        let bound = match rb.check(tool, tier, args) {
+        let bound = match rb.check(tool, tier, args, key) {
             Ok(bound) => bound,
             Err(OutOfBounds(why)) => {
                 return match self.outside {
@@ -683,7 +778,7 @@ pub fn may_approve(s: &Stored, by: &str) -> Result<(), StoreError> {
             version: short(&s.version).into(),
         });
     }
-    if s.author == by {
+    if crate::person::same(&s.author, by) {
         return Err(StoreError::OwnVersion {
             name: s.name.clone(),
             version: short(&s.version).into(),
@@ -795,6 +890,10 @@ args.timeout = { type = "null" }
 source = "1"
 "#;
 
+    fn key() -> SummaryKey {
+        SummaryKey::new([7; 32])
+    }
+
     fn run(approved: bool) -> RunbookRun {
         RunbookRun::new(
             std::sync::Arc::new(Runbook::parse(FILE).unwrap()),
@@ -807,11 +906,7 @@ source = "1"
     #[test]
     fn a_change_inside_the_file_of_an_approved_version_needs_no_approval() {
         let r = run(true);
-        let a = r.admit(
-            "vm_reboot",
-            Tier::Operate,
-            &json!({"node": "pve1", "vmid": 100}),
-        );
+        let a = r.admit("vm_reboot", Tier::Operate, &json!({"node": "pve1", "vmid": 100}), &key());
         let Admitted::Change { bound } = a else {
             panic!("{a:?}")
         };
@@ -848,19 +943,19 @@ source = "1"
                 "declares tiers [read, operate]",
             ),
         ] {
-            match r.admit(tool, tier, &args) {
+            match r.admit(tool, tier, &args, &key()) {
                 Admitted::Refused { why } => assert!(why.contains(says), "{why}"),
                 other => panic!("{tool} {args}: {other:?}"),
             }
         }
         // A read of any tool is a read.
-        assert_eq!(r.admit("vm_list", Tier::Read, &json!({})), Admitted::Read);
+        assert_eq!(r.admit("vm_list", Tier::Read, &json!({}), &key()), Admitted::Read);
     }
 
     #[test]
     fn an_unapproved_version_makes_no_change_and_max_changes_holds() {
         let r = run(false);
-        let a = r.admit("vm_reboot", Tier::Operate, &json!({"vmid": 100}));
+        let a = r.admit("vm_reboot", Tier::Operate, &json!({"vmid": 100}), &key());
         assert!(
             matches!(a, Admitted::Refused { ref why } if why.contains("is not approved")),
             "{a:?}"
@@ -868,11 +963,11 @@ source = "1"
         let r = run(true);
         for _ in 0..2 {
             assert!(matches!(
-                r.admit("vm_reboot", Tier::Operate, &json!({"vmid": 101})),
+                r.admit("vm_reboot", Tier::Operate, &json!({"vmid": 101}), &key()),
                 Admitted::Change { .. }
             ));
         }
-        let a = r.admit("vm_reboot", Tier::Operate, &json!({"vmid": 101}));
+        let a = r.admit("vm_reboot", Tier::Operate, &json!({"vmid": 101}), &key());
         assert!(
             matches!(a, Admitted::Refused { ref why } if why.contains("max_changes")),
             "{a:?}"
@@ -888,7 +983,7 @@ source = "1"
             "rb-2".into(),
             Outside::Ask,
         );
-        let a = r.admit("vm_stop", Tier::Operate, &json!({"vmid": 100}));
+        let a = r.admit("vm_stop", Tier::Operate, &json!({"vmid": 100}), &key());
         assert!(matches!(a, Admitted::Ask { .. }), "{a:?}");
         assert_eq!(r.changes(), 0, "an asked call is not one of the run's own");
     }
@@ -901,12 +996,48 @@ source = "1"
         );
         let rb = Runbook::parse(&file).unwrap();
         let args = json!({"vmid": 100, "cipassword": "correct horse battery"});
-        let seen = rb.check("vm_reboot", Tier::Operate, &args).unwrap();
-        assert_eq!(seen["cipassword"], crate::redact::REDACTED);
+        let seen = rb.check("vm_reboot", Tier::Operate, &args, &key()).unwrap();
+        let tag = key().value_tag(&json!("correct horse battery"));
+        assert_eq!(seen["cipassword"], json!({ "hmac": tag }));
         assert!(!Value::Object(seen.clone()).to_string().contains("horse"));
         assert!(rb.check_recorded("vm_reboot", Tier::Operate, &seen).is_ok());
+        // Lines written before tags said `[redacted]`: they still verify.
+        let old = json!({"vmid": 100, "cipassword": crate::redact::REDACTED});
+        assert!(rb
+            .check_recorded("vm_reboot", Tier::Operate, old.as_object().unwrap())
+            .is_ok());
         let short = json!({"vmid": 100, "cipassword": "short"});
-        assert!(rb.check("vm_reboot", Tier::Operate, &short).is_err());
+        assert!(rb.check("vm_reboot", Tier::Operate, &short, &key()).is_err());
+    }
+
+    #[test]
+    fn a_line_shows_only_the_values_a_bound_fixes() {
+        let file = FILE.replace(
+            "args.timeout = { type = \"null\" }",
+            "args.text = { type = \"string\", maxLength = 100 }\nargs.cores = { minimum = 1, maximum = 8 }\nargs.memory = { minimum = 512 }\nargs.node = { const = \"pve1\" }",
+        );
+        let rb = Runbook::parse(&file).unwrap();
+        let args = json!({"vmid": 100, "text": "db root pw: Hunter2-S3cr3t!", "cores": 4,
+                          "memory": 2048, "node": "pve1"});
+        let seen = rb.check("vm_reboot", Tier::Operate, &args, &key()).unwrap();
+        let tag = |v: Value| json!({ "hmac": key().value_tag(&v) });
+        assert_eq!(
+            Value::Object(seen.clone()),
+            json!({"vmid": 100, "text": tag(json!("db root pw: Hunter2-S3cr3t!")), "cores": 4,
+                   "memory": tag(json!(2048)), "node": "pve1"})
+        );
+        assert!(!Value::Object(seen.clone()).to_string().contains("Hunter2"));
+        assert!(rb.check_recorded("vm_reboot", Tier::Operate, &seen).is_ok());
+        // Another deployment's key tags the same value otherwise.
+        let other = SummaryKey::new([9; 32]).value_tag(&json!("db root pw: Hunter2-S3cr3t!"));
+        assert_ne!(seen["text"]["hmac"], json!(other));
+        // A line that hides a value its bound fixes is named.
+        let mut hidden = seen.clone();
+        hidden.insert("vmid".into(), tag(json!(100)));
+        let e = rb
+            .check_recorded("vm_reboot", Tier::Operate, &hidden)
+            .unwrap_err();
+        assert!(e.0.contains("args.vmid") && e.0.contains("fixes"), "{e}");
     }
 
     #[test]

@@ -58,6 +58,32 @@ impl SummaryKey {
         mac.update(value.as_bytes());
         short_tag(mac)
     }
+
+    /// The tag an approver is shown for `value` where a secret stands: a
+    /// string's of its text, anything else's of its canonical JSON
+    /// (tagged apart). The audit records a runbook's bounded values by
+    /// it, so a line and an approver's view of one value agree.
+    pub fn value_tag(&self, value: &Value) -> String {
+        match value {
+            Value::String(s) => self.tag(s),
+            other => json_tag(self.mac(), other).1,
+        }
+    }
+}
+
+/// The keyed tag of `v`'s canonical JSON, streamed (nothing the size of
+/// the value is built), and its length in characters.
+fn json_tag(mut mac: Hmac<Sha256>, v: &Value) -> (usize, String) {
+    // Tagged: an object never shares a hash with a string that spells
+    // its JSON.
+    mac.update(b"json\0");
+    let mut chars = 0usize;
+    crate::digest::write(v, &mut |bytes| {
+        mac.update(bytes);
+        // UTF-8: every byte but a continuation byte starts a char.
+        chars += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count();
+    });
+    (chars, short_tag(mac))
 }
 
 /// What an approver is shown of a MAC: its first 8 hex digits.
@@ -302,17 +328,7 @@ impl Renderer<'_> {
     /// A secret-named object, by the length and keyed hash of its
     /// canonical JSON, streamed: nothing the size of the object is built.
     fn secret_json(&mut self, v: &Value) -> Result<(), TooLong> {
-        let mut mac = self.key.mac();
-        // Tagged: an object never shares a hash with a string that
-        // spells its JSON.
-        mac.update(b"json\0");
-        let mut chars = 0usize;
-        crate::digest::write(v, &mut |bytes| {
-            mac.update(bytes);
-            // UTF-8: every byte but a continuation byte starts a char.
-            chars += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count();
-        });
-        let tag = short_tag(mac);
+        let (chars, tag) = json_tag(self.key.mac(), v);
         self.push(&format!("set({chars} chars of JSON, hmac:{tag})"))
     }
 

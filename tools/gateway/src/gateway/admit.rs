@@ -212,7 +212,8 @@ impl Gateway {
             runbook: rb.name.clone(),
             reason: why,
         };
-        match run.admit(&spec.name, spec.tier, args) {
+        let key = self.summary_key()?;
+        match run.admit(&spec.name, spec.tier, args, &key) {
             Admitted::Read => Ok(false),
             Admitted::Ask { why } => {
                 line.insert("runbook_outside".into(), audit_fields::reason(&why));
@@ -227,7 +228,7 @@ impl Gateway {
                 let by = run.approved_by.as_deref().unwrap_or_default();
                 // Four eyes: a person who approved a version does not
                 // thereby approve their own calls through it.
-                if by == caller.identity && !self.may_approve_own(caller) {
+                if crate::person::same(by, &caller.identity) && !self.may_approve_own(caller) {
                     return Err(refused(format!(
                         "{by} approved this version of runbook {}, and approvals of one's own calls are off: another operator approves it",
                         rb.name

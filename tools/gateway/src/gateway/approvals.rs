@@ -61,24 +61,27 @@ impl Gateway {
     /// when it cannot be shown whole, or (`approval_unavailable`) without
     /// the deployment's key for secrets' hashes.
     pub(super) fn shown(&self, tool: &str, args: &Value) -> Result<summary::Rendered, CallError> {
-        // Read from the store once, outside any lock: replicas racing to
-        // create it agree on the store's one row.
-        let key = match self.summary_key.get() {
-            Some(k) => k.clone(),
-            None => {
-                let k = summary::SummaryKey::new(
-                    self.state
-                        .approvals
-                        .summary_key()
-                        .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?,
-                );
-                self.summary_key.get_or_init(|| k).clone()
-            }
-        };
+        let key = self.summary_key()?;
         summary::summarize(args, &key).map_err(|e| CallError::ApprovalTooLarge {
             tool: tool.to_string(),
             reason: e.to_string(),
         })
+    }
+
+    /// The deployment's key for secrets' tags (approver views, runbook
+    /// lines), read from the store once, outside any lock: replicas
+    /// racing to create it agree on the store's one row.
+    pub(super) fn summary_key(&self) -> Result<summary::SummaryKey, CallError> {
+        if let Some(k) = self.summary_key.get() {
+            return Ok(k.clone());
+        }
+        let k = summary::SummaryKey::new(
+            self.state
+                .approvals
+                .summary_key()
+                .map_err(|e| CallError::ApprovalUnavailable(told(&e)))?,
+        );
+        Ok(self.summary_key.get_or_init(|| k).clone())
     }
 
     /// Whether `caller` may approve its own requests (`approve_own`).

@@ -245,7 +245,9 @@ impl ApprovalStore for SqliteApprovals {
             tx.commit().map_err(sqlite)?;
             return Ok(Check::Proceed {
                 request_id: id,
-                own: decided_by.as_deref() == Some(asked.identity),
+                own: decided_by
+                    .as_deref()
+                    .is_some_and(|by| airlock_gateway::person::same(by, asked.identity)),
                 decided_by,
                 decided_via,
             });

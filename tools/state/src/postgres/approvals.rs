@@ -157,7 +157,9 @@ impl ApprovalStore for PgApprovals {
                 let decided_by: Option<String> = row.get(1);
                 return Ok(Check::Proceed {
                     request_id: row.get(0),
-                    own: decided_by.as_deref() == Some(identity.as_str()),
+                    own: decided_by
+                        .as_deref()
+                        .is_some_and(|by| airlock_gateway::person::same(by, &identity)),
                     decided_by,
                     decided_via: row.get(2),
                 });
