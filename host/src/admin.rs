@@ -48,8 +48,9 @@ pub enum ApprovalAction {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
         /// Who decided (recorded with the request).
-        #[arg(long, env = "USER", default_value = "operator")]
-        by: String,
+        /// Default: the login name ($USER).
+        #[arg(long)]
+        by: Option<String>,
         /// Why, in a sentence (at most 500 characters): kept with the
         /// decision, written to the audit, and told to the requester.
         #[arg(long, default_value = "")]
@@ -61,8 +62,9 @@ pub enum ApprovalAction {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
         /// Who decided (recorded with the request).
-        #[arg(long, env = "USER", default_value = "operator")]
-        by: String,
+        /// Default: the login name ($USER).
+        #[arg(long)]
+        by: Option<String>,
         /// Why, in a sentence (at most 500 characters): kept with the
         /// decision, written to the audit, and told to the requester.
         #[arg(long, default_value = "")]
@@ -298,8 +300,8 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
     // the client.
     // `--by` is first made the identity it names (`approvers`): `Olga`
     // is `olga`, and a name that is nobody's is refused before any id.
-    let decider = |by: &str, reason: &str, id: &str| -> Result<Decider, ApprovalError> {
-        let by = known.resolve(by).map_err(ApprovalError::Approver)?;
+    let decider = |by: Option<&str>, reason: &str, id: &str| -> Result<Decider, ApprovalError> {
+        let by = known.decider(by).map_err(ApprovalError::Approver)?;
         let by = by.as_str();
         let asked_by = store.get(id)?.identity;
         let own = config
@@ -330,7 +332,7 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
     let result = match action {
         ApprovalAction::Approve { ids, by, reason } => {
             return each(ids, &|id| {
-                let d = decider(&by, &reason, id)?;
+                let d = decider(by.as_deref(), &reason, id)?;
                 let r = decision::decide(&*store, &*audit, id, &d, now, Status::Approved)?;
                 println!("approved: {}", describe(&r, now));
                 if r.changes.is_some() {
@@ -343,7 +345,7 @@ pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
         }
         ApprovalAction::Deny { ids, by, reason } => {
             return each(ids, &|id| {
-                let d = decider(&by, &reason, id)?;
+                let d = decider(by.as_deref(), &reason, id)?;
                 let r = decision::decide(&*store, &*audit, id, &d, now, Status::Denied)?;
                 println!("denied: {}", describe(&r, now));
                 Ok(())

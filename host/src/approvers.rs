@@ -2,14 +2,17 @@
 //! `runbook add|approve|retire`): a person the deployment knows, in the
 //! spelling it knows them by.
 //!
-//! `--by` is free text (default: the login name), and four eyes compare
-//! it with the identity that asked or wrote. So a name that is no
-//! identity at all (a typo, `Olga` for `olga`, a look-alike letter from
-//! another script) is refused with what to do, and a name that is one
-//! spelling of a known identity is recorded as that identity: what the
-//! store, the audit chain and every later check then see.
+//! `--by` is free text, and four eyes compare it with the identity that
+//! asked or wrote. So a name given with `--by` that is no identity at all
+//! (a typo, a look-alike letter from another script) is refused with what
+//! to do, and a name that is one spelling of a known identity (`Olga`) is
+//! recorded as that identity: what the store, the audit chain and every
+//! later check then see. Without `--by`, the login name (`$USER`) stands:
+//! the system vouches for it, not the person typing; it too is recorded
+//! as the identity it spells, if it spells one.
 //!
-//! Known are: the identities `[identities]` lists, the console's
+//! Known are: the identities `[identities]` lists (the simulated
+//! cluster's local, rita, olga and alice when it lists none), the console's
 //! `approvers`, identities with a bearer key in the deployment's database,
 //! and `PREFIX:VALUE` identities of a configured OpenID issuer (their
 //! people cannot be listed in advance).
@@ -28,10 +31,18 @@ pub struct Known {
 /// How many known names an error lists.
 const LISTED: usize = 12;
 
+/// Who decides without `--by` when the login name is unknown.
+pub const DEFAULT_LOGIN: &str = "operator";
+
 impl Known {
     /// Everyone `file` names, and the identities holding a key in `keys`.
     pub fn of(file: &ConfigFile, keys: Option<&dyn KeyStore>) -> Result<Self, String> {
         let mut names: Vec<String> = file.identities.keys().cloned().collect();
+        if names.is_empty() && !file.configures_backend() {
+            // The simulated cluster's people, as `demo::simulate` adds
+            // them to a configuration that names none.
+            names.extend(crate::demo::IDENTITIES.iter().map(|(n, _, _)| n.to_string()));
+        }
         let mut prefixes = Vec::new();
         if let Some(console) = &file.console {
             names.extend(console.approvers.iter().cloned());
@@ -56,15 +67,17 @@ impl Known {
         Ok(Self { names, prefixes })
     }
 
-    /// The identity `by` names, as the deployment spells it; an error
-    /// that says what to give instead when it names none.
-    pub fn resolve(&self, by: &str) -> Result<String, String> {
-        if let Some(name) = self.names.iter().find(|n| n.as_str() == by) {
-            return Ok(name.clone());
-        }
-        let mut matches = self.names.iter().filter(|n| person::same(n, by));
-        if let (Some(name), None) = (matches.next(), matches.next()) {
-            return Ok(name.clone());
+    /// Who decides: `by` (`--by`) as the deployment spells it, refused
+    /// with what to give instead when it names nobody it knows; without
+    /// `--by`, the login name `login` (`$USER`), as the identity it spells
+    /// if it spells one.
+    pub fn resolve(&self, by: Option<&str>, login: Option<&str>) -> Result<String, String> {
+        let Some(by) = by else {
+            let login = login.filter(|l| !l.is_empty()).unwrap_or(DEFAULT_LOGIN);
+            return Ok(self.spelt(login).unwrap_or(login).to_string());
+        };
+        if let Some(name) = self.spelt(by) {
+            return Ok(name.to_string());
         }
         let clean = !by.is_empty()
             && by.len() <= 256
@@ -88,9 +101,27 @@ impl Known {
             )
         };
         Err(format!(
-            "--by `{}` names no identity this deployment knows (--by defaults to the login name): give your own identity as configured ({known}){providers}, or add the person to the configuration as [identities.NAME] (mode ro, the default, grants nothing an unlisted identity lacks) or to [console] approvers",
+            "--by `{}` names no identity this deployment knows: give your own identity as configured ({known}){providers}, add the person to the configuration as [identities.NAME] (mode ro, the default, grants nothing an unlisted identity lacks) or to [console] approvers, or leave --by out to decide as your login name",
             visible(by)
         ))
+    }
+
+    /// [`Known::resolve`] with this process's login name.
+    pub fn decider(&self, by: Option<&str>) -> Result<String, String> {
+        self.resolve(by, std::env::var("USER").ok().as_deref())
+    }
+
+    /// The known identity `name` is a spelling of, if it is one (one
+    /// person in any spelling: `person::same`).
+    fn spelt(&self, name: &str) -> Option<&str> {
+        if let Some(exact) = self.names.iter().find(|n| n.as_str() == name) {
+            return Some(exact);
+        }
+        let mut matches = self.names.iter().filter(|n| person::same(n, name));
+        match (matches.next(), matches.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        }
     }
 }
 
@@ -108,22 +139,32 @@ mod tests {
     #[test]
     fn a_spelling_of_a_known_identity_is_that_identity() {
         let k = known(&["alice", "olga"], &[]);
-        assert_eq!(k.resolve("olga").unwrap(), "olga");
-        assert_eq!(k.resolve("Olga").unwrap(), "olga");
-        assert_eq!(k.resolve("ＯＬＧＡ").unwrap(), "olga");
-        assert_eq!(k.resolve("ol\u{200B}ga").unwrap(), "olga");
+        for by in ["olga", "Olga", "ＯＬＧＡ", "ol\u{200B}ga"] {
+            assert_eq!(k.resolve(Some(by), Some("root")).unwrap(), "olga", "{by:?}");
+            // The login name too.
+            assert_eq!(k.resolve(None, Some(by)).unwrap(), "olga", "{by:?}");
+        }
     }
 
     #[test]
     fn an_unknown_name_is_refused_with_what_to_do() {
         let k = known(&["alice", "olga"], &["sso:"]);
         for bad in ["bob", "\u{043E}lga", "root", "", "sso", "sso:a b"] {
-            let e = k.resolve(bad).unwrap_err();
+            let e = k.resolve(Some(bad), Some("root")).unwrap_err();
             assert!(e.contains("--by") && e.contains("alice, olga"), "{e}");
             assert!(e.contains("[identities.NAME]") && e.contains("sso:NAME"), "{e}");
+            assert!(e.contains("leave --by out"), "{e}");
         }
-        assert_eq!(k.resolve("sso:Bob").unwrap(), "sso:Bob");
-        let none = known(&[], &[]).resolve("x").unwrap_err();
+        assert_eq!(k.resolve(Some("sso:Bob"), None).unwrap(), "sso:Bob");
+        let none = known(&[], &[]).resolve(Some("x"), None).unwrap_err();
         assert!(none.contains("none is configured"), "{none}");
+    }
+
+    #[test]
+    fn without_by_an_unknown_login_name_stands() {
+        let k = known(&["alice", "olga"], &[]);
+        assert_eq!(k.resolve(None, Some("root")).unwrap(), "root");
+        assert_eq!(k.resolve(None, None).unwrap(), DEFAULT_LOGIN);
+        assert_eq!(k.resolve(None, Some("")).unwrap(), DEFAULT_LOGIN);
     }
 }

@@ -25,8 +25,9 @@ pub enum RunbookAction {
     Add {
         file: PathBuf,
         /// Who wrote it: this person cannot approve it (four eyes).
-        #[arg(long, env = "USER", default_value = "operator")]
-        by: String,
+        /// Default: the login name ($USER).
+        #[arg(long)]
+        by: Option<String>,
     },
     /// Each runbook's current version: its status, author and approver.
     List {
@@ -57,16 +58,18 @@ pub enum RunbookAction {
         /// FILE` print it).
         version: String,
         /// Who approves (recorded, and written to the audit).
-        #[arg(long, env = "USER", default_value = "operator")]
-        by: String,
+        /// Default: the login name ($USER).
+        #[arg(long)]
+        by: Option<String>,
     },
     /// Stop every version of a runbook from running (adding one again
     /// brings it back).
     Retire {
         name: String,
         /// Who retires it (written to the audit).
-        #[arg(long, env = "USER", default_value = "operator")]
-        by: String,
+        /// Default: the login name ($USER).
+        #[arg(long)]
+        by: Option<String>,
     },
 }
 
@@ -151,8 +154,8 @@ fn act(state: &State, known: &Known, action: RunbookAction) -> Result<(), String
     let store = &state.runbooks;
     match action {
         RunbookAction::Add { file, by } => {
-            let by = known.resolve(&by)?;
             let (text, runbook) = read(&file)?;
+            let by = known.decider(by.as_deref())?;
             let (s, new) = store
                 .add(&runbook.name, &text, &by, now_ms())
                 .map_err(|e| e.to_string())?;
@@ -299,7 +302,7 @@ fn act(state: &State, known: &Known, action: RunbookAction) -> Result<(), String
             Ok(())
         }
         RunbookAction::Approve { name, version, by } => {
-            let by = known.resolve(&by)?;
+            let by = known.decider(by.as_deref())?;
             let s = store
                 .approve(&name, &version, &by, now_ms())
                 .map_err(|e| e.to_string())?;
@@ -320,7 +323,7 @@ fn act(state: &State, known: &Known, action: RunbookAction) -> Result<(), String
             Ok(())
         }
         RunbookAction::Retire { name, by } => {
-            let by = known.resolve(&by)?;
+            let by = known.decider(by.as_deref())?;
             let n = store.retire(&name, now_ms()).map_err(|e| e.to_string())?;
             let versions = store.versions(&name).map_err(|e| e.to_string())?;
             if let Some(s) = versions.first() {

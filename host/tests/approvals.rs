@@ -51,7 +51,7 @@ fn config(dir: &Path, approve_own: bool) -> PathBuf {
     std::fs::write(
         &path,
         format!(
-            "state_dir = {:?}\n[identities.olga]\nmode = \"operator\"\n{own}",
+            "state_dir = {:?}\n[identities.rita]\n[identities.olga]\nmode = \"operator\"\n{own}",
             dir.join("state").display().to_string()
         ),
     )
@@ -264,6 +264,42 @@ fn the_command_line_keeps_four_eyes_and_records_the_decision() {
         said.contains("nobody approves their own request") && said.contains("approve_own"),
         "{said}"
     );
+    // Olga in another spelling is still olga (found by an attacker's
+    // review: `--by Olga` once approved what olga asked).
+    for spelling in ["Olga", "OLGA", "ｏｌｇａ", "ol\u{200B}ga"] {
+        let own = approvals(&config, &["approve", &id, "--by", spelling]);
+        let said = String::from_utf8_lossy(&own.stderr);
+        assert_eq!(own.status.code(), Some(1), "{spelling}: {said}");
+        assert!(said.contains("nobody approves their own request"), "{said}");
+    }
+    // A name that is nobody the deployment knows is refused, with what to
+    // give instead: a look-alike letter, a typo, or no --by at all.
+    for (by, shown) in [("\u{43E}lga", "\u{43E}lga"), ("carol", "carol")] {
+        let nobody = approvals(&config, &["approve", &id, "--by", by]);
+        let said = String::from_utf8_lossy(&nobody.stderr);
+        assert_eq!(nobody.status.code(), Some(1), "{by}: {said}");
+        assert!(
+            said.contains(&format!("--by `{shown}` names no identity"))
+                && said.contains("olga, rita")
+                && said.contains("[identities.NAME]"),
+            "{said}"
+        );
+    }
+    // Without --by, the login name decides: olga's, in any spelling, is
+    // olga's own request.
+    let default = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .args(["approvals", "approve", &id])
+        .env("USER", "OLGA")
+        .env_remove("AIRLOCK_CONFIG")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&default.stderr);
+    assert!(said.contains("nobody approves their own request"), "{said}");
+    assert!(audit_lines(&config)
+        .iter()
+        .all(|l| l["event"] != "approval_decision"));
     // Refusing it would be allowed; approving by another person is.
     let other = approvals(&config, &["approve", &id, "--by", "rita"]);
     assert!(other.status.success(), "{other:?}");
@@ -421,4 +457,54 @@ fn approvers_see_the_key_that_would_be_installed() {
     let r = python_client(&config, &script, "");
     let asked = r["asked"][0].as_str().unwrap_or_default();
     seen("the client's question", asked);
+}
+
+/// A chain written before names were compared as one person's: `Olga`
+/// approved what `olga` asked, and the call ran. `audit verify` flags
+/// the decision and the call, and exits 1 though every hash holds.
+#[test]
+fn audit_verify_flags_one_person_approving_under_another_spelling() {
+    use airlock_gateway::audit::{seal, Head, GENESIS};
+    let dir = tempfile::tempdir().unwrap();
+    let mut head = Head {
+        seq: 0,
+        hash: GENESIS.into(),
+    };
+    let mut bytes = Vec::new();
+    for (event, fields) in [
+        (
+            "approval_decision",
+            json!({"approval": "ap-1", "tool": "vm_stop", "identity": "olga", "status": "approved",
+                   "decided_by": "Olga", "channel": "cli", "own": false, "args_sha256": "00"}),
+        ),
+        (
+            "call",
+            json!({"tool": "vm_stop", "identity": "olga", "decision": "allowed", "approval": "ap-1",
+                   "approved_by": "Olga", "approved_via": "cli"}),
+        ),
+        (
+            "approval_decision",
+            json!({"approval": "ap-2", "tool": "vm_stop", "identity": "olga", "status": "approved",
+                   "decided_by": "rita", "channel": "cli", "own": false, "args_sha256": "01"}),
+        ),
+    ] {
+        let (next, line) = seal(&head, event, fields.as_object().unwrap().clone()).unwrap();
+        head = next;
+        bytes.extend(line);
+    }
+    let file = dir.path().join("older.jsonl");
+    std::fs::write(&file, bytes).unwrap();
+    let v = Command::new(BIN)
+        .args(["audit", "verify"])
+        .arg(&file)
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&v.stdout);
+    assert_eq!(v.status.code(), Some(1), "{said}");
+    assert!(said.contains("ok: 3 lines verified"), "{said}");
+    assert!(said.contains("FOUR EYES line 1: Olga approved a request olga asked"), "{said}");
+    assert!(said.contains("FOUR EYES line 2:"), "{said}");
+    assert!(!said.contains("line 3:"), "rita is another person: {said}");
 }

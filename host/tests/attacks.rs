@@ -118,6 +118,8 @@ struct Expect {
     broken_apply: bool,
     applied: Option<usize>,
     plan_after: Option<String>,
+    /// Run it once first, then approve what it asked as this name.
+    approve_by: Option<String>,
 }
 
 fn header(path: &std::path::Path, text: &str) -> Expect {
@@ -140,7 +142,64 @@ fn header(path: &std::path::Path, text: &str) -> Expect {
         broken_apply: field("apply-source").as_deref() == Some("broken"),
         applied: field("applied").map(|n| n.parse().unwrap()),
         plan_after: field("plan-after"),
+        approve_by: field("approve-by"),
     }
+}
+
+/// Denies what earlier attacks left waiting (an identity has at most
+/// `max_open_per_identity` requests open).
+fn clear_pending(gateway: &Gateway) -> Result<(), String> {
+    let now = gateway.now_ms();
+    for r in gateway
+        .approvals()
+        .list(now, false)
+        .map_err(|e| e.to_string())?
+    {
+        if r.status == Status::Pending {
+            let _ = gateway.decide(&r.id, &Decider::cli("corpus-operator"), Status::Denied);
+        }
+    }
+    Ok(())
+}
+
+/// Runs `text` once as `identity`, then approves every request it filed
+/// as `by`; how many approvals the store took.
+async fn approved_by(
+    gateway: &Arc<Gateway>,
+    sandbox: &Sandbox,
+    limits: &Limits,
+    identity: &str,
+    text: &str,
+    by: &str,
+) -> Result<usize, String> {
+    clear_pending(gateway)?;
+    let host = airlock::wiring::ScriptTools {
+        gateway: gateway.clone(),
+        caller: Caller::new(identity),
+        runbooks: None,
+        budget: None,
+    };
+    sandbox.execute(text, limits, &host).await;
+    let now = gateway.now_ms();
+    let pending: Vec<String> = gateway
+        .approvals()
+        .list(now, false)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|r| r.status == Status::Pending)
+        .map(|r| r.id)
+        .collect();
+    if pending.is_empty() {
+        return Err("the first run filed no request to approve".into());
+    }
+    Ok(pending
+        .iter()
+        .filter(|id| {
+            gateway
+                .decide(id, &Decider::cli(by), Status::Approved)
+                .is_ok()
+        })
+        .count())
 }
 
 /// Runs `text` in plan mode as `identity`, has another person approve
@@ -153,18 +212,7 @@ async fn approved_plan(
     identity: &str,
     text: &str,
 ) -> Result<(Caller, Arc<Applying>), String> {
-    // The operator clears what earlier attacks left waiting (an identity
-    // has at most `max_open_per_identity` requests open).
-    let now = gateway.now_ms();
-    for r in gateway
-        .approvals()
-        .list(now, false)
-        .map_err(|e| e.to_string())?
-    {
-        if r.status == Status::Pending {
-            let _ = gateway.decide(&r.id, &Decider::cli("corpus-operator"), Status::Denied);
-        }
-    }
+    clear_pending(gateway)?;
     let recorder = Arc::new(Recorder::new().unwrap());
     let recording = Caller {
         plan: Some(PlanRun::Record(recorder.clone())),
@@ -208,7 +256,7 @@ async fn the_attack_corpus() {
         .collect();
     scripts.sort();
     assert!(
-        scripts.len() >= 79,
+        scripts.len() >= 83,
         "the corpus has {} scripts",
         scripts.len()
     );
@@ -279,6 +327,13 @@ async fn the_attack_corpus() {
         };
         if want.broken_apply {
             text.push_str("\n)(");
+        }
+        if let Some(by) = &want.approve_by {
+            match approved_by(&gateway, &sandbox, &limits, identity, &text, by).await {
+                Ok(0) => {}
+                Ok(n) => broken.push(format!("{name}: {by} approved {n} request(s) of {identity}")),
+                Err(e) => broken.push(format!("{name}: {e}")),
+            }
         }
         let before = backend.calls.load(Ordering::SeqCst);
         let host = airlock::wiring::ScriptTools {

@@ -442,7 +442,7 @@ fn a_configuration_s_own_identities_are_not_joined_by_the_demo_ones() {
     assert_eq!(o["result"]["error"]["kind"], "PolicyDenied", "{o}");
 }
 
-const CONFIG: &str = "[identities.alice]\nmode = \"rw\"\n[identities.bob]\nmode = \"operator\"\ndeny = [\"vm_stop\"]\n";
+const CONFIG: &str = "[identities.alice]\nmode = \"rw\"\n[identities.bob]\nmode = \"operator\"\ndeny = [\"vm_stop\"]\n[identities.carol]\n";
 
 fn json_of(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))

@@ -1128,7 +1128,7 @@ async fn an_approved_runbook_is_a_prompt_and_runs_from_execute() {
         "stop_node_guests",
         &version,
         "--by",
-        "bob",
+        "rita",
     ]);
 
     let client = connect_in(person(), &["--identity", "olga"], state).await;

@@ -47,7 +47,7 @@ async fn deployment() -> Deployment {
     let proxmox = demo::proxmox_section(&sim, &sim_config, &dir.path().join("tokens")).unwrap();
     let mut toml = demo::config_toml(&proxmox, &dir.path().join("unused-state"));
     toml.push_str(&format!(
-        "\n[state]\nbackend = \"postgres\"\nurl = {url:?}\npassword_file = {:?}\n",
+        "\n[identities.carol]\n\n[state]\nbackend = \"postgres\"\nurl = {url:?}\npassword_file = {:?}\n",
         pg.password_file().display().to_string()
     ));
     let config = dir.path().join("airlock.toml");

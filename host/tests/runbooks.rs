@@ -11,7 +11,7 @@ use std::{
     process::{Command, Output},
 };
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_airlock");
 
@@ -26,7 +26,9 @@ fn example(name: &str) -> PathBuf {
 }
 
 /// A deployment of its own: a state directory, and identities olga
-/// (operator), alice (rw) and rita (ro), none approving their own calls.
+/// (operator), alice (rw) and rita (ro), none approving their own calls,
+/// and bob and carol, people who only write and approve (listed, as `--by`
+/// must name someone the deployment knows).
 struct Deployment {
     dir: tempfile::TempDir,
 }
@@ -37,7 +39,7 @@ impl Deployment {
         std::fs::write(
             dir.path().join("airlock.toml"),
             format!(
-                "state_dir = {:?}\n{extra}\n[identities.olga]\nmode = \"operator\"\n[identities.alice]\nmode = \"rw\"\n[identities.rita]\nmode = \"ro\"\n",
+                "state_dir = {:?}\n{extra}\n[identities.olga]\nmode = \"operator\"\n[identities.alice]\nmode = \"rw\"\n[identities.rita]\nmode = \"ro\"\n[identities.bob]\n[identities.carol]\n",
                 dir.path().join("state").display().to_string()
             ),
         )
@@ -711,4 +713,90 @@ fn a_runbook_prompt_runs_through_the_python_and_typescript_sdk_clients() {
         );
     }
     assert_eq!(d.approvals_pending().trim(), "");
+}
+
+/// Sets a VM's description: an admin-tier change whose text is free.
+const SET_DESC: &str = r#"name = "set_desc"
+description = "Set a VM's description."
+tiers = ["read", "admin"]
+max_changes = 1
+
+[input]
+type = "object"
+required = ["vmid", "text"]
+properties.vmid = { type = "integer" }
+properties.text = { type = "string" }
+
+[[calls]]
+tool = "vm_config_update"
+args.node = { const = "pve1" }
+args.vmid = { enum = [100, 101] }
+args.description = { type = "string", maxLength = 200 }
+
+[script]
+source = '''
+await tools.vm_config_update({ node: "pve1", vmid: input.vmid, description: input.text });
+"set"
+'''
+"#;
+
+/// Found by an attacker's review: the author approved their own version
+/// as `--by Alice`, and a runbook's free text reached the audit chain in
+/// clear. One person in any spelling is one person, and a bounded value
+/// reaches a line only where its bound fixes it.
+#[test]
+fn the_author_in_another_spelling_cannot_approve_and_free_text_stays_out_of_the_audit() {
+    let d = Deployment::new("");
+    let file = d.dir.path().join("set_desc.toml");
+    std::fs::write(&file, SET_DESC).unwrap();
+    let version = d.add(&file, "alice");
+    for spelling in ["Alice", "ALICE", "ａｌｉｃｅ", " alice"] {
+        let own = d.airlock(
+            &["runbook", "approve", "set_desc", &version, "--by", spelling],
+            "",
+        );
+        let said = text(&own.stderr);
+        assert!(!own.status.success(), "{spelling}: {said}");
+        assert!(said.contains("another person must approve it"), "{said}");
+    }
+    // Someone the deployment does not know cannot approve it either.
+    let nobody = d.airlock(
+        &["runbook", "approve", "set_desc", &version, "--by", "mallory"],
+        "",
+    );
+    assert!(text(&nobody.stderr).contains("--by `mallory` names no identity"));
+    assert!(d.ok(&["runbook", "list"]).contains("unapproved"));
+
+    d.ok(&["runbook", "approve", "set_desc", &version, "--by", "bob"]);
+    let secret = "db root pw: Hunter2-S3cr3t!";
+    let ran = d.exec(
+        "alice",
+        &format!("await runbooks.set_desc({{ vmid: 100, text: {secret:?} }})"),
+    );
+    assert_eq!(ran["result"]["ok"], "set", "{ran}");
+    let raw = std::fs::read_to_string(d.dir.path().join("state/simulated/audit.jsonl")).unwrap();
+    assert!(!raw.contains("Hunter2"), "the text reached the audit chain");
+    let lines = d.audit();
+    let change = lines
+        .iter()
+        .find(|l| l["tool"] == "vm_config_update" && l["decision"] == "allowed")
+        .expect("the change's line");
+    let args = &change["runbook_args"];
+    assert_eq!((&args["node"], &args["vmid"]), (&json!("pve1"), &json!(100)));
+    let tag = args["description"]["hmac"].as_str().unwrap_or_default();
+    assert!(
+        tag.len() == 8 && tag.chars().all(|c| c.is_ascii_hexdigit()),
+        "{args}"
+    );
+    // The auditor's check still holds the run to its file.
+    let verified = d.ok(&["audit", "verify"]);
+    assert!(
+        verified.contains("stayed inside their versions' files"),
+        "{verified}"
+    );
+    let approved = lines
+        .iter()
+        .find(|l| l["event"] == "runbook_approved")
+        .unwrap();
+    assert_eq!((&approved["by"], &approved["author"]), (&json!("bob"), &json!("alice")));
 }

@@ -1199,7 +1199,7 @@ async fn serve_over_http_keeps_every_secret_out() {
             "approve",
             &request,
             "--by",
-            "tester",
+            "rita",
         ],
         &[],
     );
