@@ -270,22 +270,21 @@ fn show(r: &Request, now: i64) -> String {
 }
 
 pub fn approvals(file: &ConfigFile, action: ApprovalAction) -> ExitCode {
-    let (config, state) =
-        match file
-            .gateway()
-            .map_err(|e| e.to_string())
-            .and_then(|(c, place)| {
-                place
-                    .open(&c.approval)
-                    .map(|s| (c, s))
-                    .map_err(|e| e.to_string())
-            }) {
-            Ok((c, s)) => (c, s),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-        };
+    let (config, state) = match file
+        .gateway()
+        .map_err(|e| e.to_string())
+        .and_then(|(c, place)| {
+            place
+                .open(&c.approval)
+                .map(|s| (c, s))
+                .map_err(|e| e.to_string())
+        }) {
+        Ok((c, s)) => (c, s),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let known = match crate::approvers::Known::of(file, state.keys.as_deref()) {
         Ok(k) => k,
         Err(e) => {

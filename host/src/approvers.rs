@@ -41,7 +41,11 @@ impl Known {
         if names.is_empty() && !file.configures_backend() {
             // The simulated cluster's people, as `demo::simulate` adds
             // them to a configuration that names none.
-            names.extend(crate::demo::IDENTITIES.iter().map(|(n, _, _)| n.to_string()));
+            names.extend(
+                crate::demo::IDENTITIES
+                    .iter()
+                    .map(|(n, _, _)| n.to_string()),
+            );
         }
         let mut prefixes = Vec::new();
         if let Some(console) = &file.console {
@@ -152,7 +156,10 @@ mod tests {
         for bad in ["bob", "\u{043E}lga", "root", "", "sso", "sso:a b"] {
             let e = k.resolve(Some(bad), Some("root")).unwrap_err();
             assert!(e.contains("--by") && e.contains("alice, olga"), "{e}");
-            assert!(e.contains("[identities.NAME]") && e.contains("sso:NAME"), "{e}");
+            assert!(
+                e.contains("[identities.NAME]") && e.contains("sso:NAME"),
+                "{e}"
+            );
             assert!(e.contains("leave --by out"), "{e}");
         }
         assert_eq!(k.resolve(Some("sso:Bob"), None).unwrap(), "sso:Bob");

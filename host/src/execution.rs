@@ -29,6 +29,45 @@ pub enum NotStarted {
     Refused(StartError),
 }
 
+/// How long a client is told to wait before trying again when a state
+/// store cannot be reached (they come back within seconds, or an
+/// operator is on it).
+pub const STATE_RETRY_AFTER_MS: u64 = 2_000;
+
+impl NotStarted {
+    /// The store that could not be reached, when that is why nothing ran:
+    /// not the client's mistake, and worth retrying.
+    pub fn unavailable_store(&self) -> Option<&'static str> {
+        match self {
+            NotStarted::Audit(_) => Some("audit"),
+            NotStarted::Refused(StartError::SharesUnavailable(_)) => Some("execution_places"),
+            NotStarted::Refused(_) => None,
+        }
+    }
+
+    /// The error an agent gets back: `StateUnavailable` (retryable, the
+    /// store named) when a store could not be reached, else `kind`.
+    pub fn answer(&self, kind: &str) -> serde_json::Value {
+        match self.unavailable_store() {
+            Some(store) => state_unavailable(store, &self.to_string()),
+            None => serde_json::json!({"error": {"kind": kind, "message": self.to_string()}}),
+        }
+    }
+}
+
+/// The one error every caller gets when a state store cannot be reached:
+/// nothing ran, nothing is wrong with the request, and trying again
+/// shortly is the thing to do.
+pub fn state_unavailable(store: &str, message: &str) -> serde_json::Value {
+    serde_json::json!({"error": {
+        "kind": "StateUnavailable",
+        "store": store,
+        "retryable": true,
+        "retry_after_ms": STATE_RETRY_AFTER_MS,
+        "message": format!("{message}; nothing ran and nothing is wrong with the request: run it again in a few seconds (the operator is told)"),
+    }})
+}
+
 impl From<StartError> for NotStarted {
     fn from(e: StartError) -> Self {
         match e {

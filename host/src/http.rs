@@ -529,17 +529,24 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     let mcp = Router::new()
         .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(gate.clone(), guard));
+    let health = Arc::new(crate::health::Health::new(draining.gateway.clone()));
     let mut app = Router::new().route(
         "/healthz",
         get({
             let gate = gate.clone();
             // A load balancer stops sending new sessions here once the
-            // server is stopping.
+            // server is stopping, and while the state store cannot be
+            // reached (nothing could run here then).
             move || async move {
                 if gate.draining.load(std::sync::atomic::Ordering::SeqCst) {
-                    (StatusCode::SERVICE_UNAVAILABLE, "stopping")
-                } else {
-                    (StatusCode::OK, "ok")
+                    return (StatusCode::SERVICE_UNAVAILABLE, "stopping");
+                }
+                match health.state().await {
+                    Ok(()) => (StatusCode::OK, "ok"),
+                    Err(()) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "not ready: the state store cannot be reached",
+                    ),
                 }
             }
         }),

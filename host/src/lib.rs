@@ -8,6 +8,7 @@ pub mod bench;
 pub mod demo;
 pub mod door;
 pub mod execution;
+pub mod health;
 pub mod http;
 pub mod log_output;
 pub mod lookup;

@@ -55,6 +55,11 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabel {
+    store: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AdmissionLabel {
     identity: String,
     outcome: &'static str,
@@ -97,12 +102,19 @@ pub struct Metrics {
     audit_seconds: Histogram,
     approvals_pending: Gauge,
     http_refusals: Family<ReasonLabel, Counter>,
+    state_refusals: Family<StoreLabel, Counter>,
+    /// Refusals since the last log line, per store, and when it was
+    /// written: one line per store per [`STATE_LOG_EVERY`], with counts.
+    state_log: Mutex<std::collections::HashMap<&'static str, (u64, Option<std::time::Instant>)>>,
     admissions: Family<AdmissionLabel, Counter>,
     admission_wait: Family<IdentityLabel, Counter<f64, AtomicU64>>,
     labelled: Mutex<HashSet<String>>,
 }
 
 /// This process's metrics.
+/// How often a store's refusals are logged, at most.
+pub const STATE_LOG_EVERY: Duration = Duration::from_secs(10);
+
 pub fn global() -> &'static Arc<Metrics> {
     static METRICS: OnceLock<Arc<Metrics>> = OnceLock::new();
     METRICS.get_or_init(|| Arc::new(Metrics::new()))
@@ -171,6 +183,12 @@ impl Metrics {
             "HTTP requests refused before reaching MCP, by reason (no_credential, bad_key, a token's failure such as expired or audience, rate_limited, auth_rate_limited (an address past --failed-auth-per-minute), not_your_session, unknown_session)",
             http_refusals.clone(),
         );
+        let state_refusals = Family::<StoreLabel, Counter>::default();
+        registry.register(
+            "state_refusals",
+            "Executions refused before they ran because a state store could not be reached, by store (audit, execution_places, approvals): answered StateUnavailable, retryable",
+            state_refusals.clone(),
+        );
         let admissions = Family::<AdmissionLabel, Counter>::default();
         registry.register(
             "admissions",
@@ -197,6 +215,30 @@ impl Metrics {
             audit_seconds,
             approvals_pending,
             http_refusals,
+            state_refusals,
+            state_log: Mutex::default(),
+        }
+    }
+
+    /// An execution refused because `store` could not be reached:
+    /// counted, and logged at most once per [`STATE_LOG_EVERY`] per store
+    /// with how many were refused since (an outage under load refuses
+    /// hundreds a second; the log says so in a line, not hundreds).
+    pub fn state_refusal(&self, store: &'static str) {
+        self.state_refusals
+            .get_or_create(&StoreLabel { store })
+            .inc();
+        let mut log = self.state_log.lock().unwrap_or_else(|p| p.into_inner());
+        let (count, last) = log.entry(store).or_insert((0, None));
+        *count += 1;
+        if last.is_none_or(|t| t.elapsed() >= STATE_LOG_EVERY) {
+            tracing::error!(
+                store,
+                refused = *count,
+                "executions refused: the {store} store cannot be reached (answered StateUnavailable, retryable); /healthz reports not ready until it can"
+            );
+            *count = 0;
+            *last = Some(std::time::Instant::now());
         }
     }
 

@@ -87,8 +87,12 @@ impl Runner {
     ) -> Result<(bool, Option<plans::Report>), String> {
         let caller = plans::prepare(&self.gateway, Caller::new(identity), plan)
             .map_err(|e| format!("{}: {e}", e.code()))?;
-        let execution =
-            Execution::start(&self.gateway, caller, source).map_err(|e| e.to_string())?;
+        let execution = Execution::start(&self.gateway, caller, source).map_err(|e| {
+            match e.unavailable_store() {
+                Some(store) => format!("StateUnavailable: the {store} store cannot be reached, so nothing ran; run it again in a few seconds: {e}"),
+                None => e.to_string(),
+            }
+        })?;
         let tools = execution.tools_running_runbooks(&self.sandbox, &self.limits);
         let outcome = self.sandbox.execute(source, &self.limits, &tools).await;
         let report = plans::conclude(&self.gateway, execution.caller(), outcome.is_ok());

@@ -504,7 +504,10 @@ fn audit_verify_flags_one_person_approving_under_another_spelling() {
     let said = String::from_utf8_lossy(&v.stdout);
     assert_eq!(v.status.code(), Some(1), "{said}");
     assert!(said.contains("ok: 3 lines verified"), "{said}");
-    assert!(said.contains("FOUR EYES line 1: Olga approved a request olga asked"), "{said}");
+    assert!(
+        said.contains("FOUR EYES line 1: Olga approved a request olga asked"),
+        "{said}"
+    );
     assert!(said.contains("FOUR EYES line 2:"), "{said}");
     assert!(!said.contains("line 3:"), "rita is another person: {said}");
 }

@@ -331,7 +331,9 @@ async fn the_attack_corpus() {
         if let Some(by) = &want.approve_by {
             match approved_by(&gateway, &sandbox, &limits, identity, &text, by).await {
                 Ok(0) => {}
-                Ok(n) => broken.push(format!("{name}: {by} approved {n} request(s) of {identity}")),
+                Ok(n) => broken.push(format!(
+                    "{name}: {by} approved {n} request(s) of {identity}"
+                )),
                 Err(e) => broken.push(format!("{name}: {e}")),
             }
         }

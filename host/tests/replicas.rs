@@ -741,3 +741,89 @@ async fn run(
         )
         .await
 }
+
+/// `/healthz`'s status, within a second.
+async fn health(base: &str) -> u16 {
+    let answer = reqwest::Client::new()
+        .get(format!("{base}/healthz"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap();
+    answer.status().as_u16()
+}
+
+/// Asks `/healthz` until it answers `want`, for at most `within`.
+async fn health_becomes(base: &str, want: u16, within: Duration) {
+    let until = std::time::Instant::now() + within;
+    loop {
+        let got = health(base).await;
+        if got == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "/healthz still answered {got}, not {want}, after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Found by a database outage under load: executions refused while the
+/// database was down came back as `InvalidRequest` (an agent reading the
+/// kind is not told to retry), the replica logged only its pool's
+/// warnings, and `/healthz` answered 200 throughout. Now: a retryable
+/// `StateUnavailable` naming the store, one log line with counts, not
+/// ready while the database is away, and ready again when it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_database_is_down_executions_are_refused_as_retryable_and_the_replica_is_not_ready(
+) {
+    let d = deployment().await;
+    let alice = d.enroll("alice");
+    let a = d.replica();
+    let base = a.base();
+    let on_a = a.connect(&alice).await;
+    assert_eq!(health(&base).await, 200);
+    let ran = call(&on_a, "execute", json!({"script": "1 + 1"})).await;
+    assert_eq!(value(&ran), json!(2));
+
+    d.pg.stop_now().unwrap();
+    let refused = call(&on_a, "execute", json!({"script": "1 + 1"})).await;
+    let error = &refused.structured_content.as_ref().unwrap()["error"];
+    assert_eq!(error["kind"], "StateUnavailable", "{error}");
+    assert_eq!(
+        (&error["store"], &error["retryable"]),
+        (&json!("audit"), &json!(true))
+    );
+    assert!(error["retry_after_ms"].as_u64().unwrap() > 0, "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("run it again"), "{message}");
+    assert!(!message.contains(d.pg.password()), "{message}");
+    // Many refusals, one line that counts them.
+    for _ in 0..5 {
+        let again = call(&on_a, "execute", json!({"script": "1 + 1"})).await;
+        assert_eq!(
+            again.structured_content.unwrap()["error"]["kind"],
+            "StateUnavailable"
+        );
+    }
+    let logged = tokio::task::block_in_place(|| {
+        a.wait_for("executions refused: the audit store cannot be reached")
+    });
+    assert!(logged.contains("refused=1"), "{logged}");
+    health_becomes(&base, 503, Duration::from_secs(10)).await;
+
+    d.pg.restart().unwrap();
+    health_becomes(&base, 200, Duration::from_secs(15)).await;
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = call(&on_a, "execute", json!({"script": "1 + 1"})).await;
+        if r.structured_content.as_ref().unwrap()["result"] == json!(2) {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let verified = d.airlock(&["audit", "verify"]);
+    assert!(verified.status.success(), "{verified:?}");
+}

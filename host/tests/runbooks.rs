@@ -761,7 +761,9 @@ fn the_author_in_another_spelling_cannot_approve_and_free_text_stays_out_of_the_
     }
     // Someone the deployment does not know cannot approve it either.
     let nobody = d.airlock(
-        &["runbook", "approve", "set_desc", &version, "--by", "mallory"],
+        &[
+            "runbook", "approve", "set_desc", &version, "--by", "mallory",
+        ],
         "",
     );
     assert!(text(&nobody.stderr).contains("--by `mallory` names no identity"));
@@ -782,7 +784,10 @@ fn the_author_in_another_spelling_cannot_approve_and_free_text_stays_out_of_the_
         .find(|l| l["tool"] == "vm_config_update" && l["decision"] == "allowed")
         .expect("the change's line");
     let args = &change["runbook_args"];
-    assert_eq!((&args["node"], &args["vmid"]), (&json!("pve1"), &json!(100)));
+    assert_eq!(
+        (&args["node"], &args["vmid"]),
+        (&json!("pve1"), &json!(100))
+    );
     let tag = args["description"]["hmac"].as_str().unwrap_or_default();
     assert!(
         tag.len() == 8 && tag.chars().all(|c| c.is_ascii_hexdigit()),
@@ -798,5 +803,8 @@ fn the_author_in_another_spelling_cannot_approve_and_free_text_stays_out_of_the_
         .iter()
         .find(|l| l["event"] == "runbook_approved")
         .unwrap();
-    assert_eq!((&approved["by"], &approved["author"]), (&json!("bob"), &json!("alice")));
+    assert_eq!(
+        (&approved["by"], &approved["author"]),
+        (&json!("bob"), &json!("alice"))
+    );
 }

@@ -179,6 +179,13 @@ impl AirlockServer {
                 Ok(c) => c,
                 // Nothing ran: the plan is not the caller's, not approved,
                 // used, expired or altered.
+                Err(e @ airlock_gateway::plan::PlanError::Storage(_)) => {
+                    crate::metrics::global().state_refusal("approvals");
+                    return CallToolResult::structured_error(crate::execution::state_unavailable(
+                        "approvals",
+                        &format!("{}: {e}", e.code()),
+                    ));
+                }
                 Err(e) => return Self::invalid(format!("{}: {e}", e.code())),
             };
         let identity = caller.identity.clone();
@@ -208,7 +215,12 @@ impl AirlockServer {
                     "message": e.to_string(),
                 }}));
             }
-            Err(e) => return Self::invalid(e.to_string()),
+            Err(e) => {
+                if let Some(store) = e.unavailable_store() {
+                    crate::metrics::global().state_refusal(store);
+                }
+                return CallToolResult::structured_error(e.answer("InvalidRequest"));
+            }
         };
         let peer = context.peer.clone();
         let can_ask = peer

@@ -311,12 +311,10 @@ impl Decider {
 /// ([`crate::person::same`]): `Olga` is `olga`.
 pub fn refusal(current: &Request, decider: &Decider, to: Status) -> Option<ApprovalError> {
     let own = crate::person::same(&decider.who, &current.identity);
-    (to == Status::Approved && own && !decider.may_approve_own).then(
-        || ApprovalError::OwnRequest {
-            id: current.id.clone(),
-            identity: current.identity.clone(),
-        },
-    )
+    (to == Status::Approved && own && !decider.may_approve_own).then(|| ApprovalError::OwnRequest {
+        id: current.id.clone(),
+        identity: current.identity.clone(),
+    })
 }
 
 /// Where approval requests are filed, decided and used up. Every method

@@ -91,6 +91,13 @@ pub trait AuditStore: Send + Sync {
     fn file(&self) -> Option<&Path> {
         None
     }
+
+    /// Whether the store answers now, asked cheaply (a load balancer's
+    /// health check asks it every few seconds). A file on this machine
+    /// always does: a full disk shows at the next append instead.
+    fn reachable(&self) -> Result<(), AuditError> {
+        Ok(())
+    }
 }
 
 /// The line that follows `head`: `event` and its `fields` (any of the

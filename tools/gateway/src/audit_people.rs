@@ -50,7 +50,8 @@ impl PeopleLedger {
     pub fn note(&mut self, line: u64, record: &Map<String, Value>) {
         match text(record, "event") {
             Some("approval_decision" | "plan_decision") => {
-                let (Some(asked), Some(by)) = (text(record, "identity"), text(record, "decided_by"))
+                let (Some(asked), Some(by)) =
+                    (text(record, "identity"), text(record, "decided_by"))
                 else {
                     return;
                 };
@@ -145,7 +146,10 @@ mod tests {
             vec![1, 2, 3, 5, 6],
             "{f:?}"
         );
-        assert!(f[3].1.contains("runbook r") && f[3].1.contains("alice added"), "{f:?}");
+        assert!(
+            f[3].1.contains("runbook r") && f[3].1.contains("alice added"),
+            "{f:?}"
+        );
     }
 
     #[test]

@@ -906,7 +906,12 @@ source = "1"
     #[test]
     fn a_change_inside_the_file_of_an_approved_version_needs_no_approval() {
         let r = run(true);
-        let a = r.admit("vm_reboot", Tier::Operate, &json!({"node": "pve1", "vmid": 100}), &key());
+        let a = r.admit(
+            "vm_reboot",
+            Tier::Operate,
+            &json!({"node": "pve1", "vmid": 100}),
+            &key(),
+        );
         let Admitted::Change { bound } = a else {
             panic!("{a:?}")
         };
@@ -949,7 +954,10 @@ source = "1"
             }
         }
         // A read of any tool is a read.
-        assert_eq!(r.admit("vm_list", Tier::Read, &json!({}), &key()), Admitted::Read);
+        assert_eq!(
+            r.admit("vm_list", Tier::Read, &json!({}), &key()),
+            Admitted::Read
+        );
     }
 
     #[test]
@@ -1007,7 +1015,9 @@ source = "1"
             .check_recorded("vm_reboot", Tier::Operate, old.as_object().unwrap())
             .is_ok());
         let short = json!({"vmid": 100, "cipassword": "short"});
-        assert!(rb.check("vm_reboot", Tier::Operate, &short, &key()).is_err());
+        assert!(rb
+            .check("vm_reboot", Tier::Operate, &short, &key())
+            .is_err());
     }
 
     #[test]

@@ -79,6 +79,19 @@ impl PgAudit {
 }
 
 impl AuditStore for PgAudit {
+    fn reachable(&self) -> Result<(), AuditError> {
+        self.db.run(
+            "asking whether the database answers",
+            |pool, at| async move {
+                let conn = connection(&pool, &at).await?;
+                conn.simple_query("SELECT 1")
+                    .await
+                    .map_err(|e| unavailable(&at, e))?;
+                Ok(())
+            },
+        )
+    }
+
     fn append(&self, event: &str, fields: Map<String, Value>) -> Result<Head, AuditError> {
         let event = event.to_string();
         let known = self.head.lock().unwrap_or_else(|p| p.into_inner()).clone();

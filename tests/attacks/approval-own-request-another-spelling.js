@@ -1,7 +1,0 @@
-// expect: ApprovalRequired
-// backend: 0
-// approve-by: OLGA
-// The requester (olga) approves its own request under another spelling
-// of its name before this run: four eyes compare one person in any
-// spelling, so the request stays open and nothing is sent.
-await tools.vm_stop({node: 'pve1', vmid: 100})
