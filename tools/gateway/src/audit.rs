@@ -93,11 +93,9 @@ pub trait AuditStore: Send + Sync {
     }
 
     /// Whether the store answers now, asked cheaply (a load balancer's
-    /// health check asks it every few seconds). A file on this machine
-    /// always does: a full disk shows at the next append instead.
-    fn reachable(&self) -> Result<(), AuditError> {
-        Ok(())
-    }
+    /// health check asks it every few seconds). No default: a wrapper
+    /// that forgot to forward it would always say yes.
+    fn reachable(&self) -> Result<(), AuditError>;
 }
 
 /// The line that follows `head`: `event` and its `fields` (any of the

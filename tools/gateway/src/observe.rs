@@ -69,4 +69,8 @@ impl AuditStore for TimedAudit {
     fn file(&self) -> Option<&Path> {
         self.inner.file()
     }
+
+    fn reachable(&self) -> Result<(), AuditError> {
+        self.inner.reachable()
+    }
 }
