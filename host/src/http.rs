@@ -82,6 +82,9 @@ struct Gate {
     /// Access tokens that passed lately (let past an empty bucket).
     good_tokens: crate::door::GoodTokens,
     owners: crate::sessions::SessionOwners,
+    /// The MCP library's sessions on this replica: one whose owner could
+    /// not be recorded is closed here before it is refused.
+    local_sessions: Arc<LocalSessionManager>,
     oauth: Option<Arc<ResourceServer>>,
     /// POST answers not yet sent in full.
     answers: tokio_util::task::TaskTracker,
@@ -426,7 +429,22 @@ async fn guard(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> R
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
         {
-            gate.owners.bind(id, &identity).await;
+            if gate.owners.bind(id, &identity).await.is_err() {
+                // Never a session the other replicas would answer 404:
+                // forget it here and let the client open one when the
+                // store is back (the SDKs surface 503; agents retry).
+                use rmcp::transport::streamable_http_server::session::SessionManager;
+                let _ = gate
+                    .local_sessions
+                    .close_session(&id.to_string().into())
+                    .await;
+                let mut r = plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the session could not be recorded where every replica finds it (the state store cannot be reached): open the session again in a moment",
+                );
+                r.headers_mut().insert(header::RETRY_AFTER, 2.into());
+                return r;
+            }
         }
     }
     response
@@ -477,6 +495,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         trusted_proxies: options.trusted_proxies.clone(),
         good_tokens: Default::default(),
         owners: crate::sessions::SessionOwners::new(shared.gateway.state().sessions.clone()),
+        local_sessions: Arc::new(LocalSessionManager::default()),
         oauth: oauth.clone(),
         answers: tokio_util::task::TaskTracker::new(),
         draining: Default::default(),
@@ -523,7 +542,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     let draining = shared.clone();
     let service = StreamableHttpService::new(
         move || Ok(AirlockServer::new(shared.clone(), default_identity.clone())),
-        LocalSessionManager::default().into(),
+        gate.local_sessions.clone(),
         config,
     );
     let mcp = Router::new()
@@ -837,6 +856,7 @@ mod tests {
             trusted_proxies: Vec::new(),
             good_tokens: Default::default(),
             owners: crate::sessions::SessionOwners::new(None),
+            local_sessions: Arc::new(LocalSessionManager::default()),
             oauth: None,
             answers: tokio_util::task::TaskTracker::new(),
             draining: Default::default(),

@@ -159,6 +159,11 @@ impl Remembered {
     }
 }
 
+/// A new session's owner could not be recorded where the other replicas
+/// look: the session must not be handed out.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Unrecorded;
+
 /// Why a request may not use a session.
 #[derive(Debug, PartialEq, Eq)]
 pub enum NotYours {
@@ -232,16 +237,29 @@ impl SessionOwners {
 
     /// Records that `identity` opened session `id`: here, and for the
     /// other replicas (before the answer reaches the client, so its next
-    /// request finds the owner wherever it lands).
-    pub async fn bind(&self, id: &str, identity: &str) {
-        self.remember(id, identity);
+    /// request finds the owner wherever it lands). An error when the
+    /// record for the other replicas could not be written: the session is
+    /// then forgotten here too, and the caller refuses it, so no session
+    /// is ever accepted that the other replicas would answer 404.
+    pub async fn bind(&self, id: &str, identity: &str) -> Result<(), Unrecorded> {
         if let Some(records) = &self.records {
-            let (records, id, identity) = (records.clone(), id.to_string(), identity.to_string());
-            let bound = tokio::task::spawn_blocking(move || records.bind(&id, &identity)).await;
-            if !matches!(bound, Ok(Ok(()))) {
-                tracing::warn!("could not record a session's owner for the other replicas; they will not continue it");
+            let (records, owned_id, owner) =
+                (records.clone(), id.to_string(), identity.to_string());
+            let bound = tokio::task::spawn_blocking(move || records.bind(&owned_id, &owner)).await;
+            match bound {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "could not record a new session's owner for the other replicas; the session is refused (503) and the client opens another");
+                    return Err(Unrecorded);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "recording a new session's owner failed; the session is refused (503)");
+                    return Err(Unrecorded);
+                }
             }
         }
+        self.remember(id, identity);
+        Ok(())
     }
 }
 
@@ -291,7 +309,7 @@ mod tests {
             Err(NotYours::NoOwner),
             "nobody's session is nobody's to continue"
         );
-        owners.bind("s1", "alice").await;
+        owners.bind("s1", "alice").await.unwrap();
         assert_eq!(owners.check("s1", "alice").await, Ok(()));
         assert_eq!(owners.check("s1", "olga").await, Err(NotYours::Other));
     }
@@ -302,9 +320,12 @@ mod tests {
     #[tokio::test]
     async fn one_identity_s_many_sessions_forget_only_its_own() {
         let owners = SessionOwners::new(None);
-        owners.bind("olga-1", "olga").await;
+        owners.bind("olga-1", "olga").await.unwrap();
         for i in 0..MAX_REMEMBERED + 10 {
-            owners.bind(&format!("mallory-{i}"), "mallory").await;
+            owners
+                .bind(&format!("mallory-{i}"), "mallory")
+                .await
+                .unwrap();
         }
         assert_eq!(owners.check("olga-1", "olga").await, Ok(()));
         assert_eq!(owners.remembered(), MAX_SESSIONS_PER_IDENTITY + 1);
@@ -325,7 +346,10 @@ mod tests {
     async fn many_identities_stay_within_the_bound() {
         let owners = SessionOwners::new(None);
         for i in 0..MAX_REMEMBERED + 5 {
-            owners.bind(&format!("s-{i}"), &format!("user-{i}")).await;
+            owners
+                .bind(&format!("s-{i}"), &format!("user-{i}"))
+                .await
+                .unwrap();
         }
         assert_eq!(owners.remembered(), MAX_REMEMBERED);
         let known = owners.known.lock().unwrap();

@@ -827,3 +827,69 @@ async fn while_the_database_is_down_executions_are_refused_as_retryable_and_the_
     let verified = d.airlock(&["audit", "verify"]);
     assert!(verified.status.success(), "{verified:?}");
 }
+
+/// A raw MCP POST with a bearer key (and a session, if any).
+async fn raw_post(url: &str, key: &str, session: Option<&str>, body: Value) -> reqwest::Response {
+    let mut r = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .timeout(Duration::from_secs(30))
+        .body(body.to_string());
+    if let Some(s) = session {
+        r = r.header("mcp-session-id", s);
+    }
+    r.send().await.unwrap()
+}
+
+/// Found by a database outage: a session opened while the database was
+/// down answered 200, its owner was never recorded, and every other
+/// replica answered its requests 404 for good. Now it is refused (503,
+/// `Retry-After`), and one opened once the database is back is served by
+/// both replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_opened_while_the_database_is_down_is_refused_never_left_unshared() {
+    let d = deployment().await;
+    let alice = d.enroll("alice");
+    let (a, b) = d.two_replicas();
+
+    d.pg.stop_now().unwrap();
+    let refused = raw_post(&a.url, &alice, None, initialize()).await;
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    assert!(!refused.headers().contains_key("mcp-session-id"));
+    let said = refused.text().await.unwrap();
+    assert!(said.contains("open the session again"), "{said}");
+    assert!(!said.contains(d.pg.password()), "{said}");
+
+    d.pg.restart().unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    let session = loop {
+        let opened = raw_post(&a.url, &alice, None, initialize()).await;
+        if opened.status() == 200 {
+            break opened.headers()["mcp-session-id"]
+                .to_str()
+                .unwrap()
+                .to_string();
+        }
+        assert_eq!(opened.status(), 503);
+        assert!(
+            std::time::Instant::now() < until,
+            "no session 15 s after the database came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        raw_post(&a.url, &alice, Some(&session), initialized)
+            .await
+            .status(),
+        202
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    for replica in [&a, &b] {
+        let listed = raw_post(&replica.url, &alice, Some(&session), list.clone()).await;
+        assert_eq!(listed.status(), 200, "{}", replica.url);
+    }
+}
