@@ -78,14 +78,31 @@ impl Known {
     pub fn resolve(&self, by: Option<&str>, login: Option<&str>) -> Result<String, String> {
         let Some(by) = by else {
             let login = login.filter(|l| !l.is_empty()).unwrap_or(DEFAULT_LOGIN);
-            return Ok(self.spelt(login).unwrap_or(login).to_string());
+            if let Some(name) = self.spelt(login) {
+                return Ok(name.to_string());
+            }
+            // $USER is the environment's word, not the system's: a login
+            // name that is nobody known is taken only in the characters
+            // login names are made of, so it cannot pass for someone.
+            let plain = login.len() <= 64
+                && login
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'));
+            if !plain {
+                return Err(format!(
+                    "the login name `{}` ($USER) is no identity this deployment knows and not a plain login name: give --by with your identity as configured",
+                    visible(login)
+                ));
+            }
+            return Ok(login.to_string());
         };
         if let Some(name) = self.spelt(by) {
             return Ok(name.to_string());
         }
-        let clean = !by.is_empty()
-            && by.len() <= 256
-            && by.chars().all(|c| !c.is_control() && !c.is_whitespace());
+        // A provider's person as the provider writes them, in printable
+        // ASCII only: a look-alike letter or an invisible blank could
+        // otherwise pose as someone the provider names.
+        let clean = !by.is_empty() && by.len() <= 256 && by.chars().all(|c| c.is_ascii_graphic());
         if clean && self.prefixes.iter().any(|p| by.starts_with(p.as_str())) {
             // The provider's people: written as the provider writes them.
             return Ok(by.to_string());
@@ -153,7 +170,16 @@ mod tests {
     #[test]
     fn an_unknown_name_is_refused_with_what_to_do() {
         let k = known(&["alice", "olga"], &["sso:"]);
-        for bad in ["bob", "\u{043E}lga", "root", "", "sso", "sso:a b"] {
+        for bad in [
+            "bob",
+            "\u{043E}lga",
+            "root",
+            "",
+            "sso",
+            "sso:a b",
+            "sso:\u{43E}lga",
+            "sso:olga\u{2800}",
+        ] {
             let e = k.resolve(Some(bad), Some("root")).unwrap_err();
             assert!(e.contains("--by") && e.contains("alice, olga"), "{e}");
             assert!(
@@ -173,5 +199,9 @@ mod tests {
         assert_eq!(k.resolve(None, Some("root")).unwrap(), "root");
         assert_eq!(k.resolve(None, None).unwrap(), DEFAULT_LOGIN);
         assert_eq!(k.resolve(None, Some("")).unwrap(), DEFAULT_LOGIN);
+        for odd in ["\u{43E}lga", "root\u{202E}", "a b"] {
+            let e = k.resolve(None, Some(odd)).unwrap_err();
+            assert!(e.contains("give --by"), "{e}");
+        }
     }
 }

@@ -49,7 +49,12 @@ impl NotStarted {
     /// store named) when a store could not be reached, else `kind`.
     pub fn answer(&self, kind: &str) -> serde_json::Value {
         match self.unavailable_store() {
-            Some(store) => state_unavailable(store, &self.to_string()),
+            // Where the store is and what its server said are the
+            // operator's (the log has them), not the agent's.
+            Some(store) => state_unavailable(
+                store,
+                &format!("the {store} store cannot be reached, so nothing runs"),
+            ),
             None => serde_json::json!({"error": {"kind": kind, "message": self.to_string()}}),
         }
     }

@@ -217,6 +217,7 @@ impl AirlockServer {
             }
             Err(e) => {
                 if let Some(store) = e.unavailable_store() {
+                    tracing::debug!(error = %e, "execution refused: a state store cannot be reached");
                     crate::metrics::global().state_refusal(store);
                 }
                 return CallToolResult::structured_error(e.answer("InvalidRequest"));

@@ -45,6 +45,47 @@ fn text<'a>(record: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     record.get(key).and_then(Value::as_str)
 }
 
+/// A name as it was given: lines write names escaped for a terminal
+/// (`visible`: `\u{200b}` for a zero-width space), which would hide the
+/// very spelling this looks for.
+fn unescaped(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(at) = rest.find("\\u{") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 3..];
+        let code = after
+            .find('}')
+            .filter(|end| *end <= 6)
+            .and_then(|end| {
+                u32::from_str_radix(&after[..end], 16)
+                    .ok()
+                    .map(|c| (c, end))
+            })
+            .and_then(|(c, end)| char::from_u32(c).map(|c| (c, end)));
+        match code {
+            Some((c, end)) => {
+                out.push(c);
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str("\\u{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn disguised(a: &str, b: &str) -> bool {
+    person::disguised(&unescaped(a), &unescaped(b))
+}
+
+fn same(a: &str, b: &str) -> bool {
+    person::same(&unescaped(a), &unescaped(b))
+}
+
 impl PeopleLedger {
     /// Notes line `line`.
     pub fn note(&mut self, line: u64, record: &Map<String, Value>) {
@@ -55,7 +96,7 @@ impl PeopleLedger {
                 else {
                     return;
                 };
-                if text(record, "status") == Some("approved") && person::disguised(asked, by) {
+                if text(record, "status") == Some("approved") && disguised(asked, by) {
                     self.find(
                         line,
                         format!("{by} approved a request {asked} asked: one person, spelt two ways (four eyes)"),
@@ -67,7 +108,7 @@ impl PeopleLedger {
                 else {
                     return;
                 };
-                if person::disguised(who, by) {
+                if disguised(who, by) {
                     self.find(
                         line,
                         format!("{who}'s call was sent on an approval by {by}: one person, spelt two ways (four eyes)"),
@@ -91,7 +132,7 @@ impl PeopleLedger {
                 }
                 let author = text(record, "author").or(self.authors.get(&key).map(String::as_str));
                 if let Some(author) = author {
-                    if person::same(author, by) {
+                    if same(author, by) {
                         let short = crate::runbook::short(version);
                         self.find(
                             line,
@@ -140,10 +181,11 @@ mod tests {
             json!({"event": "runbook_added", "runbook": "r", "runbook_version": "abcdef0123456789", "by": "alice"}),
             json!({"event": "runbook_approved", "runbook": "r", "runbook_version": "abcdef0123456789", "by": "Alice"}),
             json!({"event": "runbook_approved", "runbook": "s", "runbook_version": "0123", "by": "bob", "author": "bob"}),
+            json!({"event": "runbook_approved", "runbook": "t", "runbook_version": "0124", "by": "ol\\u{200b}ga", "author": "olga"}),
         ]);
         assert_eq!(
             f.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
-            vec![1, 2, 3, 5, 6],
+            vec![1, 2, 3, 5, 6, 7],
             "{f:?}"
         );
         assert!(

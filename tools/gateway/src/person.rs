@@ -21,11 +21,23 @@ use unicode_normalization::UnicodeNormalization;
 
 /// The form names are compared in (see the module's documentation).
 pub fn canonical(name: &str) -> String {
-    let folded: String = name
+    let lowered: String = name
         .nfkc()
         .filter(|c| !shows_nothing(*c))
         .flat_map(char::to_lowercase)
         .collect();
+    // Where lower case is not yet one form (Unicode's full case
+    // folding): ß is ss, a final ς is σ, and İ lowers to i with a dot
+    // above, which is i.
+    let mut folded = String::with_capacity(lowered.len());
+    for c in lowered.chars() {
+        match c {
+            'ß' | 'ẞ' => folded.push_str("ss"),
+            'ς' => folded.push('σ'),
+            '\u{307}' if folded.ends_with('i') => {}
+            other => folded.push(other),
+        }
+    }
     // Lower-casing can leave a sequence NFKC would compose again.
     folded.trim().nfkc().collect()
 }
@@ -88,6 +100,8 @@ mod tests {
         // Non-ASCII letters fold as the language does.
         assert!(same("ÉMILE", "émile"));
         assert!(same("e\u{301}mile", "émile"), "composed and decomposed");
+        assert!(same("strauß", "STRAUSS") && same("ΟΔΥΣΣΕΥΣ", "οδυσσευς"));
+        assert!(same("İLKER", "ilker"));
     }
 
     #[test]

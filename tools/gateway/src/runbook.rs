@@ -248,6 +248,21 @@ pub fn check_name(name: &str) -> Result<(), RunbookError> {
 }
 
 fn compile(schema: &Value, at: &str) -> Result<Validator, RunbookError> {
+    // A bound read under another draft (`$schema`) or taken from
+    // elsewhere (`$ref`) may not mean what its text says: a draft-04
+    // `const` bounds nothing, and the audit would still treat it as
+    // fixing the value.
+    if let Some(k) = ["$schema", "$ref", "$dynamicRef", "$vocabulary", "$id"]
+        .into_iter()
+        .find(|k| schema.get(*k).is_some())
+    {
+        return Err(field(
+            at,
+            format!(
+                "`{k}` is not allowed in a bound: write the schema inline, in the default draft"
+            ),
+        ));
+    }
     jsonschema::options()
         .should_validate_formats(false)
         .build(schema)
@@ -475,12 +490,15 @@ impl Runbook {
                     self.name
                 )));
             }
-            // A value reaches the line only where the bound fixes it and
-            // its name is not a secret's; else its keyed tag does.
+            // A value reaches the line only where the bound fixes it; else
+            // its keyed tag does. A secret's never does, nor its tag (the
+            // key lives beside the audit in the database: a dump of both
+            // could be tried against a dictionary): that it was given.
             let shown = match key {
-                Some(key) if !value.is_null() && (secret || !fixes.value(value)) => {
-                    Recorded::tag(value, key)
+                Some(_) if secret && !value.is_null() => {
+                    Value::String(crate::redact::REDACTED.into())
                 }
+                Some(key) if !value.is_null() && !fixes.value(value) => Recorded::tag(value, key),
                 _ => cut(value),
             };
             seen.insert(arg.clone(), shown);
@@ -1005,8 +1023,7 @@ source = "1"
         let rb = Runbook::parse(&file).unwrap();
         let args = json!({"vmid": 100, "cipassword": "correct horse battery"});
         let seen = rb.check("vm_reboot", Tier::Operate, &args, &key()).unwrap();
-        let tag = key().value_tag(&json!("correct horse battery"));
-        assert_eq!(seen["cipassword"], json!({ "hmac": tag }));
+        assert_eq!(seen["cipassword"], crate::redact::REDACTED);
         assert!(!Value::Object(seen.clone()).to_string().contains("horse"));
         assert!(rb.check_recorded("vm_reboot", Tier::Operate, &seen).is_ok());
         // Lines written before tags said `[redacted]`: they still verify.
@@ -1073,6 +1090,15 @@ source = "1"
             (
                 FILE.replace("{ enum = [100, 101] }", "{ type = 7 }"),
                 "calls[0].args.vmid",
+            ),
+            // Under draft 4 a `const` bounds nothing, yet reads as fixing
+            // the value (found by an attacker's review).
+            (
+                FILE.replace(
+                    "{ enum = [100, 101] }",
+                    "{ \"$schema\" = \"http://json-schema.org/draft-04/schema#\", const = 100 }",
+                ),
+                "`$schema` is not allowed in a bound",
             ),
             (
                 FILE.replace("source = \"1\"", "source = \"  \""),
