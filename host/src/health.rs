@@ -48,7 +48,13 @@ impl Health {
             }
         }
         let gateway = self.gateway.clone();
-        let asked = tokio::task::spawn_blocking(move || gateway.state().audit.reachable());
+        // Back: the end lines owed since the outage are written now,
+        // not only at the next execution.
+        let asked = tokio::task::spawn_blocking(move || {
+            gateway.state().audit.reachable()?;
+            gateway.write_owed_ends();
+            Ok::<(), airlock_gateway::audit::AuditError>(())
+        });
         let ok = match tokio::time::timeout(ASK_AT_MOST, asked).await {
             Ok(Ok(Ok(()))) => true,
             Ok(Ok(Err(e))) => {

@@ -58,8 +58,30 @@ pub enum AuditError {
     },
     #[error("the audit store {location} is unavailable: {message}")]
     Store { location: String, message: String },
+    /// The store did not answer in time: the line may have been written
+    /// after its writer stopped waiting (a database that froze commits
+    /// later), or not at all.
+    #[error("the audit store {location} did not answer in time, so the line may or may not have been written: {message}")]
+    Unsettled { location: String, message: String },
     #[error("an audit line of {bytes} bytes is longer than the {limit} bytes a line may take; nothing was written")]
     LineTooLong { bytes: usize, limit: usize },
+}
+
+impl AuditError {
+    /// Whether the store may have kept the line although the append
+    /// failed.
+    pub fn may_have_written(&self) -> bool {
+        matches!(self, AuditError::Unsettled { .. })
+    }
+
+    /// Whether the store could not be reached (or did not answer): worth
+    /// retrying, unlike a line that is too long.
+    pub fn unreachable(&self) -> bool {
+        matches!(
+            self,
+            AuditError::Store { .. } | AuditError::Unsettled { .. }
+        )
+    }
 }
 
 /// Where the chain stands: the last line's number and hash.

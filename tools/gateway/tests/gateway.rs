@@ -16,6 +16,7 @@ use airlock_gateway::{
     audit,
     backend::{Backend, BackendError, Reply},
     decision::Decider,
+    gateway::StartError,
     policy::{Grant, Mode, PolicyConfig},
     spec::{Hints, Tier, ToolSpec},
     CallError, Caller, Gateway, GatewayConfig,
@@ -1627,4 +1628,169 @@ async fn identity_state_stays_bounded_and_loses_no_count() {
     assert_eq!(counted.len(), N, "every quiet identity's count is written");
     assert!(counted.iter().all(|l| l["rate_limited_since"] == 1));
     audit_is_sound(s.gateway.audit_path().unwrap());
+}
+
+/// Found by a database outage: executions running when the database went
+/// away lost their end line, and stayed "still running, or killed" in
+/// `audit verify` until an operator closed them; a start that failed to
+/// be written may still have been committed. Now both ends are owed and
+/// written when the store is back, marked as ended during the outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ends_that_could_not_be_written_are_written_when_the_database_is_back() {
+    let pg = airlock_testkit::TempPostgres::start().unwrap();
+    let url = pg.create_database("gw").unwrap();
+    let postgres = |_: &std::path::Path| {
+        let mut p = airlock_state::PostgresConfig::new(url.clone());
+        p.password_file = Some(pg.password_file().to_path_buf());
+        p.timeout = std::time::Duration::from_millis(500);
+        Place::Postgres(p)
+    };
+    let s = setup_in(postgres, |c| c.rate.calls_per_minute = 0);
+    let x = Caller::new("x");
+    let running = s.gateway.execution_started(&x, "1").unwrap();
+
+    pg.stop_now().unwrap();
+    let took = std::time::Duration::from_millis(3);
+    assert!(s
+        .gateway
+        .execution_finished(&running, "ok", 0, took)
+        .is_err());
+    // Refused at once (no connection): nothing was written, nothing owed.
+    assert!(s.gateway.execution_started(&x, "2").is_err());
+    assert_eq!(s.gateway.owed_ends(), 1);
+
+    pg.restart().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let next = loop {
+        match s.gateway.execution_started(&x, "3") {
+            Ok(id) => break id,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "still refused: {e}"),
+        }
+        tokio::task::yield_now().await;
+    };
+    s.gateway.execution_finished(&next, "ok", 0, took).unwrap();
+    assert_eq!(s.gateway.owed_ends(), 0);
+
+    let mut out = Vec::new();
+    s.gateway.audit().export(&mut out).unwrap();
+    let v = audit::verify_lines(&out[..]).unwrap();
+    assert!(v.ok(), "{v:?}");
+    assert_eq!(
+        v.unfinished,
+        vec![],
+        "every execution has its end: {}",
+        String::from_utf8_lossy(&out)
+    );
+    let lines: Vec<Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let owed: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["ended_during_outage"] == true)
+        .collect();
+    assert_eq!(owed.len(), 1, "{owed:?}");
+    assert_eq!(
+        (&owed[0]["execution"], &owed[0]["outcome"]),
+        (&json!(running), &json!("ok"))
+    );
+    assert!(owed[0]["ended"].is_string() && owed[0]["identity"] == "x");
+}
+
+/// An audit store that writes the next line and then says it did not
+/// answer in time: a database that froze and committed the insert after
+/// its writer gave up.
+struct LateCommit {
+    inner: Arc<dyn audit::AuditStore>,
+    late: std::sync::atomic::AtomicBool,
+}
+
+impl audit::AuditStore for LateCommit {
+    fn append(
+        &self,
+        event: &str,
+        fields: serde_json::Map<String, Value>,
+    ) -> Result<audit::Head, audit::AuditError> {
+        let head = self.inner.append(event, fields)?;
+        if self.late.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Err(audit::AuditError::Unsettled {
+                location: "test".into(),
+                message: "no answer within the backstop".into(),
+            });
+        }
+        Ok(head)
+    }
+    fn verify(&self) -> Result<audit::Verdict, audit::AuditError> {
+        self.inner.verify()
+    }
+    fn export(&self, out: &mut dyn std::io::Write) -> Result<u64, audit::AuditError> {
+        self.inner.export(out)
+    }
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn reachable(&self) -> Result<(), audit::AuditError> {
+        self.inner.reachable()
+    }
+}
+
+struct WithLateAudit(Place, Arc<LateCommit>);
+
+impl airlock_gateway::state::Stores for WithLateAudit {
+    fn open(
+        &self,
+        approval: &airlock_gateway::config::ApprovalConfig,
+    ) -> Result<airlock_gateway::state::State, airlock_gateway::state::OpenError> {
+        let mut s = airlock_gateway::state::Stores::open(&self.0, approval)?;
+        s.audit = self.1.clone();
+        Ok(s)
+    }
+}
+
+/// Found by a database frozen under load: one `execution_start` was
+/// committed after the client had been told nothing runs, so the chain
+/// recorded an execution that never ran, open for good. Now a start
+/// whose write may have landed is followed by an end that says it never
+/// ran.
+#[tokio::test]
+async fn a_start_written_after_its_writer_gave_up_is_followed_by_an_end_that_says_it_never_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let place = Place::in_dir(dir.path());
+    let inner = place.open(&Default::default()).unwrap().audit;
+    let late = Arc::new(LateCommit {
+        inner,
+        late: std::sync::atomic::AtomicBool::new(true),
+    });
+    let (gateway, _) = Gateway::new(
+        GatewayConfig::default(),
+        vec![],
+        &WithLateAudit(place, late.clone()),
+    )
+    .unwrap();
+    let x = Caller::new("x");
+    let refused = gateway.execution_started(&x, "1");
+    assert!(
+        matches!(refused, Err(StartError::Audit(ref e)) if e.may_have_written()),
+        "{refused:?}"
+    );
+    assert_eq!(gateway.owed_ends(), 1);
+    // The next line written brings the owed end with it.
+    let next = gateway.execution_started(&x, "2").unwrap();
+    gateway
+        .execution_finished(&next, "ok", 0, std::time::Duration::ZERO)
+        .unwrap();
+    assert_eq!(gateway.owed_ends(), 0);
+    let v = late.inner.verify().unwrap();
+    assert!(v.ok() && v.unfinished.is_empty(), "{v:?}");
+    let mut out = Vec::new();
+    late.inner.export(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let never: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["never_ran"] == true)
+        .collect();
+    assert_eq!(never.len(), 1, "{text}");
+    assert_eq!(never[0]["outcome"], "NotStarted");
 }

@@ -54,7 +54,15 @@ impl Gateway {
             }
         }
         self.execution_started_as(caller, script, id.clone())
-            .inspect_err(|_| self.give_place_back(&caller.identity, &id))
+            .inspect_err(|e| {
+                self.give_place_back(&caller.identity, &id);
+                // The store may have kept the start all the same (an
+                // insert committed after its caller stopped waiting): the
+                // chain gets an end that says it never ran.
+                if e.may_have_written() {
+                    self.owe_never_ran(caller, &id);
+                }
+            })
             .map_err(StartError::Audit)
     }
 
@@ -97,6 +105,7 @@ impl Gateway {
             None => {}
         }
         self.append_for(&caller.identity, "execution_start", line)?;
+        self.write_owed_ends();
         self.executions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -126,11 +135,23 @@ impl Gateway {
         if let Some(identity) = &identity {
             self.give_place_back(identity, execution);
         }
-        match identity {
-            Some(identity) => self.append_for(&identity, "execution_end", line),
-            None => self.state.audit.append("execution_end", line),
+        let written = match &identity {
+            Some(identity) => self.append_for(identity, "execution_end", line.clone()),
+            None => self.state.audit.append("execution_end", line.clone()),
+        };
+        match written {
+            Ok(_) => {
+                self.write_owed_ends();
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(identity) = identity {
+                    line.insert("identity".into(), Value::String(identity));
+                }
+                self.owe_end(line);
+                Err(e)
+            }
         }
-        .map(|_| ())
     }
 }
 

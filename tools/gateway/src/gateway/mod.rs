@@ -26,6 +26,7 @@
 mod admit;
 mod approvals;
 mod executions;
+mod owed_ends;
 mod plans;
 mod rate_counts;
 mod rebuild;
@@ -104,6 +105,8 @@ pub struct Gateway {
     /// Running executions and their identities, so an execution's end can
     /// carry its identity's count.
     executions: Mutex<HashMap<String, String>>,
+    /// End lines the chain is owed after an outage (`owed_ends`).
+    owed_ends: Mutex<owed_ends::OwedEnds>,
     next_call: AtomicU64,
     /// Told of every call's decision and time, and of limit hits.
     observer: Option<Arc<dyn Observer>>,
@@ -215,6 +218,7 @@ impl Gateway {
                 execution_hold_ms: config.rate.execution_hold_ms,
                 unwritten: Mutex::new(crate::rate::Swept::new()),
                 executions: Mutex::new(HashMap::new()),
+                owed_ends: Mutex::default(),
                 next_call: AtomicU64::new(1),
                 observer: None,
                 filed: std::sync::OnceLock::new(),

@@ -100,6 +100,7 @@ impl Drop for Gateway {
     /// Counts of rate-limited refusals no line has carried yet are written
     /// as `rate_limited` events, one per identity.
     fn drop(&mut self) {
+        self.write_owed_ends();
         let unwritten = std::mem::take(
             &mut self
                 .unwritten

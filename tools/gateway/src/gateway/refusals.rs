@@ -115,7 +115,7 @@ impl Told for AuditError {
                 "the log is locked by another process for more than {} s",
                 waited.as_secs_f64()
             ),
-            AuditError::Store { .. } => DATABASE_DOWN.into(),
+            AuditError::Store { .. } | AuditError::Unsettled { .. } => DATABASE_DOWN.into(),
             other => other.to_string(),
         }
     }

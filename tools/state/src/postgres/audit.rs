@@ -197,7 +197,7 @@ impl From<PgError> for AuditError {
                 location: at,
                 message,
             },
-            PgError::TimedOut { ref at, .. } => AuditError::Store {
+            PgError::TimedOut { ref at, .. } => AuditError::Unsettled {
                 location: at.clone(),
                 message: e.to_string(),
             },
