@@ -893,3 +893,63 @@ async fn a_session_opened_while_the_database_is_down_is_refused_never_left_unsha
         assert_eq!(listed.status(), 200, "{}", replica.url);
     }
 }
+
+/// Found by a database outage: executions running when the database
+/// went away lost their end line and stayed "still running, or killed"
+/// in `audit verify` until an operator closed them. Now the replica
+/// writes the end when the database is back, marked as ended during the
+/// outage, and `audit verify` reports nothing open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_cut_off_by_an_outage_has_its_end_written_when_the_database_is_back() {
+    let d = deployment().await;
+    let alice = d.enroll("alice");
+    let (a, b) = d.two_replicas();
+    let on_a = std::sync::Arc::new(a.connect(&alice).await);
+    let client = on_a.clone();
+    let running = tokio::spawn(async move {
+        call(
+            &client,
+            "execute",
+            json!({"script": "await new Promise((r) => setTimeout(r, 1500)); 'slept'"}),
+        )
+        .await
+    });
+    // Once its start is in the chain, the database goes away.
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while d
+        .pg
+        .psql(
+            "airlock",
+            "SELECT count(*) FROM airlock_audit WHERE line LIKE '%\"execution_start\"%'",
+        )
+        .unwrap()
+        .trim()
+        == "0"
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "the execution never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.pg.stop_now().unwrap();
+    let ran = running.await.unwrap();
+    assert_eq!(value(&ran), json!("slept"), "{ran:?}");
+
+    d.pg.restart().unwrap();
+    // A's health check finds the database back and writes what it owes.
+    health_becomes(&a.base(), 200, Duration::from_secs(15)).await;
+    health_becomes(&b.base(), 200, Duration::from_secs(15)).await;
+    let ended = d
+        .pg
+        .psql(
+            "airlock",
+            "SELECT count(*) FROM airlock_audit WHERE line LIKE '%\"execution_end\"%' AND line LIKE '%\"ended_during_outage\":true%'",
+        )
+        .unwrap();
+    assert_eq!(ended.trim(), "1");
+    let verified = d.airlock(&["audit", "verify"]);
+    let said = stdout(&verified);
+    assert!(verified.status.success(), "{said}");
+    assert!(!said.contains("have no end line"), "{said}");
+}
