@@ -30,9 +30,8 @@ pub enum NotStarted {
 }
 
 /// How long a client is told to wait before trying again when a state
-/// store cannot be reached (they come back within seconds, or an
-/// operator is on it).
-pub const STATE_RETRY_AFTER_MS: u64 = 2_000;
+/// store cannot be reached (the same as a script's refused call).
+pub use airlock_gateway::gateway::STATE_RETRY_AFTER_MS;
 
 impl NotStarted {
     /// The store that could not be reached, when that is why nothing ran:

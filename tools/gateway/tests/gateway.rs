@@ -1358,6 +1358,10 @@ async fn a_state_database_that_goes_away_refuses_calls_before_the_backend() {
         for _ in 0..3 {
             let e = s.gateway.call(&x, "read_status", args()).await.unwrap_err();
             assert_eq!(e.code(), "audit_unavailable", "{e}");
+            assert_eq!(
+                e.details(),
+                json!({"retryable": true, "store": "audit", "retry_after_ms": 2000})
+            );
             assert!(
                 !e.to_string().contains("127.0.0.1"),
                 "the script is not told where: {e}"

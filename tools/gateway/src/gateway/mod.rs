@@ -37,7 +37,7 @@ pub use plans::PlanFiled;
 use plans::{called, StepGuard};
 use rate_counts::Unwritten;
 use refusals::told;
-pub use refusals::{CallError, Called, GatewayError, Refused};
+pub use refusals::{CallError, Called, GatewayError, Refused, STATE_RETRY_AFTER_MS};
 
 use std::{
     collections::HashMap,

@@ -142,6 +142,15 @@ pub(super) fn told(e: &impl Told) -> String {
     e.reason()
 }
 
+/// How long a script is told to wait before calling again when a state
+/// store cannot be reached.
+pub const STATE_RETRY_AFTER_MS: u64 = 2_000;
+
+/// The details of a refusal because `store` could not be reached.
+fn unavailable(store: &str) -> Value {
+    json!({"retryable": true, "store": store, "retry_after_ms": STATE_RETRY_AFTER_MS})
+}
+
 pub(super) fn did_you_mean_text(names: &[String]) -> String {
     if names.is_empty() {
         String::new()
@@ -202,6 +211,11 @@ impl CallError {
                 "max_plan_changes": crate::plan::MAX_PLAN_CHANGES,
                 "max_plan_summary_chars": crate::plan::MAX_PLAN_SUMMARY_CHARS,
             }),
+            // Not the script's mistake: the same call goes through once
+            // the store answers again.
+            CallError::AuditUnavailable(_) => unavailable("audit"),
+            CallError::ApprovalUnavailable(_) => unavailable("approvals"),
+            CallError::RateUnavailable(_) => unavailable("rate"),
             _ => Value::Null,
         }
     }
