@@ -48,13 +48,7 @@ impl Health {
             }
         }
         let gateway = self.gateway.clone();
-        // Back: the end lines owed since the outage are written now,
-        // not only at the next execution.
-        let asked = tokio::task::spawn_blocking(move || {
-            gateway.state().audit.reachable()?;
-            gateway.write_owed_ends();
-            Ok::<(), airlock_gateway::audit::AuditError>(())
-        });
+        let asked = tokio::task::spawn_blocking(move || gateway.state().audit.reachable());
         let ok = match tokio::time::timeout(ASK_AT_MOST, asked).await {
             Ok(Ok(Ok(()))) => true,
             Ok(Ok(Err(e))) => {
@@ -74,6 +68,15 @@ impl Health {
             }
         };
         *last = Some((Instant::now(), ok));
+        if ok && self.gateway.owed_ends() > 0 {
+            // Back: the end lines owed since the outage are written in
+            // the background, a round at a time (one writer at once),
+            // not inside this answer.
+            let gateway = self.gateway.clone();
+            tokio::task::spawn_blocking(move || {
+                gateway.write_owed_ends(airlock_gateway::gateway::owed_ends::IN_THE_BACKGROUND)
+            });
+        }
         if ok {
             Ok(())
         } else {

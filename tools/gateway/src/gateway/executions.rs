@@ -105,7 +105,6 @@ impl Gateway {
             None => {}
         }
         self.append_for(&caller.identity, "execution_start", line)?;
-        self.write_owed_ends();
         self.executions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -141,14 +140,18 @@ impl Gateway {
         };
         match written {
             Ok(_) => {
-                self.write_owed_ends();
+                self.write_owed_ends(owed_ends::ON_A_REQUEST);
                 Ok(())
             }
             Err(e) => {
-                if let Some(identity) = identity {
-                    line.insert("identity".into(), Value::String(identity));
+                // Only a store that could not be reached owes it: a line
+                // refused for what it is would be refused again.
+                if e.unreachable() {
+                    if let Some(identity) = identity {
+                        line.insert("identity".into(), Value::String(identity));
+                    }
+                    self.owe_end(line);
                 }
-                self.owe_end(line);
                 Err(e)
             }
         }

@@ -26,7 +26,7 @@
 mod admit;
 mod approvals;
 mod executions;
-mod owed_ends;
+pub mod owed_ends;
 mod plans;
 mod rate_counts;
 mod rebuild;
@@ -107,6 +107,8 @@ pub struct Gateway {
     executions: Mutex<HashMap<String, String>>,
     /// End lines the chain is owed after an outage (`owed_ends`).
     owed_ends: Mutex<owed_ends::OwedEnds>,
+    /// Set while one caller writes them.
+    owed_writing: std::sync::atomic::AtomicBool,
     next_call: AtomicU64,
     /// Told of every call's decision and time, and of limit hits.
     observer: Option<Arc<dyn Observer>>,
@@ -219,6 +221,7 @@ impl Gateway {
                 unwritten: Mutex::new(crate::rate::Swept::new()),
                 executions: Mutex::new(HashMap::new()),
                 owed_ends: Mutex::default(),
+                owed_writing: Default::default(),
                 next_call: AtomicU64::new(1),
                 observer: None,
                 filed: std::sync::OnceLock::new(),

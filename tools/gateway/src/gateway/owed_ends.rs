@@ -3,14 +3,17 @@
 //! still have been committed: a database that froze can commit an insert
 //! after its caller gave up and told the client nothing runs).
 //!
-//! Each is kept here and written when the store takes lines again — after
-//! the next line this gateway writes, when `/healthz` finds the store
-//! back ([`Gateway::write_owed_ends`]), and when the gateway is dropped —
-//! marked `ended_during_outage` with the time it ended, so `audit verify`
-//! sees every execution end and tells the outage's from the others. An
-//! end for a start that was never committed matches no start and opens
-//! nothing. At most [`MAX_OWED_ENDS`] are kept; past that the oldest go,
-//! counted on the next line written (`owed_ends_dropped`).
+//! Each is kept here and written when the store takes lines again — a
+//! few after each execution's end ([`ON_A_REQUEST`]), the rest in the
+//! background when `/healthz` finds the store back, and what is left when
+//! the gateway is dropped ([`Gateway::write_owed_ends`], one writer at a
+//! time) — marked `ended_during_outage` with the time it ended, so `audit
+//! verify` sees every execution end and tells the outage's from the
+//! others. An end for a start that was never committed matches no start
+//! and opens nothing. Only a store that could not be reached owes a line
+//! (a line too long is refused for good). At most [`MAX_OWED_ENDS`] are
+//! kept; past that the oldest go, logged and counted on the next line
+//! written (`owed_ends_dropped`).
 
 use std::collections::VecDeque;
 
@@ -18,6 +21,13 @@ use super::*;
 
 /// End lines kept for writing later, at most.
 pub const MAX_OWED_ENDS: usize = 10_000;
+
+/// Owed lines an execution's end writes after its own, at most: the first
+/// execution after an outage does not pay for all of it.
+pub const ON_A_REQUEST: usize = 16;
+
+/// Owed lines one background round writes, at most.
+pub const IN_THE_BACKGROUND: usize = 500;
 
 /// The ends waiting, and how many had to be let go.
 #[derive(Default)]
@@ -35,6 +45,12 @@ impl Gateway {
         let mut owed = self.owed_ends.lock().unwrap_or_else(|p| p.into_inner());
         if owed.lines.len() >= MAX_OWED_ENDS {
             owed.lines.pop_front();
+            if owed.dropped == 0 {
+                tracing::warn!(
+                    kept = MAX_OWED_ENDS,
+                    "more end lines are owed to the audit chain than are kept: the oldest are let go, and the next line written counts them"
+                );
+            }
             owed.dropped += 1;
         }
         owed.lines.push_back(line);
@@ -61,11 +77,27 @@ impl Gateway {
             .len()
     }
 
-    /// Writes the owed end lines, oldest first, until the store refuses
-    /// one (it stays owed). Returns how many were written.
-    pub fn write_owed_ends(&self) -> usize {
+    /// Writes at most `max` owed end lines, oldest first, until the store
+    /// refuses one (it stays owed while the store cannot be reached, and
+    /// is let go, logged, otherwise). One writer at a time: a caller that
+    /// finds another writing returns at once. Returns how many were
+    /// written.
+    pub fn write_owed_ends(&self, max: usize) -> usize {
+        use std::sync::atomic::Ordering;
+        if self.owed_writing.swap(true, Ordering::SeqCst) {
+            return 0;
+        }
+        let written = self.write_owed(max);
+        self.owed_writing.store(false, Ordering::SeqCst);
+        written
+    }
+
+    fn write_owed(&self, max: usize) -> usize {
         let mut written = 0;
         loop {
+            if written >= max {
+                return written;
+            }
             let (line, dropped) = {
                 let mut owed = self.owed_ends.lock().unwrap_or_else(|p| p.into_inner());
                 match owed.lines.pop_front() {
@@ -77,12 +109,20 @@ impl Gateway {
             if dropped > 0 {
                 to_write.insert("owed_ends_dropped".into(), Value::from(dropped));
             }
-            if let Err(e) = self.state.audit.append("execution_end", to_write) {
-                tracing::debug!(error = %e, "owed end lines still wait for the audit store");
-                let mut owed = self.owed_ends.lock().unwrap_or_else(|p| p.into_inner());
-                owed.lines.push_front(line);
-                owed.dropped += dropped;
-                return written;
+            match self.state.audit.append("execution_end", to_write) {
+                Ok(_) => {}
+                Err(e) if e.unreachable() => {
+                    tracing::debug!(error = %e, "owed end lines still wait for the audit store");
+                    let mut owed = self.owed_ends.lock().unwrap_or_else(|p| p.into_inner());
+                    owed.lines.push_front(line);
+                    owed.dropped += dropped;
+                    return written;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, execution = ?line.get("execution"), "an owed end line cannot be written at all; it is let go");
+                    let mut owed = self.owed_ends.lock().unwrap_or_else(|p| p.into_inner());
+                    owed.dropped += dropped + 1;
+                }
             }
             written += 1;
         }

@@ -100,7 +100,14 @@ impl Drop for Gateway {
     /// Counts of rate-limited refusals no line has carried yet are written
     /// as `rate_limited` events, one per identity.
     fn drop(&mut self) {
-        self.write_owed_ends();
+        self.write_owed_ends(owed_ends::MAX_OWED_ENDS);
+        let left = self.owed_ends();
+        if left > 0 {
+            tracing::warn!(
+                left,
+                "stopping with end lines the audit chain could not take: those executions show as unfinished in `airlock audit verify` (`airlock audit close` ends them)"
+            );
+        }
         let unwritten = std::mem::take(
             &mut self
                 .unwritten
