@@ -138,7 +138,10 @@ pub fn human(view: &View<'_>) -> bool {
                 } => {
                     let _ = writeln!(err, "{}", lines_visible(stack));
                 }
-                ExecError::ApprovalRequired { how, .. } => {
+                // The error's own text says how, as a rule; said once.
+                ExecError::ApprovalRequired { how, .. }
+                    if !e.to_string().contains(how.as_str()) =>
+                {
                     let _ = writeln!(err, "to approve: {}", visible::visible(how));
                 }
                 _ => {}

@@ -509,6 +509,14 @@ fn approval_round_trip_from_the_command_line() {
         )
     };
 
+    // Told on a terminal once how to approve it, not twice.
+    let plain = state.run(
+        &["--config", &config, "exec", "--identity", "alice", "-"],
+        "await tools.vm_start({node: 'pve1', vmid: 103})",
+    );
+    let said = text(&plain.stderr);
+    assert_eq!(said.matches("approvals approve").count(), 1, "{said}");
+
     let first = json_of(&exec(&state));
     assert_eq!(first["result"]["error"]["kind"], "ApprovalRequired");
     let id = first["result"]["error"]["request_id"]
