@@ -17,7 +17,11 @@
 //! and `PREFIX:VALUE` identities of a configured OpenID issuer (their
 //! people cannot be listed in advance).
 
-use airlock_gateway::{keys::KeyStore, person, visible::visible};
+use airlock_gateway::{
+    keys::{self, KeyStore},
+    person,
+    visible::visible,
+};
 
 use crate::settings::ConfigFile;
 
@@ -84,10 +88,7 @@ impl Known {
             // $USER is the environment's word, not the system's: a login
             // name that is nobody known is taken only in the characters
             // login names are made of, so it cannot pass for someone.
-            let plain = login.len() <= 64
-                && login
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'));
+            let plain = login.len() <= 64 && keys::check_identity(login).is_ok();
             if !plain {
                 return Err(format!(
                     "the login name `{}` ($USER) is no identity this deployment knows and not a plain login name: give --by with your identity as configured",

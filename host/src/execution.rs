@@ -43,20 +43,6 @@ impl NotStarted {
             NotStarted::Refused(_) => None,
         }
     }
-
-    /// The error an agent gets back: `StateUnavailable` (retryable, the
-    /// store named) when a store could not be reached, else `kind`.
-    pub fn answer(&self, kind: &str) -> serde_json::Value {
-        match self.unavailable_store() {
-            // Where the store is and what its server said are the
-            // operator's (the log has them), not the agent's.
-            Some(store) => state_unavailable(
-                store,
-                &format!("the {store} store cannot be reached, so nothing runs"),
-            ),
-            None => serde_json::json!({"error": {"kind": kind, "message": self.to_string()}}),
-        }
-    }
 }
 
 /// The one error every caller gets when a state store cannot be reached:

@@ -111,10 +111,10 @@ pub struct Metrics {
     labelled: Mutex<HashSet<String>>,
 }
 
-/// This process's metrics.
 /// How often a store's refusals are logged, at most.
 pub const STATE_LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// This process's metrics.
 pub fn global() -> &'static Arc<Metrics> {
     static METRICS: OnceLock<Arc<Metrics>> = OnceLock::new();
     METRICS.get_or_init(|| Arc::new(Metrics::new()))

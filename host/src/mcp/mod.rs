@@ -215,13 +215,19 @@ impl AirlockServer {
                     "message": e.to_string(),
                 }}));
             }
-            Err(e) => {
-                if let Some(store) = e.unavailable_store() {
+            Err(e) => match e.unavailable_store() {
+                Some(store) => {
                     tracing::debug!(error = %e, "execution refused: a state store cannot be reached");
                     crate::metrics::global().state_refusal(store);
+                    // Where the store is and what its server said are the
+                    // operator's (the log has them), not the agent's.
+                    return CallToolResult::structured_error(crate::execution::state_unavailable(
+                        store,
+                        &format!("the {store} store cannot be reached, so nothing runs"),
+                    ));
                 }
-                return CallToolResult::structured_error(e.answer("InvalidRequest"));
-            }
+                None => return Self::invalid(e.to_string()),
+            },
         };
         let peer = context.peer.clone();
         let can_ask = peer

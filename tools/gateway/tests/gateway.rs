@@ -1330,6 +1330,15 @@ async fn a_state_directory_others_can_write_is_refused() {
     assert!(!dir.path().join("approvals.db").exists());
 }
 
+/// `url` on `pg`, with a timeout short enough that an outage is noticed
+/// within a test.
+fn quick_postgres(pg: &airlock_testkit::TempPostgres, url: &str) -> Place {
+    let mut p = airlock_state::PostgresConfig::new(url);
+    p.password_file = Some(pg.password_file().to_path_buf());
+    p.timeout = std::time::Duration::from_millis(500);
+    Place::Postgres(p)
+}
+
 /// With the state in PostgreSQL, the database going away refuses every
 /// call before the backend — at the rate limit (whose refusal cannot be
 /// written either, so the audit is what the script is told of) or, with
@@ -1340,12 +1349,7 @@ async fn a_state_directory_others_can_write_is_refused() {
 async fn a_state_database_that_goes_away_refuses_calls_before_the_backend() {
     let pg = airlock_testkit::TempPostgres::start().unwrap();
     let url = pg.create_database("gw").unwrap();
-    let postgres = |_: &std::path::Path| {
-        let mut p = airlock_state::PostgresConfig::new(url.clone());
-        p.password_file = Some(pg.password_file().to_path_buf());
-        p.timeout = std::time::Duration::from_millis(500);
-        Place::Postgres(p)
-    };
+    let postgres = |_: &std::path::Path| quick_postgres(&pg, &url);
     let limited = setup_in(postgres, |_| {});
     let unlimited = setup_in(postgres, |c| c.rate.calls_per_minute = 0);
     let x = Caller::new("x");
@@ -1643,12 +1647,7 @@ async fn identity_state_stays_bounded_and_loses_no_count() {
 async fn ends_that_could_not_be_written_are_written_when_the_database_is_back() {
     let pg = airlock_testkit::TempPostgres::start().unwrap();
     let url = pg.create_database("gw").unwrap();
-    let postgres = |_: &std::path::Path| {
-        let mut p = airlock_state::PostgresConfig::new(url.clone());
-        p.password_file = Some(pg.password_file().to_path_buf());
-        p.timeout = std::time::Duration::from_millis(500);
-        Place::Postgres(p)
-    };
+    let postgres = |_: &std::path::Path| quick_postgres(&pg, &url);
     let s = setup_in(postgres, |c| c.rate.calls_per_minute = 0);
     let x = Caller::new("x");
     let running = s.gateway.execution_started(&x, "1").unwrap();

@@ -94,10 +94,7 @@ impl Gateway {
 
     fn write_owed(&self, max: usize) -> usize {
         let mut written = 0;
-        loop {
-            if written >= max {
-                return written;
-            }
+        for _ in 0..max {
             let (line, dropped) = {
                 let mut owed = self.owed_ends.lock().unwrap_or_else(|p| p.into_inner());
                 match owed.lines.pop_front() {
@@ -110,7 +107,7 @@ impl Gateway {
                 to_write.insert("owed_ends_dropped".into(), Value::from(dropped));
             }
             match self.state.audit.append("execution_end", to_write) {
-                Ok(_) => {}
+                Ok(_) => written += 1,
                 Err(e) if e.unreachable() => {
                     tracing::debug!(error = %e, "owed end lines still wait for the audit store");
                     let mut owed = self.owed_ends.lock().unwrap_or_else(|p| p.into_inner());
@@ -124,7 +121,7 @@ impl Gateway {
                     owed.dropped += dropped + 1;
                 }
             }
-            written += 1;
         }
+        written
     }
 }
