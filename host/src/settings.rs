@@ -444,6 +444,10 @@ pub struct SandboxFlags {
     /// Timers (setTimeout) armed at once.
     #[arg(long, env = "AIRLOCK_TIMERS")]
     pub timers: Option<u32>,
+    /// What a durable execution's journal may hold (tool results taken,
+    /// clock readings, random draws).
+    #[arg(long, env = "AIRLOCK_JOURNAL_BYTES", value_parser = parse_bytes)]
+    pub journal_bytes: Option<u64>,
 }
 
 impl SandboxFlags {
@@ -481,6 +485,7 @@ impl SandboxFlags {
         set(&mut limits.log_bytes, self.log_bytes);
         set(&mut limits.args_bytes, self.args_bytes);
         set(&mut limits.timers, self.timers);
+        set(&mut limits.journal_bytes, self.journal_bytes);
         if self.fuel.is_some() {
             limits.fuel = self.fuel;
         }

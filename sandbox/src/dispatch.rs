@@ -90,13 +90,13 @@ pub async fn run(
     // runbook's guest yielding inside a call does, so that guest runs at
     // most two epoch ticks in one poll), so it cannot keep the thread.
     running.push(Box::pin(std::future::pending()));
-    let mut queued: VecDeque<(u32, String, Value)> = VecDeque::new();
+    let mut queued: VecDeque<(u32, String, Value, bool)> = VecDeque::new();
     let mut timers: HashMap<u32, AbortHandle> = HashMap::new();
     let mut in_flight: u32 = 0;
     let max_in_flight = limits.calls_in_flight.max(1);
     let call_timeout = limits.call_timeout();
 
-    let start_call = |id: u32, name: String, args: Value| -> Running<'_> {
+    let start_call = |id: u32, name: String, args: Value, resumed: bool| -> Running<'_> {
         let begun = Instant::now();
         // The record exists since the script made the call; it starts now
         // (after any wait for a free slot).
@@ -115,6 +115,7 @@ pub async fn run(
                 name: name.clone(),
                 args,
                 note,
+                resumed,
             };
             let result = match tokio::time::timeout(call_timeout, host.call(call)).await {
                 Ok(r) => r,
@@ -156,13 +157,13 @@ pub async fn run(
                     let Some(mut request) = request else { match idle().await {} };
                     loop {
                         match request {
-                            Request::Call { id, name, args } => {
+                            Request::Call { id, name, args, resumed } => {
                                 if in_flight < max_in_flight {
                                     in_flight += 1;
                                     peak_in_flight.fetch_max(in_flight, Ordering::Relaxed);
-                                    running.push(start_call(id, name, args));
+                                    running.push(start_call(id, name, args, resumed));
                                 } else {
-                                    queued.push_back((id, name, args));
+                                    queued.push_back((id, name, args, resumed));
                                 }
                             }
                             Request::Refused { id, name, failure } => {
@@ -207,9 +208,9 @@ pub async fn run(
                         }
                         Finished::Call { id, tool, result } => {
                             in_flight -= 1;
-                            if let Some((next_id, name, args)) = queued.pop_front() {
+                            if let Some((next_id, name, args, resumed)) = queued.pop_front() {
                                 in_flight += 1;
-                                running.push(start_call(next_id, name, args));
+                                running.push(start_call(next_id, name, args, resumed));
                             }
                             record(trace, started, id, &result);
                             settle(failures, id, &tool, result)

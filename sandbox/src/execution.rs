@@ -52,15 +52,28 @@ pub struct RunReport {
     pub poisoned: bool,
 }
 
+/// What one run is asked to do.
+pub struct Job<'a> {
+    pub script: &'a str,
+    pub limits: &'a Limits,
+    pub host: &'a dyn ToolHost,
+    /// Set for a journaled (durable) execution.
+    pub recorder: Option<crate::replay::Shared>,
+}
+
 pub async fn run_on(
     store: &mut Store<StoreData>,
     fns: &GuestFns,
-    script: &str,
-    limits: &Limits,
-    host: &dyn ToolHost,
+    job: Job<'_>,
     started: Instant,
     mut stats: Stats,
 ) -> RunReport {
+    let Job {
+        script,
+        limits,
+        host,
+        recorder,
+    } = job;
     let (req_tx, req_rx) = unbounded_channel();
     let (done_tx, done_rx) = unbounded_channel();
     let current_memory = store
@@ -77,16 +90,22 @@ pub async fn run_on(
         // A fresh context per execution (a few microseconds; a new
         // instance has one already): a reused instance's output, or
         // descriptors the guest renumbered, never reach the next script.
-        if stats.instance_uses > 1 {
+        // A journaled execution's clocks and randomness go through its
+        // recorder.
+        if let Some(r) = &recorder {
+            data.system = crate::wasi::GuestSystem::journaled(r.clone());
+        } else if stats.instance_uses > 1 {
             data.system = crate::wasi::GuestSystem::new();
         }
-        data.run = Some(RunState::new(
+        let mut run = RunState::new(
             script.as_bytes().to_vec(),
             limits.clone(),
             started,
             req_tx,
             done_rx,
-        ));
+        );
+        run.recorder = recorder.clone();
+        data.run = Some(run);
     }
     // A metered engine always gets fuel: the budget, or (no `fuel` limit)
     // all there is, so metering without a budget measures and never stops
@@ -143,7 +162,7 @@ pub async fn run_on(
 
     let mut poisoned = true;
     let mut truncated = None;
-    let result: Result<Value, ExecError> = match result {
+    let mut result: Result<Value, ExecError> = match result {
         None => Err(ExecError::limit(
             Limit::WallTimeMs,
             limits.wall_time_ms,
@@ -167,7 +186,12 @@ pub async fn run_on(
         },
         Some(Err(trap)) => Err(classify_trap(trap, run.limit_hit, data, limits, fuel_used)),
     };
-    if let Err(ExecError::LimitExceeded { .. }) = &result {
+    // The recorder's finding wins: a clock read that diverged cannot stop
+    // the guest itself, and what the script made of it is not its result.
+    if let Some(e) = recorder.as_ref().and_then(|r| r.lock().ok()?.error()) {
+        result = Err(e);
+    }
+    if let Err(ExecError::LimitExceeded { .. } | ExecError::ReplayDiverged { .. }) = &result {
         poisoned = true; // a limit leaves the realm in an unknown state
     }
 

@@ -84,8 +84,20 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 memory::with(&mut c, args_ptr, args_len, |args| wire::call(name, args))?
                     .map_err(|v| violation(&v.to_string()))?;
             let run = run_state(&mut c)?;
-            let id = run.start_call(shown_name(&name));
-            let _ = run.requests.send(Request::Call { id, name, args });
+            journal_gate(run)?;
+            let shown = shown_name(&name);
+            let id = run.start_call(shown.clone());
+            let digest = run
+                .recorder
+                .is_some()
+                .then(|| crate::journal::call_digest(&name, &args));
+            let request = Request::Call {
+                id,
+                name,
+                args,
+                resumed: false,
+            };
+            journaled_call(run, id, &shown, digest, request)?;
             Ok(id)
         },
     )?;
@@ -100,10 +112,20 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                 run.hit(Limit::Timers, value, value + 1);
                 return Err(limit_trap());
             }
+            journal_gate(run)?;
             run.drain();
             run.timers_armed += 1;
             let id = run.take_id();
             run.outstanding.insert(id, Pending::Timer);
+            let replayed = run.recorder().map(|mut r| r.timer(id, delay_ms));
+            match replayed {
+                Some(Err(())) => return Err(stopped(run)),
+                Some(Ok(Some(at_ms))) => {
+                    run.resume.timers.insert(id, (delay_ms, at_ms));
+                    return Ok(id);
+                }
+                Some(Ok(None)) | None => {}
+            }
             let _ = run.requests.send(Request::Timer { id, delay_ms });
             Ok(id)
         },
@@ -115,10 +137,14 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, StoreData>, id: u32| {
             let run = run_state(&mut c)?;
             // Only timers can be cancelled; a call runs to its end.
+            journal_gate(run)?;
             run.drain();
             if run.outstanding.get(&id) == Some(&Pending::Timer) {
                 run.settle(id);
-                let _ = run.requests.send(Request::Cancel { id });
+                // A timer the replay armed was never started.
+                if run.resume.timers.remove(&id).is_none() {
+                    let _ = run.requests.send(Request::Cancel { id });
+                }
             }
             Ok(())
         },
@@ -129,6 +155,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
         abi::IMPORT_WAIT,
         |mut c: Caller<'_, StoreData>, (out_ptr,): (u32,)| {
             Box::new(async move {
+                if let Some(ready) = replayed_done(&mut c, out_ptr)? {
+                    return Ok(ready);
+                }
                 let done = loop {
                     let run = run_state(&mut c)?;
                     if let Some(done) = run.next_ready() {
@@ -154,6 +183,13 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                     return Err(limit_trap());
                 }
                 run.unhold(&done);
+                // Written down before the guest sees it.
+                let kept = run
+                    .recorder()
+                    .map(|mut r| r.done(done.id, done.status, &done.payload));
+                if kept == Some(false) {
+                    return Err(stopped(run));
+                }
                 let completion = Completion {
                     id: done.id,
                     status: done.status,
@@ -253,13 +289,136 @@ fn refuse_long_name(c: &mut Caller<'_, StoreData>, ptr: u32, len: u32) -> wasmti
         ),
     );
     let run = run_state(c)?;
+    journal_gate(run)?;
     let id = run.start_call(shown.clone());
-    let _ = run.requests.send(Request::Refused {
+    let digest = run.recorder.is_some().then(|| "refused".to_string());
+    let request = Request::Refused {
         id,
-        name: shown,
+        name: shown.clone(),
         failure,
-    });
+    };
+    journaled_call(run, id, &shown, digest, request)?;
     Ok(id)
+}
+
+/// Ends the execution with what the recorder found.
+fn stopped(run: &mut RunState) -> wasmtime::Error {
+    run.recorder_stopped();
+    limit_trap()
+}
+
+/// Before any import does its work in a journaled execution: stop if the
+/// recorder found the replay diverging or the journal full (a clock or
+/// random read can find it, but cannot stop the guest itself), and start
+/// what the journal left pending once the replay has run out.
+fn journal_gate(run: &mut RunState) -> wasmtime::Result<()> {
+    if run.recorder.is_none() {
+        return Ok(());
+    }
+    if run.recorder_stopped() {
+        return Err(limit_trap());
+    }
+    run.go_live_if_due();
+    Ok(())
+}
+
+/// Sends a call the script started, unless the journal being replayed
+/// holds it: then it is kept to start if the journal shows no end of it.
+fn journaled_call(
+    run: &mut RunState,
+    id: u32,
+    shown: &str,
+    digest: Option<String>,
+    request: Request,
+) -> wasmtime::Result<()> {
+    let replayed = match digest {
+        Some(digest) => run.recorder().map(|mut r| r.call(id, shown, digest)),
+        None => None,
+    };
+    match replayed {
+        Some(Err(())) => Err(stopped(run)),
+        Some(Ok(true)) => {
+            let request = match request {
+                Request::Call { id, name, args, .. } => Request::Call {
+                    id,
+                    name,
+                    args,
+                    resumed: true,
+                },
+                other => other,
+            };
+            run.resume.calls.insert(id, request);
+            Ok(())
+        }
+        Some(Ok(false)) | None => {
+            let _ = run.requests.send(request);
+            Ok(())
+        }
+    }
+}
+
+/// While a journal is replayed, `wait` answers from it: the next end it
+/// holds, for a call or timer this run has pending, or the replay stops.
+fn replayed_done(c: &mut Caller<'_, StoreData>, out_ptr: u32) -> wasmtime::Result<Option<u32>> {
+    let run = run_state(c)?;
+    journal_gate(run)?;
+    let next = match run.recorder() {
+        Some(mut r) => r.next_done(),
+        None => return Ok(None),
+    };
+    let (id, status, payload) = match next {
+        Err(()) => return Err(stopped(run)),
+        Ok(None) => return Ok(None),
+        Ok(Some(done)) => done,
+    };
+    if run.settle(id).is_none() {
+        if let Some(mut r) = run.recorder() {
+            r.unexpected_done(id);
+        }
+        return Err(stopped(run));
+    }
+    run.resume.calls.remove(&id);
+    run.resume.timers.remove(&id);
+    if status != abi::STATUS_TIMER {
+        replayed_end(run, id, status, &payload);
+    }
+    let completion = Completion {
+        id,
+        status,
+        len: payload.len() as u32,
+    };
+    run.payload = payload.into_bytes();
+    memory::write(c, out_ptr, &completion.encode())?;
+    Ok(Some(WAIT_READY))
+}
+
+/// A call's end as the journal holds it, in the trace and (a failure) in
+/// the host's own record of failures, as the live end would have been.
+fn replayed_end(run: &mut RunState, id: u32, status: u32, payload: &str) {
+    let failure = (status == abi::STATUS_TOOL_ERROR)
+        .then(|| serde_json::from_str::<serde_json::Value>(payload).ok())
+        .flatten()
+        .map(|v| {
+            let text = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+            let details = v.get("details").cloned().unwrap_or_default();
+            (
+                text("tool"),
+                ToolFailure::new(text("code"), text("message")).with_details(details),
+            )
+        });
+    let mut trace = run.trace.lock().unwrap();
+    if let Some((_, rec)) = trace.iter_mut().rev().find(|(i, _)| *i == id) {
+        rec.duration_us = Some(0);
+        rec.replayed = true;
+        rec.status = match &failure {
+            None => "ok".into(),
+            Some((_, f)) => f.code.clone(),
+        };
+    }
+    drop(trace);
+    if let Some(f) = failure {
+        run.failures.lock().unwrap().insert(id, f);
+    }
 }
 
 /// The length of `s` as a JSON string's contents: what a console line

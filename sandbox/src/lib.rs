@@ -25,9 +25,11 @@ mod dispatch;
 mod engine;
 mod execution;
 mod imports;
+mod journal;
 mod limits;
 mod memory;
 mod outcome;
+mod replay;
 mod sandbox;
 mod store;
 mod tool_host;
@@ -40,11 +42,14 @@ use std::path::Path;
 /// each JSON token of a call's arguments against `args_bytes`.
 pub use airlock_guest_sdk::abi::{ARGS_VALUE_OVERHEAD, LOG_LINE_OVERHEAD};
 pub use cache::default_dir as default_cache_dir;
+pub use journal::{script_digest, Entry, Journal, ENTRY_OVERHEAD};
 pub use limits::{
     parse_bytes, Capacity, Limit, Limits, LimitsError, MAX_EXECUTIONS_IN_FLIGHT,
-    MAX_HANDOVER_BYTES, MAX_MEMORY_BYTES,
+    MAX_HANDOVER_BYTES, MAX_JOURNAL_BYTES, MAX_MEMORY_BYTES,
 };
-pub use outcome::{CallRecord, ExecError, LogEntry, LogLevel, Outcome, Stats, Truncation};
+pub use outcome::{
+    CallRecord, ExecError, JournalStats, LogEntry, LogLevel, Outcome, Stats, Truncation,
+};
 pub use sandbox::{Mode, Sandbox, SandboxConfig};
 pub use tool_host::{codes, CallNote, ToolCall, ToolFailure, ToolHost};
 

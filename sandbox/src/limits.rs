@@ -56,6 +56,12 @@ pub struct Limits {
     /// Timers (`setTimeout`) armed and not yet fired or cleared at once;
     /// each is a task on the host.
     pub timers: u32,
+    /// What a journaled (durable) execution's journal may hold: every
+    /// tool result it took, clock reading and random draw, each costing
+    /// its bytes plus `journal::ENTRY_OVERHEAD`. The journal is what a
+    /// paused execution keeps while it holds no instance.
+    #[serde(deserialize_with = "size")]
+    pub journal_bytes: u64,
 }
 
 /// `4096`, `64KiB`, `256MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of
@@ -118,6 +124,7 @@ impl Default for Limits {
             log_bytes: 64 * 1024,
             args_bytes: 1024 * 1024,
             timers: 1000,
+            journal_bytes: 32 * 1024 * 1024,
         }
     }
 }
@@ -143,6 +150,7 @@ impl Limits {
             ("result_bytes", self.result_bytes),
             ("args_bytes", self.args_bytes),
             ("timers", self.timers as u64),
+            ("journal_bytes", self.journal_bytes),
         ];
         for (field, v) in positive {
             if v == 0 {
@@ -168,6 +176,13 @@ impl Limits {
                 });
             }
         }
+        if self.journal_bytes > MAX_JOURNAL_BYTES {
+            return Err(LimitsError::TooLarge {
+                field: "journal_bytes",
+                value: self.journal_bytes,
+                max: MAX_JOURNAL_BYTES,
+            });
+        }
         if self.fuel == Some(0) {
             return Err(LimitsError::Zero { field: "fuel" });
         }
@@ -182,6 +197,10 @@ pub const MAX_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 /// into its own memory (several times the text's size) must stay far below
 /// what a guest could make it read.
 pub const MAX_HANDOVER_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The most `journal_bytes` may be: a journal is held in the host's memory
+/// while its execution runs, and in a store row while it waits.
+pub const MAX_JOURNAL_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// Sandbox-wide admission: how many executions run at once and how many may
 /// wait. Read when the [`crate::Sandbox`] is built.
@@ -314,6 +333,7 @@ pub enum Limit {
     LogBytes,
     ArgsBytes,
     Timers,
+    JournalBytes,
     ExecutionsInFlight,
     QueueDepth,
     QueueWaitMs,
@@ -342,6 +362,7 @@ impl Limit {
             Self::LogBytes => "log_bytes",
             Self::ArgsBytes => "args_bytes",
             Self::Timers => "timers",
+            Self::JournalBytes => "journal_bytes",
             Self::ExecutionsInFlight => "executions_in_flight",
             Self::QueueDepth => "queue_depth",
             Self::QueueWaitMs => "queue_wait_ms",
@@ -366,6 +387,7 @@ impl Limit {
             Self::LogBytes => "log less; return data as the result instead",
             Self::ArgsBytes => "pass smaller arguments (send identifiers, not data), or split the work across executions",
             Self::Timers => "arm fewer timers at once (await one before arming the next)",
+            Self::JournalBytes => "take narrower tool results and read the clock less (everything a durable execution takes is kept until it ends), split the work across executions, or ask the operator to raise journal_bytes",
             Self::ExecutionsInFlight | Self::QueueDepth | Self::QueueWaitMs => "the sandbox is busy; retry shortly",
             Self::ExecutionsPerIdentity | Self::QueuedPerIdentity => {
                 "this identity already has its share of executions running and waiting; await them before starting more"

@@ -87,6 +87,10 @@ pub struct CallRecord {
     pub duration_us: Option<u64>,
     /// `"ok"`, or the error code the call failed with.
     pub status: String,
+    /// The call ran before a pause or a crash, and its end was replayed
+    /// from the execution's journal, not sent again.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }
 
 /// Resources one execution used.
@@ -104,6 +108,19 @@ pub struct Stats {
     pub queue_us: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fuel_used: Option<u64>,
+    /// A durable execution's journal, as it stands after this run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalStats>,
+}
+
+/// How much of a durable execution's journal this run replayed and how
+/// large it is now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct JournalStats {
+    pub entries: u64,
+    pub replayed_entries: u64,
+    /// What the journal counts against `journal_bytes`.
+    pub bytes: u64,
 }
 
 /// Why an execution produced no value. Each kind carries what an agent
@@ -150,6 +167,12 @@ pub enum ExecError {
     #[error("the execution was cancelled")]
     Cancelled,
 
+    /// Replaying a journal, the script asked for something the journal
+    /// does not hold (at entry `entry`), or the journal is another
+    /// script's. Nothing was sent.
+    #[error("{message}")]
+    ReplayDiverged { entry: u64, message: String },
+
     /// The request itself cannot run (bad limits); nothing was executed.
     #[error("invalid request: {message}")]
     InvalidRequest { message: String },
@@ -175,6 +198,7 @@ impl ExecError {
             Self::PolicyDenied { .. } => "PolicyDenied",
             Self::ApprovalRequired { .. } => "ApprovalRequired",
             Self::Cancelled => "Cancelled",
+            Self::ReplayDiverged { .. } => "ReplayDiverged",
             Self::InvalidRequest { .. } => "InvalidRequest",
             Self::Internal { .. } => "Internal",
         }

@@ -18,8 +18,10 @@ use crate::{
     cache,
     engine::{self, EngineOptions},
     execution::{self, GuestFns},
+    journal::Journal,
     limits::{Capacity, Limit, Limits, LimitsError},
-    outcome::{ExecError, Outcome, Stats},
+    outcome::{ExecError, JournalStats, Outcome, Stats},
+    replay::Recorder,
     store::StoreData,
     tool_host::ToolHost,
     SandboxError,
@@ -213,6 +215,56 @@ impl Sandbox {
     /// returns without an [`Outcome`]; dropping the future cancels the
     /// execution and its in-flight tool calls at once.
     pub async fn execute(&self, script: &str, limits: &Limits, host: &dyn ToolHost) -> Outcome {
+        self.run(script, limits, host, None).await
+    }
+
+    /// Runs one script as a durable execution: replays `journal` (what
+    /// crossed the boundary the last time this script ran, if it ran)
+    /// without sending anything, then goes on live, appending to it. The
+    /// journal afterwards holds everything the execution took, so a later
+    /// call with it resumes where this one stopped, on any host with the
+    /// same guest. Always in a fresh instance: a reused one's realm holds
+    /// state (a seeded random generator) a replay could not reproduce.
+    ///
+    /// A call the journal shows started and not ended is sent again with
+    /// [`ToolCall::resumed`] set; the host decides whether that is safe.
+    /// A journal of another script, or a script that asks for something
+    /// else than the journal holds, ends in
+    /// [`ExecError::ReplayDiverged`] with nothing sent.
+    pub async fn execute_journaled(
+        &self,
+        script: &str,
+        limits: &Limits,
+        host: &dyn ToolHost,
+        journal: &mut Journal,
+    ) -> Outcome {
+        let stats = Stats {
+            mode: Mode::Fresh,
+            ..Stats::default()
+        };
+        let recorder = match Recorder::new(journal, script, limits.journal_bytes) {
+            Ok(r) => Arc::new(std::sync::Mutex::new(r)),
+            Err(e) => return failed(e, stats),
+        };
+        let mut outcome = self.run(script, limits, host, Some(recorder.clone())).await;
+        // The instance is gone: nothing records any more.
+        let mut r = recorder.lock().unwrap_or_else(|p| p.into_inner());
+        *journal = r.take_journal();
+        outcome.stats.journal = Some(JournalStats {
+            entries: journal.entries.len() as u64,
+            replayed_entries: r.replayed() as u64,
+            bytes: r.bytes(),
+        });
+        outcome
+    }
+
+    async fn run(
+        &self,
+        script: &str,
+        limits: &Limits,
+        host: &dyn ToolHost,
+        recorder: Option<crate::replay::Shared>,
+    ) -> Outcome {
         let t0 = Instant::now();
         let mut stats = Stats {
             mode: self.inner.config.mode,
@@ -237,8 +289,9 @@ impl Sandbox {
         let started = Instant::now();
 
         let principal = host.principal();
-        let warm = match (self.inner.config.mode, principal) {
-            (Mode::Reuse, Some(p)) => self.take_warm(limits, p),
+        let reuse = recorder.is_none() && self.inner.config.mode == Mode::Reuse;
+        let warm = match (reuse, principal) {
+            (true, Some(p)) => self.take_warm(limits, p),
             _ => None,
         };
         let Warm {
@@ -254,10 +307,15 @@ impl Sandbox {
             },
         };
         stats.instance_uses = uses + 1;
-        let report =
-            execution::run_on(&mut store, &fns, script, limits, host, started, stats).await;
+        let job = execution::Job {
+            script,
+            limits,
+            host,
+            recorder,
+        };
+        let report = execution::run_on(&mut store, &fns, job, started, stats).await;
 
-        if let (Mode::Reuse, Some(p)) = (self.inner.config.mode, principal) {
+        if let (true, Some(p)) = (reuse, principal) {
             if !report.poisoned && uses + 1 < self.inner.config.reuse_runs {
                 self.recycle(Warm {
                     store,
@@ -295,9 +353,20 @@ impl Sandbox {
             Ok(w) => w,
             Err(e) => return failed(e, stats),
         };
-        execution::run_on(&mut store, &fns, script, limits, host, started, stats)
-            .await
-            .outcome
+        execution::run_on(
+            &mut store,
+            &fns,
+            execution::Job {
+                script,
+                limits,
+                host,
+                recorder: None,
+            },
+            started,
+            stats,
+        )
+        .await
+        .outcome
     }
 
     fn check_request(&self, script: &str, limits: &Limits) -> Result<(), ExecError> {
@@ -376,10 +445,11 @@ impl Sandbox {
                 return stop();
             }
             // Results the script does not take while it computes count
-            // against its memory.
+            // against its memory; a journal filled by clock reads, or a
+            // replay a clock read found diverging, ends it too.
             let memory = data.peak_memory;
             if let Some(run) = data.run.as_mut() {
-                if !run.check_backlog(memory) {
+                if !run.check_backlog(memory) || run.recorder_stopped() {
                     return stop();
                 }
             }
@@ -438,11 +508,20 @@ impl Sandbox {
             Err(e) => return Ok(failed(e, stats)),
         };
         let started = Instant::now();
-        Ok(
-            execution::run_on(&mut store, &fns, script, limits, host, started, stats)
-                .await
-                .outcome,
+        Ok(execution::run_on(
+            &mut store,
+            &fns,
+            execution::Job {
+                script,
+                limits,
+                host,
+                recorder: None,
+            },
+            started,
+            stats,
         )
+        .await
+        .outcome)
     }
 
     /// Hands the instance to the reset thread, which builds its next

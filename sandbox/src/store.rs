@@ -60,6 +60,10 @@ pub enum Request {
         id: u32,
         name: String,
         args: Value,
+        /// Started before a pause or a crash (the journal shows it), and
+        /// sent now because the journal shows no end: it may have reached
+        /// the tool host before.
+        resumed: bool,
     },
     /// A call the host refused before it reached the tool host (a name it
     /// would not read); completes at once with `failure`.
@@ -119,6 +123,19 @@ pub struct RunState {
     pub limit_hit: Option<ExecError>,
     pub trace: Trace,
     pub failures: Failures,
+    /// A journaled execution's recorder (see `replay.rs`).
+    pub recorder: Option<crate::replay::Shared>,
+    /// What the replayed journal left started and not ended, to start
+    /// when the replay runs out.
+    pub resume: Resume,
+}
+
+/// Calls and timers a replay started that the journal shows no end of.
+#[derive(Default)]
+pub struct Resume {
+    pub calls: std::collections::BTreeMap<u32, Request>,
+    /// Timer id → (delay, when it was armed, Unix ms).
+    pub timers: std::collections::BTreeMap<u32, (u32, u64)>,
 }
 
 impl RunState {
@@ -151,6 +168,52 @@ impl RunState {
             limit_hit: None,
             trace: Trace::default(),
             failures: Failures::default(),
+            recorder: None,
+            resume: Resume::default(),
+        }
+    }
+
+    /// The recorder's lock, when the execution is journaled.
+    pub fn recorder(&self) -> Option<std::sync::MutexGuard<'_, crate::replay::Recorder>> {
+        self.recorder
+            .as_ref()
+            .map(|r| r.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Ends the execution with the recorder's error, if it stopped it.
+    pub fn recorder_stopped(&mut self) -> bool {
+        let error = self.recorder().and_then(|r| r.error());
+        match error {
+            Some(e) => {
+                if self.limit_hit.is_none() {
+                    self.limit_hit = Some(e);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// At the first import after a replay ran out: starts the calls and
+    /// timers the journal left pending (calls as `resumed`, timers when
+    /// they were due).
+    pub fn go_live_if_due(&mut self) {
+        let due = self.recorder().is_some_and(|mut r| r.going_live());
+        if !due {
+            return;
+        }
+        let resume = std::mem::take(&mut self.resume);
+        for (_, request) in resume.calls {
+            let _ = self.requests.send(request);
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        for (id, (delay_ms, at_ms)) in resume.timers {
+            let due = at_ms.saturating_add(delay_ms as u64);
+            let delay_ms = due.saturating_sub(now_ms).min(delay_ms as u64) as u32;
+            let _ = self.requests.send(Request::Timer { id, delay_ms });
         }
     }
 
@@ -183,6 +246,7 @@ impl RunState {
                 start_us,
                 duration_us: None,
                 status: crate::codes::CANCELLED.into(),
+                replayed: false,
             },
         ));
         id

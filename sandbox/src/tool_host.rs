@@ -16,6 +16,10 @@ pub struct ToolCall {
     pub args: Value,
     /// Where the host says how far the call got, for the trace.
     pub note: CallNote,
+    /// The execution's journal shows this call started before a pause or
+    /// a crash, with no end: it may have reached the host already. A host
+    /// that cannot tell whether it did must not make a change again.
+    pub resumed: bool,
 }
 
 impl ToolCall {
@@ -25,6 +29,7 @@ impl ToolCall {
             name: name.into(),
             args,
             note: CallNote::default(),
+            resumed: false,
         }
     }
 }
@@ -92,6 +97,7 @@ impl CallNote {
                     start_us: start + c.start_us,
                     duration_us: c.duration_us,
                     status: c.status.clone(),
+                    replayed: c.replayed,
                 },
             ));
         }

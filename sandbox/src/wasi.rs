@@ -49,8 +49,26 @@ pub struct GuestSystem {
 impl GuestSystem {
     /// A context that grants nothing; stdout and stderr share one pipe.
     pub fn new() -> Self {
+        Self::build(None)
+    }
+
+    /// The same, with the clocks and randomness read through a journaled
+    /// execution's recorder: replayed from its journal, then recorded.
+    pub(crate) fn journaled(recorder: crate::replay::Shared) -> Self {
+        Self::build(Some(recorder))
+    }
+
+    fn build(recorder: Option<crate::replay::Shared>) -> Self {
         let output = MemoryOutputPipe::new(PIPE_CAPACITY);
-        let ctx = WasiCtxBuilder::new()
+        let mut builder = WasiCtxBuilder::new();
+        if let Some(r) = recorder {
+            use crate::replay::{Monotonic, Random, Wall};
+            builder
+                .wall_clock(Wall(r.clone()))
+                .monotonic_clock(Monotonic(r.clone()))
+                .secure_random(Random(r));
+        }
+        let ctx = builder
             .stdout(output.clone())
             .stderr(output.clone())
             .max_random_size(RANDOM_MAX)

@@ -196,7 +196,9 @@ impl ClientTools {
 #[async_trait]
 impl ToolHost for ClientTools {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure> {
-        let ToolCall { name, args, note } = call;
+        let ToolCall {
+            name, args, note, ..
+        } = call;
         self.runbooks.over_calls(&note)?;
         if let Some(runbook) = crate::runbooks::runbook_name(&name) {
             let result = self

@@ -277,6 +277,7 @@ mod tests {
                     start_us: 0,
                     duration_us: Some(1),
                     status: status.to_string(),
+                    replayed: false,
                 })
                 .collect(),
             stats: Stats::default(),

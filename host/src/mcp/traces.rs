@@ -172,6 +172,7 @@ mod tests {
                     start_us: i as u64,
                     duration_us: Some(1),
                     status: "ok".into(),
+                    replayed: false,
                 })
                 .collect(),
             stats: Stats::default(),
