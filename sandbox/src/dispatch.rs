@@ -26,7 +26,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::{
     limits::{Limit, Limits},
-    store::{Done, Failures, Request, Trace},
+    store::{Done, Failures, Request, Trace, STATUS_WAITING},
     tool_host::{codes, CallNote, ToolCall, ToolFailure, ToolHost},
 };
 
@@ -57,6 +57,9 @@ pub struct Records<'a> {
     /// Payload bytes sent to the guest and not yet taken (see
     /// `RunState::backlog`).
     pub backlog: &'a AtomicU64,
+    /// The execution is journaled: a call answered `codes::WAITING` waits
+    /// (the execution may park) instead of failing.
+    pub parks: bool,
 }
 
 pub async fn run(
@@ -72,6 +75,7 @@ pub async fn run(
         failures,
         peak_in_flight,
         backlog,
+        parks,
     } = records;
     let send = |done: Done| {
         backlog.fetch_add(done.payload.len() as u64, Ordering::Relaxed);
@@ -213,7 +217,13 @@ pub async fn run(
                                 running.push(start_call(next_id, name, args, resumed));
                             }
                             record(trace, started, id, &result);
-                            settle(failures, id, &tool, result)
+                            let waits = parks
+                                && matches!(&result, Err(f) if f.code == codes::WAITING);
+                            let done = settle(failures, id, &tool, result);
+                            match waits {
+                                true => Done { id, status: STATUS_WAITING, payload: Vec::new() },
+                                false => done,
+                            }
                         }
                     };
                     if !send(done) {

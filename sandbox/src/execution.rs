@@ -138,6 +138,7 @@ pub async fn run_on(
                 failures: &failures,
                 peak_in_flight: &peak_in_flight,
                 backlog: &backlog,
+                parks: recorder.is_some(),
             },
         );
         let backstop = tokio::time::sleep_until((started + limits.wall_time() + HOST_GRACE).into());

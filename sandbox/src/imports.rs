@@ -166,6 +166,9 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                     if run.outstanding.is_empty() {
                         return Ok(WAIT_IDLE);
                     }
+                    if run.park_if_only_waiting() {
+                        return Err(limit_trap());
+                    }
                     let deadline = run.started + run.limits.wall_time();
                     match tokio::time::timeout_at(deadline.into(), run.completions.recv()).await {
                         Err(_) => {
@@ -173,6 +176,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
                             return Err(limit_trap());
                         }
                         Ok(None) => return Err(violation("the tool dispatcher stopped")),
+                        Ok(Some(done)) if run.waits(&done) => {}
                         Ok(Some(done)) if run.settle(done.id).is_some() => break done,
                         Ok(Some(done)) => run.unhold(&done), // cancelled meanwhile
                     }

@@ -48,7 +48,7 @@ pub use limits::{
     MAX_HANDOVER_BYTES, MAX_JOURNAL_BYTES, MAX_MEMORY_BYTES,
 };
 pub use outcome::{
-    CallRecord, ExecError, JournalStats, LogEntry, LogLevel, Outcome, Stats, Truncation,
+    CallRecord, ExecError, JournalStats, LogEntry, LogLevel, Outcome, Stats, Truncation, Waiting,
 };
 pub use sandbox::{Mode, Sandbox, SandboxConfig};
 pub use tool_host::{codes, CallNote, ToolCall, ToolFailure, ToolHost};

@@ -93,6 +93,17 @@ pub struct CallRecord {
     pub replayed: bool,
 }
 
+/// A call a parked execution waits for, as its tool host described it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Waiting {
+    /// The call's id in the execution (its place in the trace, from 1).
+    pub call: u32,
+    pub tool: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub details: Value,
+}
+
 /// Resources one execution used.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Stats {
@@ -167,6 +178,13 @@ pub enum ExecError {
     #[error("the execution was cancelled")]
     Cancelled,
 
+    /// A journaled execution stopped to wait: every call it was waiting
+    /// for waits for something outside it (a person's decision). Its
+    /// journal holds everything up to here; run it again with the journal
+    /// once the decision is in, and it goes on from here.
+    #[error("the execution waits for {n} call{s} (first: {first})", n = waiting.len(), s = if waiting.len() == 1 { "" } else { "s" }, first = waiting.first().map(|w| w.message.as_str()).unwrap_or(""))]
+    Parked { waiting: Vec<Waiting> },
+
     /// Replaying a journal, the script asked for something the journal
     /// does not hold (at entry `entry`), or the journal is another
     /// script's. Nothing was sent.
@@ -199,6 +217,7 @@ impl ExecError {
             Self::ApprovalRequired { .. } => "ApprovalRequired",
             Self::Cancelled => "Cancelled",
             Self::ReplayDiverged { .. } => "ReplayDiverged",
+            Self::Parked { .. } => "Parked",
             Self::InvalidRequest { .. } => "InvalidRequest",
             Self::Internal { .. } => "Internal",
         }

@@ -82,6 +82,10 @@ pub enum Request {
     },
 }
 
+/// The status of a [`Done`] that is not one: the call waits (see
+/// `codes::WAITING`); the host keeps it, the guest never sees it.
+pub const STATUS_WAITING: u32 = u32::MAX;
+
 /// A finished call or timer, as the guest will see it.
 pub struct Done {
     pub id: u32,
@@ -128,6 +132,9 @@ pub struct RunState {
     /// What the replayed journal left started and not ended, to start
     /// when the replay runs out.
     pub resume: Resume,
+    /// Calls that wait for something outside the execution (their
+    /// failure is in `failures`): still pending, never handed to the guest.
+    pub waiting: std::collections::BTreeSet<u32>,
 }
 
 /// Calls and timers a replay started that the journal shows no end of.
@@ -170,7 +177,52 @@ impl RunState {
             failures: Failures::default(),
             recorder: None,
             resume: Resume::default(),
+            waiting: Default::default(),
         }
+    }
+
+    /// Takes a call's "waiting" in place of an end: it stays pending.
+    /// `false` when `done` is a real end.
+    pub fn waits(&mut self, done: &Done) -> bool {
+        if done.status != STATUS_WAITING {
+            return false;
+        }
+        self.unhold(done);
+        if self.outstanding.contains_key(&done.id) {
+            self.waiting.insert(done.id);
+        }
+        true
+    }
+
+    /// A journaled execution whose every pending id is a waiting call
+    /// stops here: the execution ends as `Parked`, naming what it waits
+    /// for. Returns whether it did.
+    pub fn park_if_only_waiting(&mut self) -> bool {
+        if self.recorder.is_none()
+            || self.waiting.is_empty()
+            || !self.outstanding.keys().all(|id| self.waiting.contains(id))
+        {
+            return false;
+        }
+        let mut failures = self.failures.lock().unwrap();
+        let waiting = self
+            .waiting
+            .iter()
+            .filter_map(|id| {
+                let (tool, f) = failures.remove(id)?;
+                Some(crate::outcome::Waiting {
+                    call: *id,
+                    tool,
+                    message: f.message,
+                    details: f.details,
+                })
+            })
+            .collect();
+        drop(failures);
+        if self.limit_hit.is_none() {
+            self.limit_hit = Some(ExecError::Parked { waiting });
+        }
+        true
     }
 
     /// The recorder's lock, when the execution is journaled.
@@ -272,6 +324,9 @@ impl RunState {
     /// must not pile them up.
     pub fn drain(&mut self) {
         while let Ok(done) = self.completions.try_recv() {
+            if self.waits(&done) {
+                continue;
+            }
             if self.outstanding.contains_key(&done.id) {
                 self.ready.push_back(done);
             } else {

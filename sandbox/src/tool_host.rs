@@ -183,6 +183,15 @@ pub mod codes {
     /// Not a failure code but a trace status: the call had not ended when
     /// the execution did.
     pub const CANCELLED: &str = "cancelled";
+    /// Not a failure: the call cannot go on until something outside the
+    /// execution happens (another person decides its approval). A
+    /// journaled execution parks on it: once every call it waits for is
+    /// waiting, and no timer is armed, it ends as
+    /// `Parked { waiting }` with its journal, to be resumed by replay when
+    /// the decision is in (the call is then sent again). `message` and
+    /// `details` say what it waits for. In an execution that is not
+    /// journaled it reaches the script as any failure.
+    pub const WAITING: &str = "waiting";
 }
 
 /// Implemented by whoever may reach a backend. `call` may run concurrently

@@ -427,3 +427,93 @@ async fn a_journal_holds_digests_of_arguments_not_the_arguments() {
     .await;
     assert_eq!(ok(&o), &json!(1));
 }
+
+#[tokio::test]
+async fn an_execution_waiting_only_for_decisions_parks_once_and_resumes_as_they_come() {
+    let sb = common::fresh().await;
+    let script = "const first = await tools.echo({n: 1});
+        const [x, y] = await Promise.all([tools.ask({id: 'a'}), tools.ask({id: 'b'})]);
+        const last = await tools.echo({n: 2});
+        [first.n, x.approved, y.approved, last.n]";
+    let host = TestHost::default();
+    let mut journal = Journal::new();
+    let sent = |host: &TestHost| {
+        host.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}{}{}",
+                    c.name,
+                    c.args,
+                    if c.resumed { " resumed" } else { "" }
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+
+    // Both asks wait: the execution parks once, naming both.
+    let o = journaled(&sb, script, &host, &mut journal).await;
+    match o.error() {
+        Some(ExecError::Parked { waiting }) => {
+            let ids: Vec<_> = waiting
+                .iter()
+                .map(|w| w.details["request_id"].clone())
+                .collect();
+            assert_eq!(ids, [json!("a"), json!("b")]);
+            assert_eq!(waiting[0].tool, "ask");
+            assert_eq!(waiting[0].call, 2);
+        }
+        e => panic!("expected Parked, got {e:?}"),
+    }
+    assert_eq!(o.trace[1].status, "waiting");
+    assert_eq!(journal.calls(), (3, 1));
+
+    // One decision in: it resumes, the decided call goes on, it parks again
+    // for the other; nothing it had done is sent again.
+    host.approved.lock().unwrap().push("a".into());
+    let o = journaled(&sb, script, &host, &mut journal).await;
+    match o.error() {
+        Some(ExecError::Parked { waiting }) => assert_eq!(waiting.len(), 1, "{waiting:?}"),
+        e => panic!("expected Parked, got {e:?}"),
+    }
+    host.approved.lock().unwrap().push("b".into());
+    let o = journaled(&sb, script, &host, &mut journal).await;
+    assert_eq!(ok(&o), &json!([1, "a", "b", 2]));
+    assert_eq!(
+        sent(&host),
+        [
+            r#"echo{"n":1}"#,
+            r#"ask{"id":"a"}"#,
+            r#"ask{"id":"b"}"#,
+            r#"ask{"id":"a"} resumed"#,
+            r#"ask{"id":"b"} resumed"#,
+            r#"ask{"id":"b"} resumed"#,
+            r#"echo{"n":2}"#,
+        ],
+        "each echo once; an ask again only while it waited"
+    );
+}
+
+#[tokio::test]
+async fn an_armed_timer_keeps_an_execution_from_parking_and_a_plain_one_never_parks() {
+    let sb = common::fresh().await;
+    let script = "await Promise.race([
+        tools.ask({id: 'c'}),
+        new Promise((r) => setTimeout(() => r('gave up waiting'), 20)),
+    ])";
+    let mut journal = Journal::new();
+    let o = journaled(&sb, script, &TestHost::default(), &mut journal).await;
+    assert_eq!(ok(&o), &json!("gave up waiting"));
+
+    // Not journaled: "waiting" is a failure the script sees.
+    let o = sb
+        .execute(
+            "let code; try { await tools.ask({id: 'd'}) } catch (e) { code = e.code }\ncode",
+            &Limits::default(),
+            &TestHost::default(),
+        )
+        .await;
+    assert_eq!(ok(&o), &json!("waiting"));
+}

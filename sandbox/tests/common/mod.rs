@@ -28,6 +28,8 @@ pub struct TestHost {
     pub gate: Semaphore,
     /// Whose calls these are (reuse mode keeps instances per principal).
     pub principal: Option<String>,
+    /// `tools.ask({id})` waits (`codes::WAITING`) until its id is here.
+    pub approved: Mutex<Vec<String>>,
 }
 
 impl Default for TestHost {
@@ -40,6 +42,7 @@ impl Default for TestHost {
             started: watch::channel(0).0,
             gate: Semaphore::new(0),
             principal: Some("tester".into()),
+            approved: Mutex::default(),
         }
     }
 }
@@ -125,6 +128,18 @@ impl ToolHost for TestHost {
             "gate" => {
                 self.gate.acquire().await.unwrap().forget();
                 Ok(json!("opened"))
+            }
+            "ask" => {
+                let id = args["id"].as_str().unwrap_or("").to_string();
+                if self.approved.lock().unwrap().contains(&id) {
+                    Ok(json!({"approved": id}))
+                } else {
+                    Err(ToolFailure::new(
+                        airlock_sandbox::codes::WAITING,
+                        format!("request {id} waits for another person"),
+                    )
+                    .with_details(json!({"request_id": id})))
+                }
             }
             "node_list" => Ok(json!([
                 {"node": "pve1", "status": "online"},
