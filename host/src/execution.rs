@@ -110,6 +110,40 @@ impl Execution {
         })
     }
 
+    /// Goes on with a parked execution under its id: it takes a place
+    /// again and the log says so, or nothing of it runs.
+    pub fn resume(gateway: &Arc<Gateway>, caller: Caller, id: &str) -> Result<Self, NotStarted> {
+        gateway.execution_resumed(&caller, id)?;
+        Ok(Self {
+            gateway: gateway.clone(),
+            caller: Caller {
+                execution: Some(id.to_string()),
+                ..caller
+            },
+            started: Instant::now(),
+        })
+    }
+
+    /// The execution stopped to wait for the decisions `waiting` (request
+    /// ids): logged as parked, its place given back. No end line: it goes
+    /// on later under the same id, and ends once.
+    pub fn park(self, waiting: &[String], ran: &Outcome) {
+        // The run is over (the execution is not): counted as one, ending
+        // `Parked`, with the wait for its slot.
+        let metrics = crate::metrics::global();
+        metrics.execution("Parked", None, self.started.elapsed());
+        let waited = Duration::from_micros(ran.stats.queue_us);
+        metrics.admission(&self.caller.identity, waited, None);
+        let calls = ran.stats.tool_calls;
+        let id = self.id().to_string();
+        if let Err(e) = self
+            .gateway
+            .execution_parked(&id, waiting, calls, self.started.elapsed())
+        {
+            tracing::warn!(execution = %id, error = %e, "could not record that an execution parked in the audit log");
+        }
+    }
+
     /// The caller every tool call of this execution is made as.
     pub fn caller(&self) -> &Caller {
         &self.caller

@@ -7,6 +7,7 @@ pub mod approvers;
 pub mod bench;
 pub mod demo;
 pub mod door;
+pub mod durable;
 pub mod execution;
 pub mod health;
 pub mod http;

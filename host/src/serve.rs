@@ -129,5 +129,6 @@ pub async fn shared(
         collector,
         executions: Default::default(),
         traces: Default::default(),
+        durable: Default::default(),
     }))
 }

@@ -17,15 +17,28 @@ const CONSOLE: &str = "\n[console]\napprovers = [\"rita\", \"olga\"]\nauditors =
 
 /// The request an agent's change filed, from its execute result.
 async fn asks(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, vmid: u32) -> String {
+    asks_in(client, vmid).await.0
+}
+
+/// The request, and the execution that waits for it.
+async fn asks_in(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    vmid: u32,
+) -> (String, String) {
     let r = call(
         client,
         "execute",
         json!({"script": format!("await tools.vm_start({{node: 'pve1', vmid: {vmid}}})")}),
     )
     .await;
-    let error: &Value = &r.structured_content.as_ref().unwrap()["error"];
-    assert_eq!(error["kind"], "ApprovalRequired", "{error}");
-    error["request_id"].as_str().unwrap().to_string()
+    // The execution waits for the decision (it is durable).
+    let answer: &Value = r.structured_content.as_ref().unwrap();
+    assert_eq!(answer["status"], "waiting", "{answer}");
+    let text = |v: &Value| v.as_str().unwrap().to_string();
+    (
+        text(&answer["waiting"][0]["request_id"]),
+        text(&answer["execution"]),
+    )
 }
 
 async fn outcome(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, vmid: u32) -> Value {
@@ -91,7 +104,7 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
     assert!(alice.cookie.is_none());
 
     // The agent asks; rita sees it and approves with a reason; it runs.
-    let first = asks(&agent, 103).await;
+    let (first, waiting) = asks_in(&agent, 103).await;
     assert_eq!(
         rita.sign_in(&keys["rita"]).await.status(),
         StatusCode::SEE_OTHER
@@ -104,7 +117,12 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
     assert!(page.contains("value=\"approve\"") && page.contains("value=\"deny\""));
     let (status, _) = rita.decide(&first, "approve", "planned restart").await;
     assert_eq!(status, StatusCode::SEE_OTHER);
-    let ran = outcome(&agent, 103).await;
+    // The agent follows the execution that waited: it goes on.
+    let ran = call(&agent, "execute", json!({"execution": waiting}))
+        .await
+        .structured_content
+        .unwrap();
+    assert_eq!(ran["execution"], json!(waiting), "{ran}");
     let task = ran["result"].as_str().unwrap_or_default();
     assert!(task.contains(":qmstart:103:"), "the start ran: {ran}");
 
@@ -171,7 +189,7 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(page.contains("nobody approves their own request"), "{page}");
     let still = outcome(&olga_agent, 106).await;
-    assert_eq!(still["error"]["kind"], "ApprovalRequired", "{still}");
+    assert_eq!(still["status"], "waiting", "{still}");
 
     // A revoked key's sign-in opens nothing once the keys are re-read.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))

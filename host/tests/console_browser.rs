@@ -269,19 +269,17 @@ async fn a_person_decides_in_a_real_browser() {
         json!({"script": "await tools.vm_start({node: 'pve1', vmid: 103})"}),
     )
     .await;
-    let asked = single.structured_content.unwrap()["error"]["request_id"]
+    // The execution waits for the decision.
+    let single = single.structured_content.unwrap();
+    let asked = single["waiting"][0]["request_id"]
         .as_str()
         .unwrap()
         .to_string();
     browser.goto(&format!("{base}/console")).await.unwrap();
     let after = decide(&browser, &asked, "not on the build host", "deny", None).await;
     assert!(after.contains("denied"), "{after}");
-    let told = call(
-        &agent,
-        "execute",
-        json!({"script": "await tools.vm_start({node: 'pve1', vmid: 103})"}),
-    )
-    .await;
+    // Followed, it meets the denial.
+    let told = call(&agent, "execute", single["follow"].clone()).await;
     let told = told.structured_content.unwrap();
     assert!(
         told["error"]["reason"]
@@ -299,7 +297,7 @@ async fn a_person_decides_in_a_real_browser() {
         json!({"script": "await tools.vm_start({node: 'pve1', vmid: 104})"}),
     )
     .await;
-    let own = own.structured_content.unwrap()["error"]["request_id"]
+    let own = own.structured_content.unwrap()["waiting"][0]["request_id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -500,7 +498,7 @@ async fn people_sign_in_through_the_openid_provider_with_the_role_their_groups_g
         json!({"script": "await tools.vm_start({node: 'pve1', vmid: 103})"}),
     )
     .await;
-    let asked = single.structured_content.unwrap()["error"]["request_id"]
+    let asked = single.structured_content.unwrap()["waiting"][0]["request_id"]
         .as_str()
         .unwrap()
         .to_string();

@@ -287,12 +287,27 @@ fn the_inspector_cli_over_http_with_a_key_and_an_approval_from_a_shell() {
         script,
     ];
     let (first, _) = inspect(&execute);
-    let error = &first["structuredContent"]["error"];
-    assert_eq!(error["kind"], "ApprovalRequired", "{first}");
-    let command = error["how"].as_str().unwrap().split('`').nth(1).unwrap();
+    let answer = &first["structuredContent"];
+    assert_eq!(answer["status"], "waiting", "{first}");
+    let command = answer["waiting"][0]["how"]
+        .as_str()
+        .unwrap()
+        .split('`')
+        .nth(1)
+        .unwrap();
     let out = Command::new("sh").args(["-c", command]).output().unwrap();
     assert!(out.status.success(), "{command}: {out:?}");
-    let (second, _) = inspect(&execute);
+    // The execution waited; following it (from another connection of the
+    // same key) goes on with it.
+    let follow = format!("execution={}", answer["execution"].as_str().unwrap());
+    let (second, _) = inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "execute",
+        "--tool-arg",
+        &follow,
+    ]);
     assert_eq!(second["isError"], false, "{second}");
     let upid = second["structuredContent"]["result"].as_str().unwrap();
     assert!(upid.starts_with("UPID:pve2:"), "{second}");

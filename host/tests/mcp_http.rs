@@ -147,15 +147,35 @@ async fn each_key_acts_as_its_own_identity() {
     assert_eq!(whoami["identity"], "rita");
     assert_eq!(whoami["mode"], "ro");
     assert_eq!(whoami["may_call_tiers"], json!(["read"]));
-    rita.cancel().await.unwrap();
 
     // alice is read-write but the demo asks approval for mutations; a
-    // client without elicitation gets the instruction, not a denial.
+    // client without elicitation is told what the execution waits for
+    // and how to decide it, not a denial.
     let alice = server.connect(&alice).await;
     let r = call(&alice, "execute", json!({"script": script})).await;
-    let result = r.structured_content.as_ref().unwrap()["result"].clone();
-    let result = result.as_str().unwrap_or_default();
-    assert!(result.starts_with("approval_required: "), "{}", text(&r));
+    let answer = r.structured_content.clone().unwrap();
+    assert_eq!(answer["status"], "waiting", "{}", text(&r));
+    assert_eq!(answer["waiting"][0]["tool"], "vm_start");
+    assert!(text(&r).contains("approvals approve ap-"), "{}", text(&r));
+    // Only alice can follow it: to rita her execution's id reads as one
+    // that does not exist.
+    let theirs = answer["execution"].as_str().unwrap();
+    let r = call(&rita, "execute", json!({"execution": theirs})).await;
+    assert_eq!(r.is_error, Some(true));
+    let error = &r.structured_content.as_ref().unwrap()["error"];
+    assert_eq!(error["kind"], "UnknownExecution", "{error}");
+    let r = call(&alice, "execute", json!({"execution": "made-up-x1"})).await;
+    let unknown = &r.structured_content.as_ref().unwrap()["error"];
+    assert_eq!(
+        error["message"].as_str().unwrap().replace(theirs, "ID"),
+        unknown["message"]
+            .as_str()
+            .unwrap()
+            .replace("made-up-x1", "ID"),
+    );
+    // Following it while nothing is decided says it still waits (after
+    // the bounded wait for a decision).
+    rita.cancel().await.unwrap();
     alice.cancel().await.unwrap();
 }
 

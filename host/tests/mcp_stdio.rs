@@ -335,26 +335,33 @@ async fn a_declined_approval_denies_and_a_client_that_cannot_ask_gets_the_instru
     };
     let client = connect(no, &["--demo", "--identity", "alice"]).await;
     let r = call(&client, "execute", json!({"script": STOP_ALL})).await;
-    assert_eq!(r.is_error, Some(true));
-    assert_eq!(
-        structured(&r)["error"]["kind"],
-        "PolicyDenied",
-        "{}",
-        text(&r)
-    );
-    assert!(text(&r).contains("declined"));
+    // The first shutdown was declined; the person is not asked again in
+    // this execution, so the other two wait for an operator.
+    assert_eq!(r.is_error, Some(false));
+    assert_eq!(structured(&r)["status"], "waiting", "{}", text(&r));
+    let waiting = structured(&r)["waiting"].as_array().unwrap();
+    assert_eq!(waiting.len(), 2, "{}", text(&r));
+    for w in waiting {
+        let how = w["how"].as_str().unwrap();
+        assert!(
+            how.contains("not asked again") && how.contains("declined"),
+            "{how}"
+        );
+    }
     client.cancel().await.unwrap();
 
     // A client that cannot ask gets the command that approves. A script
-    // that settles every call files all its requests in one run; an
-    // operator runs each command in a shell, as written; the next run of
-    // the plain script goes through.
+    // that settles every call files all its requests in one run, and
+    // waits for them; an operator runs each command in a shell, as
+    // written; following the execution, it goes through.
     let client = connect(person(), &["--demo", "--identity", "alice"]).await;
     let r = call(&client, "execute", json!({"script": FILE_REQUESTS})).await;
-    let hints = structured(&r)["result"].as_array().unwrap().clone();
+    assert_eq!(structured(&r)["status"], "waiting", "{}", text(&r));
+    let hints = structured(&r)["waiting"].as_array().unwrap().clone();
     assert_eq!(hints.len(), 3, "{}", text(&r));
+    let follow = structured(&r)["follow"].clone();
     for hint in &hints {
-        let command = hint.as_str().unwrap().split('`').nth(1).unwrap();
+        let command = hint["how"].as_str().unwrap().split('`').nth(1).unwrap();
         assert!(command.contains(" approvals approve ap-"), "{hint}");
         let out = std::process::Command::new("sh")
             .args(["-c", command])
@@ -363,9 +370,14 @@ async fn a_declined_approval_denies_and_a_client_that_cannot_ask_gets_the_instru
             .unwrap();
         assert!(out.status.success(), "{command}: {out:?}");
     }
-    let r = call(&client, "execute", json!({"script": STOP_ALL})).await;
+    let r = call(&client, "execute", follow).await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
-    assert_eq!(structured(&r)["result"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        structured(&r)["result"],
+        json!(["fulfilled", "fulfilled", "fulfilled"]),
+        "{}",
+        text(&r)
+    );
     client.cancel().await.unwrap();
 }
 
@@ -578,14 +590,17 @@ const TEN_APPROVALS: &str = "const tries = await Promise.allSettled(Array.from({
     tries.map((t) => t.status === 'fulfilled' ? 'ok' : t.reason.code +\n\
       (String(t.reason.details && t.reason.details.how).includes('not asked again in this execution') ? ' (not asked)' : ''))";
 
-fn tally(r: &CallToolResult) -> std::collections::BTreeMap<String, usize> {
-    let mut counts = std::collections::BTreeMap::new();
-    for outcome in structured(r)["result"].as_array().expect("a list") {
-        *counts
-            .entry(outcome.as_str().unwrap().to_string())
-            .or_default() += 1;
-    }
-    counts
+/// The calls a parked execution waits for: how many, and whether each
+/// says the person in the client is not asked again.
+fn waiting_not_asked(r: &CallToolResult) -> (usize, bool) {
+    let waiting = structured(r)["waiting"].as_array().expect("waiting calls");
+    let not_asked = waiting.iter().all(|w| {
+        w["how"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not asked again in this execution")
+    });
+    (waiting.len(), not_asked)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -599,16 +614,9 @@ async fn after_a_decline_the_client_is_not_asked_again_in_that_execution() {
     let client = connect(no, &["--demo", "--identity", "alice"]).await;
     let r = call(&client, "execute", json!({"script": TEN_APPROVALS})).await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
-    assert_eq!(
-        tally(&r),
-        [
-            ("approval_required (not asked)".to_string(), 9),
-            ("policy_denied".to_string(), 1)
-        ]
-        .into(),
-        "{}",
-        text(&r)
-    );
+    // One declined; the nine others wait for an operator, unasked.
+    assert_eq!(structured(&r)["status"], "waiting", "{}", text(&r));
+    assert_eq!(waiting_not_asked(&r), (9, true), "{}", text(&r));
     assert_eq!(asked.load(Ordering::SeqCst), 1, "asked once");
     assert_eq!(most.load(Ordering::SeqCst), 1);
     client.cancel().await.unwrap();
@@ -716,16 +724,10 @@ async fn an_execution_asks_one_question_at_a_time_and_a_few_at_most() {
     let client = connect(yes, &["--demo", "--identity", "alice"]).await;
     let r = call(&client, "execute", json!({"script": TEN_APPROVALS})).await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
-    assert_eq!(
-        tally(&r),
-        [
-            ("approval_required (not asked)".to_string(), 5),
-            ("ok".to_string(), 5)
-        ]
-        .into(),
-        "{}",
-        text(&r)
-    );
+    // Five asked and approved (they ran); five wait for an operator,
+    // unasked.
+    assert_eq!(structured(&r)["status"], "waiting", "{}", text(&r));
+    assert_eq!(waiting_not_asked(&r), (5, true), "{}", text(&r));
     assert_eq!(asked.load(Ordering::SeqCst), 5, "five questions");
     assert_eq!(most.load(Ordering::SeqCst), 1, "never two at once");
     // The next execution may ask again.
@@ -763,15 +765,15 @@ async fn an_identity_that_needs_an_operator_is_never_asked_in_the_client() {
         json!({"script": "await tools.vm_stop({node: 'pve1', vmid: 101})"}),
     )
     .await;
-    assert_eq!(r.is_error, Some(true), "{}", text(&r));
-    let error = &structured(&r)["error"];
-    assert_eq!(error["kind"], "ApprovalRequired", "{}", text(&r));
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(structured(&r)["status"], "waiting", "{}", text(&r));
+    let waiting = &structured(&r)["waiting"][0];
     assert!(
-        error["how"]
+        waiting["how"]
             .as_str()
             .unwrap()
             .contains(" approvals approve ap-"),
-        "{error}"
+        "{waiting}"
     );
     assert_eq!(
         asked.load(Ordering::SeqCst),

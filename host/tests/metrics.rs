@@ -130,7 +130,8 @@ async fn a_scrape_counts_what_the_executions_did() {
         ("SyntaxError", 1.0),
         ("LimitExceeded", 1.0),
         ("ToolError", 1.0),
-        ("ApprovalRequired", 1.0),
+        // Waits for an approval: its run ended parked.
+        ("Parked", 1.0),
     ] {
         assert_eq!(
             get(&format!("airlock_executions_total{{outcome={outcome}}}")),

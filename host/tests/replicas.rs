@@ -107,6 +107,17 @@ fn value(r: &rmcp::model::CallToolResult) -> Value {
     r.structured_content.as_ref().unwrap()["result"].clone()
 }
 
+/// The approval request an execution waits for, and the execution.
+fn waits_for(r: &rmcp::model::CallToolResult) -> (String, String) {
+    let answer = r.structured_content.as_ref().unwrap();
+    assert_eq!(answer["status"], "waiting", "{answer}");
+    let text = |v: &Value| v.as_str().unwrap().to_string();
+    (
+        text(&answer["waiting"][0]["request_id"]),
+        text(&answer["execution"]),
+    )
+}
+
 fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -119,9 +130,7 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
     let on_a = a.connect(&alice).await;
     let on_b = b.connect(&alice).await;
 
-    let first = value(&call(&on_a, "execute", json!({"script": START})).await);
-    assert_eq!(first["code"], "approval_required", "{first}");
-    let id = first["id"].as_str().unwrap().to_string();
+    let (id, _) = waits_for(&call(&on_a, "execute", json!({"script": START})).await);
 
     // Replica B sees the same pending request.
     let listed = d.airlock(&["approvals", "list", "--json"]);
@@ -140,11 +149,11 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
         "{second}"
     );
 
-    // Used up for the whole deployment: both replicas ask again.
+    // Used up for the whole deployment: on both replicas a new run waits
+    // for a new request.
     for client in [&on_a, &on_b] {
-        let again = value(&call(client, "execute", json!({"script": START})).await);
-        assert_eq!(again["code"], "approval_required", "{again}");
-        assert_ne!(again["id"], id.as_str());
+        let (again, _) = waits_for(&call(client, "execute", json!({"script": START})).await);
+        assert_ne!(again, id);
     }
 
     // One chain, written by both replicas, verified in the database...
@@ -319,9 +328,7 @@ async fn a_console_sign_in_on_one_replica_decides_on_another() {
     let rita_key = stdout(&out).trim().to_string();
     let (a, b) = d.two_replicas();
     let on_a = a.connect(&alice).await;
-    let first = value(&call(&on_a, "execute", json!({"script": START})).await);
-    assert_eq!(first["code"], "approval_required", "{first}");
-    let id = first["id"].as_str().unwrap().to_string();
+    let (id, execution) = waits_for(&call(&on_a, "execute", json!({"script": START})).await);
 
     let mut rita = ConsoleUser::new(&a.base());
     assert_eq!(
@@ -331,13 +338,14 @@ async fn a_console_sign_in_on_one_replica_decides_on_another() {
     rita.base = b.base();
     let (status, _) = rita.decide(&id, "approve", "on B").await;
     assert_eq!(status, reqwest::StatusCode::SEE_OTHER);
-    let ran = value(&call(&on_a, "execute", json!({"script": START})).await);
+    // The agent follows its execution, which waited on A: it goes on.
+    let ran = value(&call(&on_a, "execute", json!({"execution": execution})).await);
     assert!(
         ran.as_str().is_some_and(|t| t.contains(":qmstart:103:")),
         "{ran}"
     );
-    let again = value(&call(&on_a, "execute", json!({"script": START})).await);
-    assert_eq!(again["code"], "approval_required", "used once: {again}");
+    let (again, _) = waits_for(&call(&on_a, "execute", json!({"script": START})).await);
+    assert_ne!(again, id, "used once");
 
     let (_, page) = rita.get("/console").await;
     let (status, _) = rita
@@ -378,9 +386,7 @@ async fn an_openid_providers_token_works_on_every_replica() {
     let on_a = a.connect(&token).await;
     let on_b = b.connect(&token).await;
 
-    let first = value(&call(&on_a, "execute", json!({"script": START})).await);
-    assert_eq!(first["code"], "approval_required", "{first}");
-    let id = first["id"].as_str().unwrap().to_string();
+    let (id, _) = waits_for(&call(&on_a, "execute", json!({"script": START})).await);
     let listed = d.airlock(&["approvals", "list", "--json"]);
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed[0]["identity"], "sso:deploy-bot", "{listed}");
@@ -392,8 +398,8 @@ async fn an_openid_providers_token_works_on_every_replica() {
         task.contains(":qmstart:103:"),
         "ran on the other replica: {second}"
     );
-    let again = value(&call(&on_a, "execute", json!({"script": START})).await);
-    assert_eq!(again["code"], "approval_required", "used once: {again}");
+    let (again, _) = waits_for(&call(&on_a, "execute", json!({"script": START})).await);
+    assert_ne!(again, id, "used once");
     let verified = d.airlock(&["audit", "verify"]);
     assert!(verified.status.success(), "{verified:?}");
 }

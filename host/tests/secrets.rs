@@ -1168,11 +1168,14 @@ async fn serve_over_http_keeps_every_secret_out() {
         json!({"script": script}),
     )
     .await;
-    assert_eq!(code_of(&r, "create"), "approval_required", "{}", text(&r));
-    let request = structured(&r)["result"]["create"]["details"]["request_id"]
+    // The execution waits for that decision.
+    assert_eq!(structured(&r)["status"], "waiting", "{}", text(&r));
+    assert_eq!(structured(&r)["waiting"][0]["tool"], "ct_create");
+    let request = structured(&r)["waiting"][0]["request_id"]
         .as_str()
         .unwrap()
         .to_string();
+    let follow = structured(&r)["follow"].clone();
     world.run(
         "approvals list",
         &["--config", &config_str, "approvals", "list"],
@@ -1209,7 +1212,7 @@ async fn serve_over_http_keeps_every_secret_out() {
         &alice,
         "http alice: password script, approved",
         "execute",
-        json!({"script": script}),
+        follow,
     )
     .await;
     let result = &structured(&r)["result"];

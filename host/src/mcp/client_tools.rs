@@ -123,10 +123,36 @@ pub struct ClientTools {
     pub asking: Asking,
     /// Runs the runbooks the script calls.
     pub runbooks: Arc<crate::runbooks::Runner>,
+    /// The execution is durable: a call that needs another person's
+    /// decision waits (the execution parks) instead of failing.
+    pub durable: bool,
 }
 
 fn failure(e: &CallError) -> ToolFailure {
     ToolFailure::new(e.code(), e.to_string()).with_details(e.details())
+}
+
+impl ClientTools {
+    /// A call's failure as the script (or, for a durable execution's call
+    /// waiting for a decision, the sandbox) gets it.
+    fn failure(&self, e: &CallError) -> ToolFailure {
+        match e {
+            CallError::ApprovalRequired {
+                tool,
+                request_id,
+                how,
+                summary,
+            } if self.durable => {
+                let how = self.gateway.wait_instruction(request_id, how);
+                ToolFailure::new(
+                    airlock_sandbox::codes::WAITING,
+                    format!("{tool} waits for approval request {request_id}: {how}"),
+                )
+                .with_details(json!({"request_id": request_id, "summary": summary, "how": how}))
+            }
+            e => failure(e),
+        }
+    }
 }
 
 impl ClientTools {
@@ -197,7 +223,10 @@ impl ClientTools {
 impl ToolHost for ClientTools {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolFailure> {
         let ToolCall {
-            name, args, note, ..
+            name,
+            args,
+            note,
+            resumed,
         } = call;
         self.runbooks.over_calls(&note)?;
         if let Some(runbook) = crate::runbooks::runbook_name(&name) {
@@ -225,6 +254,9 @@ impl ToolHost for ClientTools {
                     },
                 args: Some(args),
             }) if self.can_ask
+                // A call sent again after its execution waited was put to
+                // the person when it first asked.
+                && !resumed
                 && self
                     .gateway
                     .may_approve_in_client(&self.caller.identity, &tool) =>
@@ -250,12 +282,12 @@ impl ToolHost for ClientTools {
                 // `Promise.all` over them reports.
                 self.report(&name, result.as_ref().map(|_| ())).await;
                 drop(held);
-                return result.map(|c| c.value).map_err(|e| failure(&e));
+                return result.map(|c| c.value).map_err(|e| self.failure(&e));
             }
             Err(refused) => Err(refused.error),
         };
         self.report(&name, result.as_ref().map(|_| ())).await;
-        result.map(|c| c.value).map_err(|e| failure(&e))
+        result.map(|c| c.value).map_err(|e| self.failure(&e))
     }
 
     fn principal(&self) -> Option<&str> {
@@ -374,11 +406,15 @@ impl ClientTools {
         let id = &asked.request_id;
         let told = json!({"message": format!("telling the person in the client that {} ({id}) needs another person's approval", asked.tool), "request_id": id, "tool": asked.tool});
         self.log.send(&self.peer, Level::Notice, told).await;
+        // A durable execution waits for the decision; another is run again.
+        let how = match self.durable {
+            true => self.gateway.wait_instruction(id, &asked.how),
+            false => asked.how.clone(),
+        };
         let message = format!(
-            "Airlock: identity {who} wants to run {}({}). It needs the approval of someone other than {who}: request {id}. {}. Leave it for an operator? (No withdraws the request.)",
+            "Airlock: identity {who} wants to run {}({}). It needs the approval of someone other than {who}: request {id}. {how}. Leave it for an operator? (No withdraws the request.)",
             asked.tool,
             visible(&asked.summary),
-            asked.how
         );
         let answer = super::question::ask::<Referral>(&self.peer, message).await;
         if let Ok(Answer::Accepted(Referral {

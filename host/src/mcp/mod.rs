@@ -16,7 +16,7 @@ mod traces;
 use std::sync::{atomic::AtomicU32, Arc};
 
 use airlock_gateway::{search::Query, Caller, Gateway, Tier};
-use airlock_sandbox::{Limits, Sandbox};
+use airlock_sandbox::{ExecError, Journal, Limits, Sandbox};
 #[allow(deprecated)]
 use rmcp::model::SetLevelRequestParams;
 use rmcp::{
@@ -51,6 +51,8 @@ pub struct Shared {
     pub executions: tokio_util::task::TaskTracker,
     /// Recent executions' call traces, for `airlock://executions/{id}`.
     pub traces: traces::Traces,
+    /// Executions parked here, waiting for decisions.
+    pub durable: crate::durable::Durable,
 }
 
 impl Shared {
@@ -160,15 +162,15 @@ impl AirlockServer {
     }
 
     async fn execute(&self, args: &Value, context: &RequestContext<RoleServer>) -> CallToolResult {
+        if let Some(follow) = args.get("execution") {
+            return self.follow(follow, args, context).await;
+        }
         let Some(script) = args.get("script").and_then(Value::as_str) else {
-            return Self::invalid("`script` (JavaScript source) is required");
+            return Self::invalid("`script` (JavaScript source) is required, or `execution` (the id of a waiting execution) to follow one");
         };
-        let full = match args.get("trace") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Self::invalid(
-                "`trace` must be true or false: true adds every call and the stats to the result",
-            ),
+        let full = match Self::full_trace(args) {
+            Ok(full) => full,
+            Err(e) => return Self::invalid(e),
         };
         let plan_arg = match crate::plans::PlanArg::from_args(args) {
             Ok(p) => p,
@@ -188,47 +190,190 @@ impl AirlockServer {
                 }
                 Err(e) => return Self::invalid(format!("{}: {e}", e.code())),
             };
-        let identity = caller.identity.clone();
-        if self.shared.executions.is_closed() {
-            // Stopping: what is running finishes, nothing new starts.
-            return CallToolResult::structured_error(json!({"error": {
-                "kind": "ServerStopping",
-                "message": "this server is stopping and starts no new executions; run the script again in a new session (which lands on a server that is up)",
-            }}));
+        if let Some(stopping) = self.stopping() {
+            return stopping;
         }
         let _running = self.shared.executions.token();
+        let identity = caller.identity.clone();
         let execution = match Execution::start(&self.shared.gateway, caller, script) {
             Ok(e) => e,
-            Err(crate::execution::NotStarted::Refused(
+            Err(e) => return Self::not_started(&identity, e),
+        };
+        // Plans have their own way to wait for a person: one approval of
+        // the whole plan. Reused instances cannot be replayed.
+        let durable = self.shared.sandbox.config().mode == airlock_sandbox::Mode::Fresh
+            && execution.caller().plan.is_none();
+        let run = Run {
+            script,
+            journal: durable.then(Journal::new),
+            born: std::time::Instant::now(),
+            full,
+        };
+        self.run(execution, run, context).await
+    }
+
+    fn full_trace(args: &Value) -> Result<bool, &'static str> {
+        match args.get("trace") {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(
+                "`trace` must be true or false: true adds every call and the stats to the result",
+            ),
+        }
+    }
+
+    /// Stopping: what is running finishes, nothing new starts or resumes.
+    fn stopping(&self) -> Option<CallToolResult> {
+        self.shared.executions.is_closed().then(|| {
+            CallToolResult::structured_error(json!({"error": {
+                "kind": "ServerStopping",
+                "message": "this server is stopping and starts no new executions; run the script again in a new session (which lands on a server that is up)",
+            }}))
+        })
+    }
+
+    /// The answer when an execution could not start or resume.
+    fn not_started(identity: &str, e: crate::execution::NotStarted) -> CallToolResult {
+        match e {
+            crate::execution::NotStarted::Refused(
                 e @ airlock_gateway::gateway::StartError::Busy { limit, .. },
-            )) => {
+            ) => {
                 crate::metrics::global().admission(
-                    &identity,
+                    identity,
                     std::time::Duration::ZERO,
                     Some("rate.executions_per_identity"),
                 );
-                return CallToolResult::structured_error(json!({"error": {
+                CallToolResult::structured_error(json!({"error": {
                     "kind": "LimitExceeded",
                     "limit": "rate.executions_per_identity",
                     "value": limit,
                     "used": limit as u64 + 1,
                     "message": e.to_string(),
-                }}));
+                }}))
             }
-            Err(e) => match e.unavailable_store() {
+            e => match e.unavailable_store() {
                 Some(store) => {
                     tracing::debug!(error = %e, "execution refused: a state store cannot be reached");
                     crate::metrics::global().state_refusal(store);
                     // Where the store is and what its server said are the
                     // operator's (the log has them), not the agent's.
-                    return CallToolResult::structured_error(crate::execution::state_unavailable(
+                    CallToolResult::structured_error(crate::execution::state_unavailable(
                         store,
                         &format!("the {store} store cannot be reached, so nothing runs"),
-                    ));
+                    ))
                 }
-                None => return Self::invalid(e.to_string()),
+                None => Self::invalid(e.to_string()),
             },
+        }
+    }
+
+    /// `execute({"execution": ID})`: goes on with a parked execution of
+    /// the caller's once a decision it waits for is in (waiting a bounded
+    /// while for one), by replay; or says it still waits.
+    async fn follow(
+        &self,
+        id: &Value,
+        args: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let Some(id) = id.as_str() else {
+            return Self::invalid(
+                "`execution` must be the id (a string) a waiting execution's answer gave",
+            );
         };
+        if args.get("script").is_some() || args.get("mode").is_some() || args.get("plan").is_some()
+        {
+            return Self::invalid("give `execution` alone to follow a waiting execution (its script is kept), or `script` to start a new one");
+        }
+        let full = match Self::full_trace(args) {
+            Ok(full) => full,
+            Err(e) => return Self::invalid(e),
+        };
+        self.end_expired();
+        let caller = self.caller(context);
+        let parked = match self.shared.durable.take(id, &caller.identity) {
+            Ok(p) => p,
+            Err(e) => {
+                return CallToolResult::structured_error(json!({"error": {
+                    "kind": "UnknownExecution",
+                    "execution": airlock_gateway::visible::visible(id),
+                    "message": airlock_gateway::visible::visible(&e.to_string()),
+                }}))
+            }
+        };
+        let requests = request_ids(&parked.waiting);
+        let decided = tokio::select! {
+            d = decision_in(&self.shared.gateway, &requests, FOLLOW_WAIT) => d,
+            _ = context.ct.cancelled() => false,
+        };
+        if !decided {
+            let answer = render::waiting(id, &parked.waiting, &parked.identity, None);
+            if let Err(refused) = self.shared.durable.park(id, parked) {
+                let e = &refused.0;
+                // Cannot happen: it held its place until now.
+                tracing::warn!(execution = %id, error = %e, "a followed execution could not park again");
+            }
+            return answer;
+        }
+        if let Some(stopping) = self.stopping() {
+            self.repark(id, parked);
+            return stopping;
+        }
+        let _running = self.shared.executions.token();
+        let identity = caller.identity.clone();
+        let execution = match Execution::resume(&self.shared.gateway, caller, id) {
+            Ok(e) => e,
+            Err(e) => {
+                self.repark(id, parked);
+                return Self::not_started(&identity, e);
+            }
+        };
+        let run = Run {
+            script: &parked.script,
+            journal: Some(parked.journal),
+            born: parked.born,
+            full,
+        };
+        self.run(execution, run, context).await
+    }
+
+    /// Puts back an execution a follow-up took and could not resume.
+    fn repark(&self, id: &str, parked: crate::durable::Parked) {
+        if let Err(refused) = self.shared.durable.park(id, parked) {
+            let e = &refused.0;
+            tracing::warn!(execution = %id, error = %e, "a followed execution could not park again");
+        }
+    }
+
+    /// Ends the parked executions past their lifetime, in the log.
+    fn end_expired(&self) {
+        for (id, p) in self.shared.durable.expired() {
+            if let Err(e) = self.shared.gateway.execution_finished(
+                &id,
+                "LifetimeExceeded",
+                p.calls,
+                p.born.elapsed(),
+            ) {
+                tracing::warn!(execution = %id, error = %e, "could not record the end of an expired execution");
+            }
+        }
+    }
+
+    /// Runs (or resumes) one execution with the client's tools, and
+    /// answers: its outcome, or, when it parked, what it waits for.
+    async fn run(
+        &self,
+        execution: Execution,
+        run: Run<'_>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let Run {
+            script,
+            journal,
+            born,
+            full,
+        } = run;
+        let identity = execution.caller().identity.clone();
         let peer = context.peer.clone();
         let can_ask = peer
             .peer_info()
@@ -243,13 +388,58 @@ impl AirlockServer {
             done: AtomicU32::new(0),
             asking: Default::default(),
             runbooks: crate::runbooks::Runner::new(&self.shared.sandbox, &self.shared.limits),
+            durable: journal.is_some(),
         };
+        let (sandbox, limits) = (&self.shared.sandbox, &self.shared.limits);
+        let mut journal = journal;
         // A `notifications/cancelled` drops the execution: the script
         // stops, its tool calls are cancelled, its slot is freed.
         let outcome = tokio::select! {
-            o = self.shared.sandbox.execute(script, &self.shared.limits, &tools) => Some(o),
+            o = async {
+                match journal.as_mut() {
+                    Some(j) => sandbox.execute_journaled(script, limits, &tools, j).await,
+                    None => sandbox.execute(script, limits, &tools).await,
+                }
+            } => Some(o),
             _ = context.ct.cancelled() => None,
         };
+        let mut outcome = outcome;
+        if let (Some(o), Some(journal)) = (outcome.as_mut(), journal) {
+            if let Err(ExecError::Parked { waiting }) = &o.result {
+                let parked = crate::durable::Parked {
+                    identity: identity.clone(),
+                    script: script.to_string(),
+                    journal,
+                    waiting: waiting.clone(),
+                    calls: o.stats.tool_calls,
+                    born,
+                };
+                let id = execution.id().to_string();
+                let requests = request_ids(waiting);
+                match self.shared.durable.park(&id, parked) {
+                    Ok(()) => {
+                        execution.park(&requests, o);
+                        let data = json!({
+                            "message": format!("execution {id} as {identity}: waiting for {}", requests.join(", ")),
+                            "execution": id,
+                            "identity": identity,
+                            "outcome": "Parked",
+                            "waiting": requests,
+                        });
+                        self.log.send(&peer, Level::Notice, data).await;
+                        return render::waiting(&id, waiting, &identity, Some((o, full)));
+                    }
+                    // It cannot wait here: it ends as it did before
+                    // executions could wait, asking for a run again.
+                    Err(refused) => {
+                        let (e, parked) = *refused;
+                        self.shared.durable.ended(&id);
+                        o.result = Err(render::not_waiting(&parked.waiting, &e));
+                    }
+                }
+            }
+        }
+        self.shared.durable.ended(execution.id());
         let succeeded = outcome.as_ref().is_some_and(|o| o.result.is_ok());
         let mut plan = crate::plans::conclude(&self.shared.gateway, execution.caller(), succeeded);
         let asker = execution.caller().clone();
@@ -293,6 +483,53 @@ impl AirlockServer {
             }
             None => Self::invalid("the execution was cancelled"),
         }
+    }
+}
+
+/// One execution to run: a new one, or a parked one going on.
+struct Run<'a> {
+    script: &'a str,
+    /// Set for a durable execution: what it did so far.
+    journal: Option<Journal>,
+    /// When it first started.
+    born: std::time::Instant,
+    full: bool,
+}
+
+/// Longest a follow-up waits for a decision before it answers that the
+/// execution still waits: well inside the 60 s clients give a request.
+const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The approval requests waiting calls name.
+fn request_ids(waiting: &[airlock_sandbox::Waiting]) -> Vec<String> {
+    waiting
+        .iter()
+        .filter_map(|w| w.details.get("request_id")?.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Whether any of `requests` is decided (or gone), waiting at most
+/// `bound` for one. Decisions can be made on any replica, so the store is
+/// asked, every 200 ms.
+async fn decision_in(gateway: &Gateway, requests: &[String], bound: std::time::Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let decided = requests.is_empty()
+            || requests.iter().any(|id| {
+                gateway.approvals().get(id).map_or(true, |r| {
+                    r.status != airlock_gateway::approval::Status::Pending
+                })
+            });
+        if decided {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep_until(
+            deadline.min(tokio::time::Instant::now() + std::time::Duration::from_millis(200)),
+        )
+        .await;
     }
 }
 

@@ -259,6 +259,93 @@ pub fn with_plan(answer: &mut CallToolResult, report: &crate::plans::Report) {
     }
 }
 
+/// A durable execution parked: what it waits for, who decides and how,
+/// and the one follow-up that goes on with it. Not an error: the agent's
+/// next step is the follow-up. With the run that parked it (`ran`), its
+/// console and calls so far too.
+pub fn waiting(
+    execution: &str,
+    waiting: &[airlock_sandbox::Waiting],
+    identity: &str,
+    ran: Option<(&Outcome, bool)>,
+) -> CallToolResult {
+    let shown: Vec<Value> = waiting
+        .iter()
+        .map(|w| {
+            let field = |k: &str| w.details.get(k).cloned().unwrap_or(Value::Null);
+            json!({"tool": w.tool, "request_id": field("request_id"), "how": field("how")})
+        })
+        .collect();
+    let follow = json!({"execution": execution});
+    let mut structured = json!({
+        "status": "waiting",
+        "execution": execution,
+        "waiting": shown,
+        "follow": follow,
+    });
+    let n = waiting.len();
+    let mut text = format!(
+        "Waiting: execution {execution} ({}) waits for {n} decision{}:\n",
+        visible::visible(identity),
+        if n == 1 { "" } else { "s" }
+    );
+    for w in waiting {
+        let how = w.details.get("how").and_then(Value::as_str).unwrap_or("");
+        let id = w
+            .details
+            .get("request_id")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        text.push_str(&format!(
+            "  {}: request {} — {}\n",
+            visible::visible(&w.tool),
+            visible::visible(id),
+            visible::visible(how)
+        ));
+    }
+    text.push_str(&format!(
+        "Once decided, follow it with execute({follow}): it goes on from where it stopped, and nothing it did is done again.\n"
+    ));
+    if let Some((o, full)) = ran {
+        if !o.logs.is_empty() {
+            structured["logs"] = json!(o.logs);
+            text.push_str("console so far:\n");
+            for l in &o.logs {
+                let tag = l.level.as_str();
+                text.push_str(&format!("  [{tag}] {}\n", visible::visible(&l.message)));
+            }
+        }
+        if full {
+            structured["trace"] = json!(o.trace);
+            structured["stats"] = json!(o.stats);
+        }
+    }
+    with_text(structured, text, false)
+}
+
+/// The error of an execution that could not park (a cap on parked
+/// executions): the first call it waited for, as `ApprovalRequired`, with
+/// why it could not wait.
+pub fn not_waiting(
+    waiting: &[airlock_sandbox::Waiting],
+    why: &crate::durable::ParkError,
+) -> ExecError {
+    let w = waiting.first();
+    let field = |k: &str| {
+        w.and_then(|w| w.details.get(k)?.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    ExecError::ApprovalRequired {
+        tool: w.map(|w| w.tool.clone()).unwrap_or_default(),
+        request_id: field("request_id"),
+        how: format!(
+            "{}. This execution could not wait for the decision ({why}): run the script again once it is decided",
+            field("how")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,9 +73,9 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
                 "script": {"type": "string", "description": "The JavaScript program."},
                 "trace": {"type": "boolean", "description": "Add every call and stats."},
                 "mode": {"enum": ["run", "plan"], "description": "plan: record changes instead of making them, for one approval."},
-                "plan": {"type": "string", "description": "Apply this approved plan."}
-            },
-            "required": ["script"]
+                "plan": {"type": "string", "description": "Apply this approved plan."},
+                "execution": {"type": "string", "description": "Follow a waiting execution (instead of script)."}
+            }
         })),
     )
     .annotate(ToolAnnotations::new().read_only(false).destructive(true).open_world(true));

@@ -15,6 +15,20 @@ impl Gateway {
         )
     }
 
+    /// What to do for a durable execution's call that waits: the same
+    /// command, and the execution goes on by itself once followed. The
+    /// rest of `how` (who must decide) is kept.
+    pub fn wait_instruction(&self, request_id: &str, how: &str) -> String {
+        let rest = how
+            .strip_prefix(&self.approve_instruction(request_id))
+            .unwrap_or("");
+        format!(
+            "an operator can run `{}` (or deny it) within {} minutes; the execution waits for the decision{rest}",
+            self.approve_command_for(request_id),
+            self.state.approvals.ttl_ms() / 60_000
+        )
+    }
+
     /// The command that approves `request_id` from a shell.
     pub fn approve_command_for(&self, request_id: &str) -> String {
         format!("{} {request_id}", self.approve_command)

@@ -114,6 +114,78 @@ impl Gateway {
 
     /// Records how an execution ended: `outcome` is `ok` or an error kind,
     /// with counts.
+    /// A durable execution stopped to wait for decisions (`waiting`, the
+    /// approval requests): its place goes back, as it holds no instance
+    /// while parked, and the log says what it waits for. It is not over:
+    /// [`Gateway::execution_resumed`] goes on with the same id, and its
+    /// end line comes once.
+    pub fn execution_parked(
+        &self,
+        execution: &str,
+        waiting: &[String],
+        tool_calls: u32,
+        wall: Duration,
+    ) -> Result<(), AuditError> {
+        let identity = self
+            .executions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(execution);
+        if let Some(identity) = &identity {
+            self.give_place_back(identity, execution);
+        }
+        let mut line = Map::new();
+        line.insert("execution".into(), Value::String(execution.into()));
+        line.insert(
+            "waiting".into(),
+            Value::Array(waiting.iter().map(|w| audit_fields::code(w)).collect()),
+        );
+        line.insert("tool_calls".into(), Value::from(tool_calls));
+        line.insert("wall_ms".into(), Value::from(wall.as_millis() as u64));
+        match &identity {
+            Some(identity) => self.append_for(identity, "execution_parked", line),
+            None => self.state.audit.append("execution_parked", line),
+        }
+        .map(|_| ())
+    }
+
+    /// A parked execution goes on: it takes a place again (refused, like a
+    /// start, when its identity holds all of its own) and the log says so
+    /// before anything of it runs.
+    pub fn execution_resumed(&self, caller: &Caller, execution: &str) -> Result<(), StartError> {
+        if self.executions_per_identity > 0 {
+            let now = self.now_ms();
+            let until = now.saturating_add(self.execution_hold_ms.min(i64::MAX as u64) as i64);
+            let max = self.executions_per_identity;
+            match self
+                .state
+                .shares
+                .take(&caller.identity, execution, max, now, until)
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(StartError::Busy {
+                        identity: caller.identity.clone(),
+                        limit: max,
+                    })
+                }
+                Err(e) => return Err(StartError::SharesUnavailable(told(&e))),
+            }
+        }
+        let mut line = Map::new();
+        line.insert("execution".into(), Value::String(execution.into()));
+        line.insert("identity".into(), Value::String(caller.identity.clone()));
+        if let Err(e) = self.append_for(&caller.identity, "execution_resumed", line) {
+            self.give_place_back(&caller.identity, execution);
+            return Err(StartError::Audit(e));
+        }
+        self.executions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(execution.to_string(), caller.identity.clone());
+        Ok(())
+    }
+
     pub fn execution_finished(
         &self,
         execution: &str,

@@ -1,0 +1,239 @@
+//! Durable executions through the clients people use: a script that needs
+//! another person's decision twice (snapshot, then shutdown) completes as
+//! one execution — one `execute`, then follow-ups — with each change sent
+//! once; a denied call throws in the script, which catches it. The
+//! official Python SDK's and TypeScript SDK's clients run `airlock serve`
+//! over stdio as alice; bob approves or denies from the command line, as
+//! an operator would, between the client's calls.
+
+mod common;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_airlock");
+
+/// The issue's two-step change: a snapshot, waited for, then a shutdown,
+/// waited for; then the guest's status.
+const SNAPSHOT_THEN_SHUTDOWN: &str = r#"const node = "pve1", vmid = 101;
+const snap = await tools.wait_task({node, upid: await tools.vm_snapshot_create({node, vmid, snapname: "before_shutdown"})});
+const down = await tools.wait_task({node, upid: await tools.vm_shutdown({node, vmid, timeout: 5})});
+const after = await tools.vm_status({node, vmid});
+({snapshot: snap.exitstatus, shutdown: down.exitstatus, status: after.status})"#;
+
+/// A change the script tries and catches.
+const CAUGHT: &str = r#"let said;
+try { await tools.vm_shutdown({node: "pve1", vmid: 101, timeout: 5}); said = "made"; }
+catch (e) { said = e.code + ": " + e.message; }
+said"#;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The simulated cluster; alice may change anything, bob decides.
+fn config(dir: &Path) -> PathBuf {
+    let path = dir.join("airlock.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "state_dir = {:?}\n[identities.alice]\nmode = \"rw\"\n[identities.bob]\n",
+            dir.join("state").display().to_string()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn server_args(config: &Path) -> Vec<String> {
+    vec![
+        BIN.to_string(),
+        "serve".into(),
+        "--config".into(),
+        config.display().to_string(),
+        "--identity".into(),
+        "alice".into(),
+    ]
+}
+
+/// `airlock --config CONFIG approvals VERB`, the request id and `--by`
+/// to be appended by the client.
+fn decide(config: &Path, verb: &str) -> String {
+    json!([
+        BIN,
+        "--config",
+        config.display().to_string(),
+        "approvals",
+        verb
+    ])
+    .to_string()
+}
+
+fn python(config: &Path, script: &str, verb: &str) -> Value {
+    let out = Command::new(common::test_python())
+        .arg(repo().join("host/tests/clients/follow.py"))
+        .args([script, "bob", &decide(config, verb)])
+        .args(server_args(config))
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "warn")
+        .output()
+        .unwrap();
+    answer("python", out)
+}
+
+fn typescript(config: &Path, script: &str, verb: &str) -> Option<Value> {
+    let (node, packages) = common::node_packages()?;
+    let program = packages.join("follow.mjs");
+    std::fs::copy(repo().join("host/tests/clients/follow.mjs"), &program).unwrap();
+    let out = Command::new(node)
+        .arg(program)
+        .args([script, "bob", &decide(config, verb)])
+        .args(server_args(config))
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "warn")
+        .output()
+        .unwrap();
+    Some(answer("typescript", out))
+}
+
+fn answer(client: &str, out: std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the {client} client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{client}: {e}: {stdout}"))
+}
+
+fn audit_lines(config: &Path) -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(config.parent().unwrap().join("state/simulated/audit.jsonl"))
+            .unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn count(lines: &[Value], f: impl Fn(&Value) -> bool) -> usize {
+    lines.iter().filter(|l| f(l)).count()
+}
+
+fn approved_twice_completes_as_one_execution(
+    client: &str,
+    run: impl Fn(&Path, &str, &str) -> Value,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let r = run(&config, SNAPSHOT_THEN_SHUTDOWN, "approve");
+    let answers = r["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 3, "{client}: waits twice, then ends: {r}");
+    assert_eq!(answers[0]["status"], "waiting", "{client}: {r}");
+    assert_eq!(answers[0]["waiting"][0]["tool"], "vm_snapshot_create");
+    assert_eq!(answers[1]["status"], "waiting", "{client}: {r}");
+    assert_eq!(answers[1]["waiting"][0]["tool"], "vm_shutdown");
+    let how = answers[0]["waiting"][0]["how"].as_str().unwrap();
+    assert!(
+        how.contains("approvals approve ap-") && how.contains("the execution waits"),
+        "{client}: {how}"
+    );
+    assert!(!how.contains("run the script again"), "{client}: {how}");
+    let id = &answers[0]["execution"];
+    assert!(
+        answers.iter().all(|a| &a["execution"] == id),
+        "{client}: one execution: {r}"
+    );
+    assert_eq!(r["is_error"], false, "{client}: {r}");
+    assert_eq!(
+        answers[2]["result"],
+        json!({"snapshot": "OK", "shutdown": "OK", "status": "stopped"}),
+        "{client}: {r}"
+    );
+
+    // Each change was sent once, as the audit chain shows; the execution
+    // started once, parked twice, resumed twice and ended once.
+    let lines = audit_lines(&config);
+    for tool in ["vm_snapshot_create", "vm_shutdown"] {
+        let sent = count(&lines, |l| {
+            l["event"] == "call" && l["tool"] == tool && l["decision"] == "allowed"
+        });
+        assert_eq!(sent, 1, "{client}: {tool} sent once");
+    }
+    let of = |event: &str| count(&lines, |l| l["event"] == event && &l["execution"] == id);
+    assert_eq!(
+        [
+            of("execution_start"),
+            of("execution_parked"),
+            of("execution_resumed"),
+            of("execution_end")
+        ],
+        [1, 2, 2, 1],
+        "{client}"
+    );
+    let end = lines
+        .iter()
+        .find(|l| l["event"] == "execution_end" && &l["execution"] == id)
+        .unwrap();
+    assert_eq!(end["outcome"], "ok");
+    let verify = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .args(["audit", "verify"])
+        .env_remove("AIRLOCK_CONFIG")
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{client}: {verify:?}");
+}
+
+fn a_denied_call_throws_in_the_script(client: &str, run: impl Fn(&Path, &str, &str) -> Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let r = run(&config, CAUGHT, "deny");
+    let answers = r["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 2, "{client}: {r}");
+    assert_eq!(answers[0]["status"], "waiting", "{client}: {r}");
+    let said = answers[1]["result"].as_str().unwrap_or_default();
+    assert!(
+        said.starts_with("policy_denied: ") && said.contains("denied this exact call"),
+        "{client}: {r}"
+    );
+    let lines = audit_lines(&config);
+    assert_eq!(
+        count(&lines, |l| l["event"] == "call"
+            && l["tool"] == "vm_shutdown"
+            && l["decision"] == "allowed"),
+        0,
+        "{client}: nothing was sent"
+    );
+}
+
+#[test]
+fn python_sdk_a_two_step_change_approved_twice_is_one_execution() {
+    approved_twice_completes_as_one_execution("python", python);
+}
+
+#[test]
+fn typescript_sdk_a_two_step_change_approved_twice_is_one_execution() {
+    if common::node_packages().is_none() {
+        return;
+    }
+    approved_twice_completes_as_one_execution("typescript", |c, s, v| typescript(c, s, v).unwrap());
+}
+
+#[test]
+fn python_sdk_a_denied_call_throws_where_the_script_catches_it() {
+    a_denied_call_throws_in_the_script("python", python);
+}
+
+#[test]
+fn typescript_sdk_a_denied_call_throws_where_the_script_catches_it() {
+    if common::node_packages().is_none() {
+        return;
+    }
+    a_denied_call_throws_in_the_script("typescript", |c, s, v| typescript(c, s, v).unwrap());
+}
