@@ -58,6 +58,8 @@ fn bench(c: &mut Criterion) {
     });
     group.finish();
 
+    journal(c, &rt, &sandbox, &limits);
+
     // JSON across the boundary: 1,000 objects out to the host and back,
     // and a 1,000-element result out of the guest.
     let mut group = c.benchmark_group("json_crossing");
@@ -70,6 +72,59 @@ fn bench(c: &mut Criterion) {
     group.bench_function("result_of_1000_rows", |b| {
         b.to_async(&rt)
             .iter(|| async { sandbox.execute(big_result, &limits, &EchoHost).await })
+    });
+    group.finish();
+}
+
+/// What a durable execution's journal costs (issue 48): `1+1` and 100
+/// sequential calls plain and journaled, side by side, and resuming an
+/// execution of 500 calls by replaying its journal.
+///
+/// `cargo bench -p airlock-benches --bench sandbox -- journal`
+fn journal(c: &mut Criterion, rt: &tokio::runtime::Runtime, sandbox: &Sandbox, limits: &Limits) {
+    use airlock_sandbox::Journal;
+    let mut group = c.benchmark_group("journal");
+    let hundred = "for (let i = 0; i < 100; i++) { await tools.echo({i}) } 0";
+    for (name, script) in [("one_plus_one", "1 + 1"), ("hundred_calls", hundred)] {
+        group.bench_function(format!("{name}/plain"), |b| {
+            b.to_async(rt)
+                .iter(|| async { sandbox.execute(script, limits, &EchoHost).await })
+        });
+        group.bench_function(format!("{name}/journaled"), |b| {
+            b.to_async(rt).iter(|| async {
+                let mut journal = Journal::new();
+                sandbox
+                    .execute_journaled(script, limits, &EchoHost, &mut journal)
+                    .await
+            })
+        });
+    }
+    // A script that read 500 results, then waited: its resume replays
+    // them all (and sends nothing) before going on.
+    let five_hundred = "const seen = []; for (let i = 0; i < 500; i++) { seen.push((await tools.echo({i, vm: 'vm-' + i, status: 'running'})).i) } seen.length";
+    let mut recorded = Journal::new();
+    let o = rt.block_on(sandbox.execute_journaled(five_hundred, limits, &EchoHost, &mut recorded));
+    assert!(o.is_ok(), "{:?}", o.result);
+    group.bench_function("five_hundred_calls/live", |b| {
+        b.to_async(rt).iter(|| async {
+            let mut journal = Journal::new();
+            sandbox
+                .execute_journaled(five_hundred, limits, &EchoHost, &mut journal)
+                .await
+        })
+    });
+    group.bench_function("five_hundred_calls/replayed", |b| {
+        b.to_async(rt).iter(|| async {
+            let mut journal = recorded.clone();
+            let o = sandbox
+                .execute_journaled(five_hundred, limits, &EchoHost, &mut journal)
+                .await;
+            assert_eq!(
+                o.stats.journal.as_ref().map(|j| j.replayed_entries),
+                Some(recorded.entries.len() as u64)
+            );
+            o
+        })
     });
     group.finish();
 }

@@ -426,8 +426,20 @@ fn close(file: &ConfigFile, older_than: std::time::Duration) -> ExitCode {
     let cutoff = std::time::SystemTime::now()
         .checked_sub(older_than)
         .unwrap_or(std::time::UNIX_EPOCH);
-    let (mut closed, mut young) = (0usize, 0usize);
+    let (mut closed, mut young, mut waiting) = (0usize, 0usize, 0usize);
+    // A parked execution waits for decisions in its server's memory for
+    // up to its lifetime: not lost while it may still be followed.
+    let lifetime = std::time::SystemTime::now()
+        .checked_sub(crate::durable::LIFETIME)
+        .unwrap_or(std::time::UNIX_EPOCH);
     for u in &verdict.unfinished {
+        if let Some(parked) = &u.parked {
+            let parked = humantime::parse_rfc3339(parked).unwrap_or(std::time::UNIX_EPOCH);
+            if parked > lifetime {
+                waiting += 1;
+                continue;
+            }
+        }
         // A start line whose time cannot be read is old enough: it is
         // not one a running process just wrote.
         let started = humantime::parse_rfc3339(&u.started).unwrap_or(std::time::UNIX_EPOCH);
@@ -452,7 +464,7 @@ fn close(file: &ConfigFile, older_than: std::time::Duration) -> ExitCode {
         closed += 1;
     }
     println!(
-        "closed {closed} execution(s) with outcome unknown in {}; left {young} younger than {}",
+        "closed {closed} execution(s) with outcome unknown in {}; left {young} younger than {} and {waiting} waiting for decisions",
         s.audit.location(),
         humantime::format_duration(older_than)
     );

@@ -12,20 +12,28 @@
 //! exactly as an unknown one does.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     sync::Mutex,
     time::{Duration, Instant},
 };
 
 use airlock_sandbox::{Journal, Waiting};
 
-/// Parked executions one identity may have at once: past it, the
-/// execution that would park ends as it did before durable executions
-/// (`ApprovalRequired`).
+/// Parked executions one identity may have at once (resumed ones being
+/// run count too): past it, the execution that would park ends as it did
+/// before executions could wait (`ApprovalRequired`).
 pub const PARKED_PER_IDENTITY: usize = 32;
 
 /// Parked executions on this process at once.
 pub const PARKED_TOTAL: usize = 1000;
+
+/// Journal bytes (as `journal_bytes` counts them) one identity's parked
+/// executions may hold together: a script can fill its journal with
+/// clock readings before it waits, and 32 full ones would be 1 GiB.
+pub const PARKED_BYTES_PER_IDENTITY: u64 = 64 * 1024 * 1024;
+
+/// Journal bytes all parked executions on this process may hold.
+pub const PARKED_BYTES_TOTAL: u64 = 512 * 1024 * 1024;
 
 /// How long a parked execution waits, from its first start, before it is
 /// ended (its approval requests expire sooner by default).
@@ -50,6 +58,10 @@ pub enum ParkError {
     PerIdentity(String),
     #[error("limit `durable.parked_total` ({PARKED_TOTAL}): this server holds that many executions waiting for decisions")]
     Total,
+    #[error("limit `durable.parked_bytes_per_identity` ({PARKED_BYTES_PER_IDENTITY} bytes): the journals of identity {0}'s waiting executions would pass it; take narrower results before waiting, or follow the others first")]
+    BytesPerIdentity(String),
+    #[error("limit `durable.parked_bytes_total` ({PARKED_BYTES_TOTAL} bytes): the journals of the executions waiting on this server would pass it")]
+    BytesTotal,
 }
 
 /// Why a follow-up finds nothing to resume.
@@ -57,7 +69,7 @@ pub enum ParkError {
 pub enum FollowError {
     #[error("no execution {0} of yours is waiting here: it ended, outlived its lifetime, was never parked, or this server restarted since (its approval requests stay open); run the script again with `script`")]
     Unknown(String),
-    #[error("execution {0} is being resumed by another request right now; follow it again once that one answers")]
+    #[error("execution {0} is being resumed or parked by another request right now; follow it again once that one answers")]
     Running(String),
 }
 
@@ -66,57 +78,119 @@ pub struct Durable {
     parked: Mutex<Registry>,
 }
 
+struct Held {
+    parked: Parked,
+    /// Its parked line is written: it may be followed.
+    ready: bool,
+}
+
 #[derive(Default)]
 struct Registry {
-    waiting: HashMap<String, Parked>,
-    /// Taken by a follow-up and not yet parked again or ended.
-    running: HashSet<String>,
+    waiting: HashMap<String, Held>,
+    /// Taken by a follow-up and not yet parked again or ended, with
+    /// whose it is.
+    running: HashMap<String, String>,
+}
+
+impl Registry {
+    fn bytes(&self, identity: Option<&str>) -> u64 {
+        self.waiting
+            .values()
+            .filter(|h| identity.is_none_or(|i| h.parked.identity == i))
+            .map(|h| h.parked.journal.bytes())
+            .sum()
+    }
 }
 
 impl Durable {
-    /// Keeps `parked` under `execution` until its identity follows it.
-    /// Refused past a cap, handing `parked` back.
+    /// Keeps `parked` under `execution`, within the caps, not to be
+    /// followed before [`Durable::ready`] (once its parked line is
+    /// written). Refused past a cap, handing `parked` back.
     pub fn park(&self, execution: &str, parked: Parked) -> Result<(), Box<(ParkError, Parked)>> {
         let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        // A resumed execution parking again gives up its running place.
         reg.running.remove(execution);
-        if reg.waiting.len() >= PARKED_TOTAL {
-            return Err(Box::new((ParkError::Total, parked)));
+        let refuse = |e: ParkError, parked: Parked| Err(Box::new((e, parked)));
+        if reg.waiting.len() + reg.running.len() >= PARKED_TOTAL {
+            return refuse(ParkError::Total, parked);
         }
+        let identity = parked.identity.clone();
         let own = reg
             .waiting
             .values()
-            .filter(|p| p.identity == parked.identity)
-            .count();
+            .filter(|h| h.parked.identity == identity)
+            .count()
+            + reg.running.values().filter(|i| **i == identity).count();
         if own >= PARKED_PER_IDENTITY {
-            return Err(Box::new((
-                ParkError::PerIdentity(parked.identity.clone()),
-                parked,
-            )));
+            return refuse(ParkError::PerIdentity(identity), parked);
         }
-        reg.waiting.insert(execution.to_string(), parked);
+        let bytes = parked.journal.bytes();
+        if reg.bytes(Some(&identity)) + bytes > PARKED_BYTES_PER_IDENTITY {
+            return refuse(ParkError::BytesPerIdentity(identity), parked);
+        }
+        if reg.bytes(None) + bytes > PARKED_BYTES_TOTAL {
+            return refuse(ParkError::BytesTotal, parked);
+        }
+        let mut parked = parked;
+        parked.journal.entries.shrink_to_fit();
+        reg.waiting.insert(
+            execution.to_string(),
+            Held {
+                parked,
+                ready: false,
+            },
+        );
         Ok(())
+    }
+
+    /// Its parked line is written: its identity may follow it now.
+    pub fn ready(&self, execution: &str) {
+        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = reg.waiting.get_mut(execution) {
+            h.ready = true;
+        }
+    }
+
+    /// Puts back an execution a follow-up took and did not run (nothing
+    /// was decided yet, or it could not start): it keeps the place it
+    /// held, whatever the caps say now.
+    pub fn put_back(&self, execution: &str, parked: Parked) {
+        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        reg.running.remove(execution);
+        reg.waiting.insert(
+            execution.to_string(),
+            Held {
+                parked,
+                ready: true,
+            },
+        );
     }
 
     /// Takes `execution` out to resume it, if `identity` parked it.
     pub fn take(&self, execution: &str, identity: &str) -> Result<Parked, FollowError> {
         let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        let unknown = || Err(FollowError::Unknown(execution.to_string()));
         match reg.waiting.get(execution) {
-            Some(p) if p.identity == identity => {
-                let parked = reg.waiting.remove(execution).expect("just found");
-                reg.running.insert(execution.to_string());
-                Ok(parked)
+            Some(h) if h.parked.identity == identity && h.ready => {
+                let held = reg.waiting.remove(execution).expect("just found");
+                reg.running
+                    .insert(execution.to_string(), identity.to_string());
+                Ok(held.parked)
             }
-            // Another identity's: the same answer as none, so ids tell
-            // nobody what others run.
-            Some(_) => Err(FollowError::Unknown(execution.to_string())),
-            None if reg.running.contains(execution) => {
+            Some(h) if h.parked.identity == identity => {
                 Err(FollowError::Running(execution.to_string()))
             }
-            None => Err(FollowError::Unknown(execution.to_string())),
+            // Another identity's, waiting or running: the same answer as
+            // none, so ids tell nobody what others run or when.
+            Some(_) => unknown(),
+            None if reg.running.get(execution).map(String::as_str) == Some(identity) => {
+                Err(FollowError::Running(execution.to_string()))
+            }
+            None => unknown(),
         }
     }
 
-    /// A resumed execution ended (or could not be parked again).
+    /// A resumed execution ended.
     pub fn ended(&self, execution: &str) {
         let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
         reg.running.remove(execution);
@@ -124,15 +198,25 @@ impl Durable {
 
     /// Takes out the executions past [`LIFETIME`], for their end lines.
     pub fn expired(&self) -> Vec<(String, Parked)> {
+        self.take_where(|h| h.ready && h.parked.born.elapsed() >= LIFETIME)
+    }
+
+    /// Takes out every parked execution (the server stops: this process
+    /// holds them, and they end with it).
+    pub fn all(&self) -> Vec<(String, Parked)> {
+        self.take_where(|_| true)
+    }
+
+    fn take_where(&self, f: impl Fn(&Held) -> bool) -> Vec<(String, Parked)> {
         let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        let old: Vec<String> = reg
+        let ids: Vec<String> = reg
             .waiting
             .iter()
-            .filter(|(_, p)| p.born.elapsed() >= LIFETIME)
+            .filter(|(_, h)| f(h))
             .map(|(id, _)| id.clone())
             .collect();
-        old.into_iter()
-            .filter_map(|id| reg.waiting.remove(&id).map(|p| (id, p)))
+        ids.into_iter()
+            .filter_map(|id| reg.waiting.remove(&id).map(|h| (id, h.parked)))
             .collect()
     }
 
@@ -167,6 +251,12 @@ mod tests {
         d.park("r1-x1", parked("alice"))
             .map_err(|e| e.0.clone())
             .unwrap();
+        assert_eq!(
+            d.take("r1-x1", "alice").err(),
+            Some(FollowError::Running("r1-x1".into())),
+            "not before its parked line is written"
+        );
+        d.ready("r1-x1");
         let foreign = d.take("r1-x1", "bob").err().unwrap();
         let unknown = d.take("r1-x9", "bob").err().unwrap();
         assert_eq!(
@@ -178,6 +268,11 @@ mod tests {
         assert_eq!(
             d.take("r1-x1", "alice").err(),
             Some(FollowError::Running("r1-x1".into()))
+        );
+        assert_eq!(
+            d.take("r1-x1", "bob").err(),
+            Some(FollowError::Unknown("r1-x1".into())),
+            "that it runs is alice's to know"
         );
         d.ended("r1-x1");
         assert_eq!(
@@ -201,5 +296,37 @@ mod tests {
             .map_err(|e| e.0.clone())
             .unwrap();
         assert_eq!(d.parked(), PARKED_PER_IDENTITY + 1);
+        // One being resumed keeps its place: its parking again is not
+        // refused, and nobody takes the place meanwhile.
+        d.ready("x0");
+        let resumed = d.take("x0", "alice").unwrap();
+        assert!(d.park("one-more", parked("alice")).is_err());
+        d.park("x0", resumed).map_err(|e| e.0.clone()).unwrap();
+    }
+
+    #[test]
+    fn parked_journals_are_bounded_in_bytes_per_identity() {
+        let d = Durable::default();
+        let heavy = |identity: &str| {
+            let mut p = parked(identity);
+            let payload = "x".repeat(1 << 20);
+            p.journal.entries = (0..20)
+                .map(|id| airlock_sandbox::Entry::Done {
+                    id,
+                    status: 0,
+                    payload: payload.clone(),
+                })
+                .collect();
+            p
+        };
+        for n in 0..3 {
+            d.park(&format!("h{n}"), heavy("alice"))
+                .map_err(|e| e.0.clone())
+                .unwrap();
+        }
+        let (e, _) = *d.park("h3", heavy("alice")).err().unwrap();
+        assert_eq!(e, ParkError::BytesPerIdentity("alice".into()));
+        assert!(e.to_string().contains("durable.parked_bytes_per_identity"));
+        d.park("b0", heavy("bob")).map_err(|e| e.0.clone()).unwrap();
     }
 }

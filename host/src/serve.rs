@@ -121,7 +121,7 @@ pub async fn shared(
     let sandbox = Sandbox::new(config)
         .await
         .map_err(|e| format!("cannot start the sandbox: {e}"))?;
-    Ok(Arc::new(Shared {
+    let shared = Arc::new(Shared {
         gateway,
         sandbox,
         limits,
@@ -130,5 +130,19 @@ pub async fn shared(
         executions: Default::default(),
         traces: Default::default(),
         durable: Default::default(),
-    }))
+    });
+    // Parked executions past their lifetime end even if nobody follows
+    // them; the task ends with the server.
+    let weak = Arc::downgrade(&shared);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            every.tick().await;
+            match weak.upgrade() {
+                Some(shared) => shared.end_expired(),
+                None => return,
+            }
+        }
+    });
+    Ok(shared)
 }

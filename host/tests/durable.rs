@@ -237,3 +237,40 @@ fn typescript_sdk_a_denied_call_throws_where_the_script_catches_it() {
     }
     a_denied_call_throws_in_the_script("typescript", |c, s, v| typescript(c, s, v).unwrap());
 }
+
+/// `airlock audit close`, run by the operator while the execution waits,
+/// leaves it alone: it is waiting, not lost, and ends once, as `ok`.
+#[test]
+fn audit_close_leaves_a_waiting_execution_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let c = config.display().to_string();
+    // The client appends the request id, `--by` and the approver.
+    let close_then_approve = json!([
+        "sh",
+        "-c",
+        format!("{BIN} --config {c} audit close --older-than 0s >&2 && {BIN} --config {c} approvals approve \"$1\" --by \"$3\""),
+        "sh"
+    ])
+    .to_string();
+    let out = Command::new(common::test_python())
+        .arg(repo().join("host/tests/clients/follow.py"))
+        .args([CAUGHT, "bob", &close_then_approve])
+        .args(server_args(&config))
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "warn")
+        .output()
+        .unwrap();
+    let r = answer("python", out);
+    let answers = r["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 2, "{r}");
+    assert_eq!(answers[1]["result"], "made", "{r}");
+    let id = &answers[0]["execution"];
+    let lines = audit_lines(&config);
+    let ends: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "execution_end" && &l["execution"] == id)
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["outcome"], "ok");
+}

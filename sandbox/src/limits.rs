@@ -399,6 +399,21 @@ impl Limit {
     }
 }
 
+impl Limit {
+    /// Whether hitting it means the execution was not admitted (nothing
+    /// of it ran): a retry shortly may be.
+    pub fn is_admission(self) -> bool {
+        matches!(
+            self,
+            Self::ExecutionsInFlight
+                | Self::QueueDepth
+                | Self::QueueWaitMs
+                | Self::ExecutionsPerIdentity
+                | Self::QueuedPerIdentity
+        )
+    }
+}
+
 impl std::fmt::Display for Limit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

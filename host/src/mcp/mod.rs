@@ -62,9 +62,30 @@ impl Shared {
     /// `bound` (0 when every one ended).
     pub async fn executions_ended(&self, bound: std::time::Duration) -> usize {
         self.executions.close();
-        match tokio::time::timeout(bound, self.executions.wait()).await {
+        let left = match tokio::time::timeout(bound, self.executions.wait()).await {
             Ok(()) => 0,
             Err(_) => self.executions.len(),
+        };
+        // Parked executions live in this process: they end with it, and
+        // the log says so (their approval requests stay open).
+        self.end_parked(self.durable.all(), "Abandoned");
+        left
+    }
+
+    /// Ends the parked executions past their lifetime, in the log.
+    pub fn end_expired(&self) {
+        self.end_parked(self.durable.expired(), "LifetimeExceeded");
+    }
+
+    /// Writes the end lines of parked executions taken out of waiting.
+    pub fn end_parked(&self, ended: Vec<(String, crate::durable::Parked)>, outcome: &str) {
+        for (id, p) in ended {
+            if let Err(e) = self
+                .gateway
+                .execution_finished(&id, outcome, p.calls, p.born.elapsed())
+            {
+                tracing::warn!(execution = %id, error = %e, "could not record the end of a parked execution");
+            }
         }
     }
 }
@@ -208,6 +229,7 @@ impl AirlockServer {
             journal: durable.then(Journal::new),
             born: std::time::Instant::now(),
             full,
+            waited_for: Vec::new(),
         };
         self.run(execution, run, context).await
     }
@@ -308,15 +330,11 @@ impl AirlockServer {
         };
         if !decided {
             let answer = render::waiting(id, &parked.waiting, &parked.identity, None);
-            if let Err(refused) = self.shared.durable.park(id, parked) {
-                let e = &refused.0;
-                // Cannot happen: it held its place until now.
-                tracing::warn!(execution = %id, error = %e, "a followed execution could not park again");
-            }
+            self.shared.durable.put_back(id, parked);
             return answer;
         }
         if let Some(stopping) = self.stopping() {
-            self.repark(id, parked);
+            self.shared.durable.put_back(id, parked);
             return stopping;
         }
         let _running = self.shared.executions.token();
@@ -324,7 +342,7 @@ impl AirlockServer {
         let execution = match Execution::resume(&self.shared.gateway, caller, id) {
             Ok(e) => e,
             Err(e) => {
-                self.repark(id, parked);
+                self.shared.durable.put_back(id, parked);
                 return Self::not_started(&identity, e);
             }
         };
@@ -333,30 +351,13 @@ impl AirlockServer {
             journal: Some(parked.journal),
             born: parked.born,
             full,
+            waited_for: parked.waiting,
         };
         self.run(execution, run, context).await
     }
 
-    /// Puts back an execution a follow-up took and could not resume.
-    fn repark(&self, id: &str, parked: crate::durable::Parked) {
-        if let Err(refused) = self.shared.durable.park(id, parked) {
-            let e = &refused.0;
-            tracing::warn!(execution = %id, error = %e, "a followed execution could not park again");
-        }
-    }
-
-    /// Ends the parked executions past their lifetime, in the log.
     fn end_expired(&self) {
-        for (id, p) in self.shared.durable.expired() {
-            if let Err(e) = self.shared.gateway.execution_finished(
-                &id,
-                "LifetimeExceeded",
-                p.calls,
-                p.born.elapsed(),
-            ) {
-                tracing::warn!(execution = %id, error = %e, "could not record the end of an expired execution");
-            }
-        }
+        self.shared.end_expired();
     }
 
     /// Runs (or resumes) one execution with the client's tools, and
@@ -372,7 +373,9 @@ impl AirlockServer {
             journal,
             born,
             full,
+            waited_for,
         } = run;
+        let resumed = journal.as_ref().is_some_and(|j| !j.entries.is_empty());
         let identity = execution.caller().identity.clone();
         let peer = context.peer.clone();
         let can_ask = peer
@@ -405,6 +408,25 @@ impl AirlockServer {
         };
         let mut outcome = outcome;
         if let (Some(o), Some(journal)) = (outcome.as_mut(), journal) {
+            // A resumed execution the sandbox did not admit (busy): nothing
+            // of it ran, so it waits on, to be followed again shortly.
+            if let (true, Err(ExecError::LimitExceeded { limit, .. })) = (resumed, &o.result) {
+                if limit.is_admission() {
+                    let parked = crate::durable::Parked {
+                        identity: identity.clone(),
+                        script: script.to_string(),
+                        journal,
+                        waiting: waited_for.clone(),
+                        calls: o.stats.tool_calls,
+                        born,
+                    };
+                    let id = execution.id().to_string();
+                    execution.park(&request_ids(&waited_for), o);
+                    self.shared.durable.put_back(&id, parked);
+                    let kept = traces::Traces::would_keep(o);
+                    return render::outcome(o, &id, full, kept);
+                }
+            }
             if let Err(ExecError::Parked { waiting }) = &o.result {
                 let parked = crate::durable::Parked {
                     identity: identity.clone(),
@@ -418,7 +440,10 @@ impl AirlockServer {
                 let requests = request_ids(waiting);
                 match self.shared.durable.park(&id, parked) {
                     Ok(()) => {
+                        // Logged as parked (its place given back) before
+                        // its identity may follow it.
                         execution.park(&requests, o);
+                        self.shared.durable.ready(&id);
                         let data = json!({
                             "message": format!("execution {id} as {identity}: waiting for {}", requests.join(", ")),
                             "execution": id,
@@ -494,6 +519,8 @@ struct Run<'a> {
     /// When it first started.
     born: std::time::Instant,
     full: bool,
+    /// What a resumed execution waited for.
+    waited_for: Vec<airlock_sandbox::Waiting>,
 }
 
 /// Longest a follow-up waits for a decision before it answers that the
@@ -514,11 +541,14 @@ fn request_ids(waiting: &[airlock_sandbox::Waiting]) -> Vec<String> {
 async fn decision_in(gateway: &Gateway, requests: &[String], bound: std::time::Duration) -> bool {
     let deadline = tokio::time::Instant::now() + bound;
     loop {
+        // Gone (purged after it expired) counts as decided: sent again,
+        // the call files a new request. A store that cannot answer
+        // decides nothing.
         let decided = requests.is_empty()
-            || requests.iter().any(|id| {
-                gateway.approvals().get(id).map_or(true, |r| {
-                    r.status != airlock_gateway::approval::Status::Pending
-                })
+            || requests.iter().any(|id| match gateway.approvals().get(id) {
+                Ok(r) => r.status != airlock_gateway::approval::Status::Pending,
+                Err(airlock_gateway::approval::ApprovalError::NotFound(_)) => true,
+                Err(_) => false,
             });
         if decided {
             return true;

@@ -196,6 +196,10 @@ pub struct Unfinished {
     /// Its start line's `ts` (RFC 3339), as written.
     pub started: String,
     pub identity: Option<String>,
+    /// When it last parked to wait for decisions (`ts`), if it has not
+    /// resumed since: it is waiting, not lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parked: Option<String>,
 }
 
 impl Verdict {
@@ -315,7 +319,7 @@ impl Verifier {
         }
     }
 
-    /// Notes an execution's start or end.
+    /// Notes an execution's start, parking, resuming or end.
     fn track(&mut self, record: &Map<String, Value>) {
         let Some(id) = record.get("execution").and_then(Value::as_str) else {
             return;
@@ -327,11 +331,20 @@ impl Verifier {
                     execution: id.to_string(),
                     started: text("ts").unwrap_or_default(),
                     identity: text("identity"),
+                    parked: None,
                 };
                 self.open.insert(id.to_string(), (self.lines, started));
             }
             Some("execution_end") => {
                 self.open.remove(id);
+            }
+            Some(event @ ("execution_parked" | "execution_resumed")) => {
+                if let Some((_, open)) = self.open.get_mut(id) {
+                    open.parked = (event == "execution_parked")
+                        .then(|| record.get("ts").and_then(Value::as_str))
+                        .flatten()
+                        .map(str::to_string);
+                }
             }
             _ => {}
         }

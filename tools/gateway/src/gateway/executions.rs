@@ -112,8 +112,6 @@ impl Gateway {
         Ok(id)
     }
 
-    /// Records how an execution ended: `outcome` is `ok` or an error kind,
-    /// with counts.
     /// A durable execution stopped to wait for decisions (`waiting`, the
     /// approval requests): its place goes back, as it holds no instance
     /// while parked, and the log says what it waits for. It is not over:
@@ -186,6 +184,8 @@ impl Gateway {
         Ok(())
     }
 
+    /// Records how an execution ended: `outcome` is `ok` or an error kind,
+    /// with counts.
     pub fn execution_finished(
         &self,
         execution: &str,
