@@ -190,6 +190,20 @@ impl Durable {
         }
     }
 
+    /// The approval requests `identity`'s parked `execution` waits for
+    /// (`None`: no such execution of theirs is waiting).
+    pub fn waiting_requests(&self, execution: &str, identity: &str) -> Option<Vec<String>> {
+        let reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        let h = reg.waiting.get(execution)?;
+        (h.ready && h.parked.identity == identity).then(|| {
+            h.parked
+                .waiting
+                .iter()
+                .filter_map(|w| w.details.get("request_id")?.as_str().map(str::to_string))
+                .collect()
+        })
+    }
+
     /// A resumed execution ended.
     pub fn ended(&self, execution: &str) {
         let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());

@@ -274,3 +274,121 @@ fn audit_close_leaves_a_waiting_execution_alone() {
     assert_eq!(ends.len(), 1, "{ends:?}");
     assert_eq!(ends[0]["outcome"], "ok");
 }
+
+/// The same cluster, where alice may approve her own calls in her client.
+fn own_config(dir: &Path) -> PathBuf {
+    let path = config(dir);
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "[identities.alice]\nmode = \"rw\"\n",
+        "[identities.alice]\nmode = \"rw\"\napprove_own = true\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The Python SDK's default `Client` (2026-07-28, stateless), approving
+/// every question it is asked.
+fn stateless(config: &Path, script: &str, how: &str) -> Value {
+    let out = Command::new(common::test_python())
+        .arg(repo().join("host/tests/clients/stateless_approve.py"))
+        .args([script, how])
+        .args(server_args(config))
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "warn")
+        .output()
+        .unwrap();
+    answer("python 2026", out)
+}
+
+/// A 2026-07-28 client that can ask its user is asked each approval its
+/// execution waits for, in an `InputRequiredResult`; its answers resume
+/// the execution, which completes as one, each change sent once.
+#[test]
+fn a_stateless_client_is_asked_and_its_answers_resume_the_execution() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = own_config(dir.path());
+    let r = stateless(&config, SNAPSHOT_THEN_SHUTDOWN, "auto");
+    assert_eq!(r["protocol"], "2026-07-28", "{r}");
+    assert_eq!(
+        r["final"]["result"]["result"],
+        json!({"snapshot": "OK", "shutdown": "OK", "status": "stopped"}),
+        "{r}"
+    );
+    let asked = r["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "the snapshot, then the shutdown: {r}");
+    assert!(asked[0].as_str().unwrap().contains("vm_snapshot_create"));
+    assert!(asked[1].as_str().unwrap().contains("vm_shutdown"));
+    let lines = audit_lines(&config);
+    for tool in ["vm_snapshot_create", "vm_shutdown"] {
+        let sent = count(&lines, |l| {
+            l["event"] == "call" && l["tool"] == tool && l["decision"] == "allowed"
+        });
+        assert_eq!(sent, 1, "{tool} sent once");
+    }
+    let decisions: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "approval_decision")
+        .collect();
+    assert_eq!(decisions.len(), 2);
+    for d in decisions {
+        assert_eq!(
+            (&d["channel"], &d["own"], &d["status"]),
+            (&json!("client"), &json!(true), &json!("approved"))
+        );
+    }
+    assert_eq!(
+        [
+            count(&lines, |l| l["event"] == "execution_start"),
+            count(&lines, |l| l["event"] == "execution_parked"),
+            count(&lines, |l| l["event"] == "execution_resumed"),
+            count(&lines, |l| l["event"] == "execution_end"),
+        ],
+        [1, 2, 2, 1]
+    );
+}
+
+/// Four eyes on the 2026-07-28 path: nothing is asked that the person
+/// may not decide; the execution waits for someone else.
+#[test]
+fn a_stateless_client_is_not_asked_what_someone_else_must_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let r = stateless(&config, CAUGHT, "auto");
+    assert_eq!(r["final"]["result"]["status"], "waiting", "{r}");
+    assert_eq!(r["asked"], json!([]), "{r}");
+}
+
+/// A state changed on the way, or answered twice, decides nothing; the
+/// state as sealed decides once.
+#[test]
+fn a_tampered_or_replayed_request_state_decides_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = own_config(dir.path());
+    let r = stateless(&config, CAUGHT, "tamper");
+    assert_eq!(
+        r["first"]["input_required"].as_array().unwrap().len(),
+        1,
+        "{r}"
+    );
+    for (step, kind) in [
+        ("tampered", "InvalidRequestState"),
+        ("replayed", "InvalidRequestState"),
+    ] {
+        assert_eq!(r[step]["is_error"], true, "{step}: {r}");
+        assert_eq!(r[step]["result"]["error"]["kind"], kind, "{step}: {r}");
+    }
+    assert_eq!(r["answered"]["result"]["result"], "made", "{r}");
+    let lines = audit_lines(&config);
+    assert_eq!(
+        count(&lines, |l| l["event"] == "approval_decision"),
+        1,
+        "decided once"
+    );
+    assert_eq!(
+        count(&lines, |l| l["event"] == "call"
+            && l["tool"] == "vm_shutdown"
+            && l["decision"] == "allowed"),
+        1,
+        "sent once"
+    );
+}

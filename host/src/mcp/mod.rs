@@ -4,6 +4,7 @@
 //! session's log.
 
 mod client_tools;
+mod input_required;
 mod lists;
 mod logging;
 mod prompts;
@@ -234,6 +235,104 @@ impl AirlockServer {
         self.run(execution, run, context).await
     }
 
+    /// `execute`, where a 2026-07-28 client that can ask its user is
+    /// asked the approvals its execution waits for in an
+    /// `InputRequiredResult`, and its answers (with the sealed state)
+    /// decide them and resume the execution.
+    async fn execute_asking(
+        &self,
+        request: &CallToolRequestParams,
+        args: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let asker = input_required::stateless_asker(
+            context.protocol_version(),
+            context.client_capabilities(),
+        );
+        let answer = match request.request_state.as_deref() {
+            Some(sealed) => {
+                self.answered(sealed, request.input_responses.as_ref(), context)
+                    .await
+            }
+            None => self.execute(args, context).await,
+        };
+        if asker {
+            if let Some(asked) = self.ask_instead(&answer, context) {
+                return asked.into();
+            }
+        }
+        answer.into()
+    }
+
+    /// The questions for a waiting answer, when its person may decide.
+    fn ask_instead(
+        &self,
+        answer: &CallToolResult,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<rmcp::model::InputRequiredResult> {
+        let s = answer.structured_content.as_ref()?;
+        if s["status"] != "waiting" {
+            return None;
+        }
+        let execution = s["execution"].as_str()?;
+        let requests: Vec<String> = s["waiting"]
+            .as_array()?
+            .iter()
+            .filter_map(|w| w["request_id"].as_str().map(str::to_string))
+            .collect();
+        input_required::ask(
+            &self.shared.gateway,
+            &self.caller(context),
+            execution,
+            &requests,
+        )
+    }
+
+    /// A client's answers to the questions of an `InputRequiredResult`,
+    /// with its sealed state: they decide the requests the execution
+    /// still waits for, and the execution is followed.
+    async fn answered(
+        &self,
+        sealed: &str,
+        answers: Option<&rmcp::model::InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let caller = self.caller(context);
+        let gateway = &self.shared.gateway;
+        let refused = |kind: &str, message: String| {
+            CallToolResult::structured_error(json!({"error": {
+                "kind": kind,
+                "message": airlock_gateway::visible::visible(&message),
+            }}))
+        };
+        let state = match input_required::open(gateway, &caller.identity, sealed) {
+            Ok(s) => s,
+            Err(e) => return refused("InvalidRequestState", e.to_string()),
+        };
+        let Some(still) = self
+            .shared
+            .durable
+            .waiting_requests(&state.execution, &caller.identity)
+        else {
+            return refused(
+                "InvalidRequestState",
+                format!(
+                    "execution {} no longer waits (it went on or ended); nothing was decided",
+                    state.execution
+                ),
+            );
+        };
+        let decided = input_required::decide(gateway, &caller, &state, &still, answers);
+        if decided == 0 {
+            return refused(
+                "InvalidRequestState",
+                format!("the requestState names no request execution {} still waits for, or none was answered; nothing was decided. Follow it with execute({{\"execution\": \"{}\"}})", state.execution, state.execution),
+            );
+        }
+        let follow = json!({"execution": state.execution});
+        self.follow(&follow["execution"], &follow, context).await
+    }
+
     fn full_trace(args: &Value) -> Result<bool, &'static str> {
         match args.get("trace") {
             None | Some(Value::Null) => Ok(false),
@@ -378,9 +477,15 @@ impl AirlockServer {
         let resumed = journal.as_ref().is_some_and(|j| !j.entries.is_empty());
         let identity = execution.caller().identity.clone();
         let peer = context.peer.clone();
-        let can_ask = peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some());
+        // A 2026-07-28 request cannot carry a question of the server's
+        // (it gets an InputRequiredResult instead, see `execute_asking`).
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        let can_ask = !stateless
+            && peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.elicitation.is_some());
         let tools = ClientTools {
             gateway: self.shared.gateway.clone(),
             caller: execution.caller().clone(),
@@ -638,7 +743,7 @@ impl ServerHandler for AirlockServer {
         let result = match name {
             tools::SEARCH => self.search(&args),
             tools::GET_SCHEMA => self.get_schema(&args),
-            tools::EXECUTE => self.execute(&args, &context).await,
+            tools::EXECUTE => return Ok(self.execute_asking(&request, &args, &context).await),
             other => {
                 return Err(McpError::invalid_params(
                     format!(
