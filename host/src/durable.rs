@@ -39,6 +39,14 @@ pub const PARKED_BYTES_TOTAL: u64 = 512 * 1024 * 1024;
 /// ended (its approval requests expire sooner by default).
 pub const LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
+/// The approval questions one execution has put to the person in a
+/// 2026-07-28 client, across its parks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Prompts {
+    pub asked: u32,
+    pub declined: bool,
+}
+
 /// One execution waiting for decisions.
 pub struct Parked {
     pub identity: String,
@@ -49,6 +57,7 @@ pub struct Parked {
     pub calls: u32,
     /// When it first started, for [`LIFETIME`].
     pub born: Instant,
+    pub prompts: Prompts,
 }
 
 /// Why an execution could not park.
@@ -204,6 +213,24 @@ impl Durable {
         })
     }
 
+    /// The questions put to the person about `execution` so far.
+    pub fn prompts(&self, execution: &str) -> Prompts {
+        let reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        reg.waiting
+            .get(execution)
+            .map(|h| h.parked.prompts)
+            .unwrap_or_default()
+    }
+
+    /// Counts a question put, or a decline, for `execution`.
+    pub fn prompted(&self, execution: &str, asked: u32, declined: bool) {
+        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = reg.waiting.get_mut(execution) {
+            h.parked.prompts.asked += asked;
+            h.parked.prompts.declined |= declined;
+        }
+    }
+
     /// A resumed execution ended.
     pub fn ended(&self, execution: &str) {
         let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
@@ -256,6 +283,7 @@ mod tests {
             waiting: vec![],
             calls: 0,
             born: Instant::now(),
+            prompts: Prompts::default(),
         }
     }
 

@@ -358,8 +358,9 @@ fn a_stateless_client_is_not_asked_what_someone_else_must_decide() {
     assert_eq!(r["asked"], json!([]), "{r}");
 }
 
-/// A state changed on the way, or answered twice, decides nothing; the
-/// state as sealed decides once.
+/// A state changed on the way, sent with another script, answered with
+/// neither yes nor no, or answered twice, decides nothing; the state as
+/// sealed decides once.
 #[test]
 fn a_tampered_or_replayed_request_state_decides_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -372,6 +373,8 @@ fn a_tampered_or_replayed_request_state_decides_nothing() {
     );
     for (step, kind) in [
         ("tampered", "InvalidRequestState"),
+        ("other_script", "InvalidRequestState"),
+        ("garbled", "InvalidRequestState"),
         ("replayed", "InvalidRequestState"),
     ] {
         assert_eq!(r[step]["is_error"], true, "{step}: {r}");

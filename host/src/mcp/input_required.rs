@@ -37,6 +37,19 @@ use super::client_tools::Approval;
 /// names expire after 10 minutes by default.
 pub const STATE_TTL: Duration = Duration::from_secs(10 * 60);
 
+/// What a state is bound to besides its payload: the identity, and a
+/// digest of the `execute` arguments it answers (a retry must send the
+/// same call again, not another script).
+fn bound_to(identity: &str, args: &Value) -> Vec<u8> {
+    use sha2::Digest;
+    let mut ad = identity.as_bytes().to_vec();
+    ad.push(0);
+    ad.extend_from_slice(&Sha256::digest(
+        serde_json::to_vec(args).expect("JSON always serializes"),
+    ));
+    ad
+}
+
 /// What the sealed state carries.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct State {
@@ -69,7 +82,9 @@ fn codec(gateway: &Gateway) -> Result<RequestStateCodec, StateError> {
         .summary_key()
         .map_err(|e| StateError::NoKey(e.to_string()))?;
     let mut mac = Hmac::<Sha256>::new_from_slice(&secret).expect("HMAC takes any key");
-    mac.update(b"airlock requestState v1");
+    // No summary tag's input starts with a NUL byte: the two uses of the
+    // secret never meet.
+    mac.update(b"\0airlock requestState v1");
     let key = mac.finalize().into_bytes();
     RequestStateCodec::try_new(key.to_vec()).map_err(|e| StateError::NoKey(e.to_string()))
 }
@@ -77,13 +92,24 @@ fn codec(gateway: &Gateway) -> Result<RequestStateCodec, StateError> {
 /// The questions for the requests of `execution` the person in the client
 /// may decide, with their sealed state; `None` when there are none (four
 /// eyes: someone else decides, and the waiting answer says who).
+///
+/// As on the 2025 path, against approval fatigue: one question a round,
+/// none once the person declined one of this execution or was asked
+/// [`super::client_tools::MAX_PROMPTS`] times (`prompts`), and none for
+/// arguments too long to read in full in a client (an operator decides
+/// those, reading them with `airlock approvals show`).
 pub fn ask(
     gateway: &Gateway,
     caller: &Caller,
     execution: &str,
     requests: &[String],
+    args: &Value,
+    prompts: crate::durable::Prompts,
 ) -> Option<InputRequiredResult> {
-    if !gateway.may_approve_own(caller) {
+    if !gateway.may_approve_own(caller)
+        || prompts.declined
+        || prompts.asked >= super::client_tools::MAX_PROMPTS
+    {
         return None;
     }
     let mut questions = InputRequests::new();
@@ -92,16 +118,25 @@ pub fn ask(
         let Ok(r) = gateway.approvals().get(id) else {
             continue;
         };
-        if r.status != Status::Pending || !gateway.may_approve_in_client(&caller.identity, &r.tool)
+        if r.status != Status::Pending
+            || r.identity != caller.identity
+            || !gateway.may_approve_in_client(&caller.identity, &r.tool)
         {
             continue;
         }
+        // The person approves what they read: the arguments in full when
+        // the list form summarised a long value.
+        let shown = match &r.detail {
+            Some(full) if full.len() <= super::client_tools::MAX_PROMPT_DETAIL_BYTES => full,
+            Some(_) => continue,
+            None => &r.summary,
+        };
         let schema = ElicitationSchema::from_type::<Approval>().ok()?;
         let message = format!(
             "Airlock: identity {} wants to run {}({}). Approve this one call? (request {id})",
             visible(&caller.identity),
             visible(&r.tool),
-            visible(&r.summary)
+            visible(shown)
         );
         questions.insert(
             id.clone(),
@@ -114,6 +149,7 @@ pub fn ask(
             )),
         );
         asked.push(id.clone());
+        break;
     }
     if asked.is_empty() {
         return None;
@@ -127,39 +163,44 @@ pub fn ask(
         .seal_json_with(
             &state,
             &SealOptions::new()
-                .associated_data(caller.identity.as_bytes())
+                .associated_data(&bound_to(&caller.identity, args))
                 .ttl(STATE_TTL),
         )
         .ok()?;
     Some(InputRequiredResult::new(Some(questions), Some(sealed)))
 }
 
-/// Opens a state the client sent back, for this identity.
-pub fn open(gateway: &Gateway, identity: &str, sealed: &str) -> Result<State, StateError> {
+/// Opens a state the client sent back, for this identity and this call.
+pub fn open(
+    gateway: &Gateway,
+    identity: &str,
+    args: &Value,
+    sealed: &str,
+) -> Result<State, StateError> {
     codec(gateway)?
-        .open_json_with(sealed, identity.as_bytes())
+        .open_json_with(sealed, &bound_to(identity, args))
         .map_err(|e| StateError::Unsealed(e.to_string()))
 }
 
 /// Decides each request of `state` the execution still waits for, as the
-/// client's answer says: approved only for an accepted form with
-/// `approve: true`; any other answer denies it, as the client's decline
-/// does on the 2025 path. A request without an answer is left pending.
-/// Returns how many were decided.
+/// client's answer says: an accepted form with `approve: true` approves,
+/// `approve: false`, a decline or a cancel denies (as on the 2025 path);
+/// no answer, or one Airlock cannot read, leaves it pending. Returns how
+/// many were decided, and whether one was denied.
 pub fn decide(
     gateway: &Gateway,
     caller: &Caller,
     state: &State,
     still_waiting: &[String],
     answers: Option<&InputResponses>,
-) -> usize {
+) -> (usize, bool) {
     // Asked only of a person who may decide their own requests: should
     // the configuration have changed since, nothing is decided.
     if !gateway.may_approve_own(caller) {
-        return 0;
+        return (0, false);
     }
     let decider = Decider::client(&caller.identity, true);
-    let mut decided = 0;
+    let (mut decided, mut denied) = (0, false);
     for id in &state.requests {
         // Only what this execution waits for now, and only pending: a
         // state answered again decides nothing.
@@ -169,35 +210,40 @@ pub fn decide(
         let Some(answer) = answers.and_then(|a| a.get(id)) else {
             continue;
         };
-        let askable = gateway
-            .approvals()
-            .get(id)
-            .is_ok_and(|r| gateway.may_approve_in_client(&caller.identity, &r.tool));
+        let askable = gateway.approvals().get(id).is_ok_and(|r| {
+            r.identity == caller.identity
+                && gateway.may_approve_in_client(&caller.identity, &r.tool)
+        });
         if !askable {
             continue;
         }
-        let to = if approved(answer) {
-            Status::Approved
-        } else {
-            Status::Denied
+        let to = match approved(answer) {
+            Some(true) => Status::Approved,
+            Some(false) => Status::Denied,
+            None => continue,
         };
         match gateway.decide(id, &decider, to) {
-            Ok(_) => decided += 1,
+            Ok(_) => {
+                decided += 1;
+                denied |= to == Status::Denied;
+            }
             Err(e) => {
                 tracing::info!(request = %id, error = %e, "a client's answer decided nothing")
             }
         }
     }
-    decided
+    (decided, denied)
 }
 
-fn approved(answer: &Value) -> bool {
-    let Ok(result) = serde_json::from_value::<rmcp::model::ElicitResult>(answer.clone()) else {
-        return false;
-    };
-    matches!(result.action, ElicitationAction::Accept)
-        && result
+/// The person's answer: yes, no, or nothing Airlock can read.
+fn approved(answer: &Value) -> Option<bool> {
+    let result = serde_json::from_value::<rmcp::model::ElicitResult>(answer.clone()).ok()?;
+    match result.action {
+        ElicitationAction::Accept => result
             .content
             .and_then(|c| serde_json::from_value::<Approval>(c).ok())
-            .is_some_and(|a| a.approve)
+            .map(|a| a.approve),
+        ElicitationAction::Decline | ElicitationAction::Cancel => Some(false),
+        _ => None,
+    }
 }

@@ -231,6 +231,7 @@ impl AirlockServer {
             born: std::time::Instant::now(),
             full,
             waited_for: Vec::new(),
+            prompts: Default::default(),
         };
         self.run(execution, run, context).await
     }
@@ -249,15 +250,21 @@ impl AirlockServer {
             context.protocol_version(),
             context.client_capabilities(),
         );
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
         let answer = match request.request_state.as_deref() {
+            Some(_) if !modern => Self::invalid(
+                "`requestState` answers an InputRequiredResult, which only 2026-07-28 requests get; follow a waiting execution with execute({\"execution\": ID})",
+            ),
             Some(sealed) => {
-                self.answered(sealed, request.input_responses.as_ref(), context)
+                self.answered(sealed, args, request.input_responses.as_ref(), context)
                     .await
             }
             None => self.execute(args, context).await,
         };
         if asker {
-            if let Some(asked) = self.ask_instead(&answer, context) {
+            if let Some(asked) = self.ask_instead(&answer, args, context) {
                 return asked.into();
             }
         }
@@ -268,6 +275,7 @@ impl AirlockServer {
     fn ask_instead(
         &self,
         answer: &CallToolResult,
+        args: &Value,
         context: &RequestContext<RoleServer>,
     ) -> Option<rmcp::model::InputRequiredResult> {
         let s = answer.structured_content.as_ref()?;
@@ -280,12 +288,17 @@ impl AirlockServer {
             .iter()
             .filter_map(|w| w["request_id"].as_str().map(str::to_string))
             .collect();
-        input_required::ask(
+        let prompts = self.shared.durable.prompts(execution);
+        let asked = input_required::ask(
             &self.shared.gateway,
             &self.caller(context),
             execution,
             &requests,
-        )
+            args,
+            prompts,
+        )?;
+        self.shared.durable.prompted(execution, 1, false);
+        Some(asked)
     }
 
     /// A client's answers to the questions of an `InputRequiredResult`,
@@ -294,6 +307,7 @@ impl AirlockServer {
     async fn answered(
         &self,
         sealed: &str,
+        args: &Value,
         answers: Option<&rmcp::model::InputResponses>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
@@ -305,7 +319,7 @@ impl AirlockServer {
                 "message": airlock_gateway::visible::visible(&message),
             }}))
         };
-        let state = match input_required::open(gateway, &caller.identity, sealed) {
+        let state = match input_required::open(gateway, &caller.identity, args, sealed) {
             Ok(s) => s,
             Err(e) => return refused("InvalidRequestState", e.to_string()),
         };
@@ -322,7 +336,8 @@ impl AirlockServer {
                 ),
             );
         };
-        let decided = input_required::decide(gateway, &caller, &state, &still, answers);
+        let (decided, denied) = input_required::decide(gateway, &caller, &state, &still, answers);
+        self.shared.durable.prompted(&state.execution, 0, denied);
         if decided == 0 {
             return refused(
                 "InvalidRequestState",
@@ -451,6 +466,7 @@ impl AirlockServer {
             born: parked.born,
             full,
             waited_for: parked.waiting,
+            prompts: parked.prompts,
         };
         self.run(execution, run, context).await
     }
@@ -473,6 +489,7 @@ impl AirlockServer {
             born,
             full,
             waited_for,
+            prompts,
         } = run;
         let resumed = journal.as_ref().is_some_and(|j| !j.entries.is_empty());
         let identity = execution.caller().identity.clone();
@@ -524,6 +541,7 @@ impl AirlockServer {
                         waiting: waited_for.clone(),
                         calls: o.stats.tool_calls,
                         born,
+                        prompts,
                     };
                     let id = execution.id().to_string();
                     execution.park(&request_ids(&waited_for), o);
@@ -540,6 +558,7 @@ impl AirlockServer {
                     waiting: waiting.clone(),
                     calls: o.stats.tool_calls,
                     born,
+                    prompts,
                 };
                 let id = execution.id().to_string();
                 let requests = request_ids(waiting);
@@ -626,6 +645,8 @@ struct Run<'a> {
     full: bool,
     /// What a resumed execution waited for.
     waited_for: Vec<airlock_sandbox::Waiting>,
+    /// The questions its person was put so far (2026-07-28 path).
+    prompts: crate::durable::Prompts,
 }
 
 /// Longest a follow-up waits for a decision before it answers that the

@@ -7,7 +7,8 @@ starts the server given on the command line over stdio and runs one
 - `auto`: `client.call_tool`, which answers an `InputRequiredResult` by
   asking the callback and retrying with the answers and the state;
 - `tamper`: the rounds driven by hand: the state changed before the
-  retry, then sent as it came, then sent again (replayed).
+  retry; sent with another script; sent with an answer that is not yes
+  or no; then sent as it came; then sent again (replayed).
 
 It prints one JSON line: the protocol spoken, what came back, and the
 questions asked.
@@ -60,6 +61,28 @@ async def main() -> None:
                         {"script": script},
                         input_responses=answers,
                         request_state=tampered,
+                        allow_input_required=True,
+                    )
+                )
+                out["other_script"] = shown(
+                    await client.session.call_tool(
+                        "execute",
+                        {"script": script + "\n// another"},
+                        input_responses=answers,
+                        request_state=state,
+                        allow_input_required=True,
+                    )
+                )
+                garbled = {
+                    key: {"action": "accept", "content": {"approve": "maybe"}}
+                    for key in (first.input_requests or {})
+                }
+                out["garbled"] = shown(
+                    await client.session.call_tool(
+                        "execute",
+                        {"script": script},
+                        input_responses=garbled,
+                        request_state=state,
                         allow_input_required=True,
                     )
                 )
