@@ -395,3 +395,34 @@ fn a_tampered_or_replayed_request_state_decides_nothing() {
         "sent once"
     );
 }
+
+/// 2026-07-28 forbids log messages a request did not ask for: a request
+/// without `io.modelcontextprotocol/logLevel` gets none — not even the
+/// warning of an execution that failed, which a 2025 session gets by
+/// default — and one that asks for `debug` gets each call's line and the
+/// execution's.
+#[test]
+fn a_stateless_request_gets_log_messages_only_when_it_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let out = Command::new(common::test_python())
+        .arg(repo().join("host/tests/clients/stateless_logs.py"))
+        .arg("const n = (await tools.node_list({})).length; await tools.no_such_tool({}); n")
+        .args(server_args(&config))
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "warn")
+        .output()
+        .unwrap();
+    let r = answer("python 2026 logs", out);
+    assert_eq!(r["protocol"], "2026-07-28", "{r}");
+    assert_eq!(r["results"][0]["error"]["kind"], "ToolError", "{r}");
+    assert_eq!(r["unasked"], json!([]), "none asked for, none sent: {r}");
+    let asked = r["asked"].as_array().unwrap();
+    assert!(
+        asked.iter().any(|m| m["data"]["status"] == "ok")
+            && asked
+                .iter()
+                .any(|m| m["data"]["outcome"] == "ToolError" && m["level"] == "warning"),
+        "the calls' lines and the execution's: {r}"
+    );
+}

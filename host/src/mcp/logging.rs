@@ -41,6 +41,9 @@ impl Default for SessionLog {
     }
 }
 
+/// Above every level: nothing is sent.
+const NONE: u8 = u8::MAX;
+
 fn rank(level: LoggingLevel) -> u8 {
     match level {
         LoggingLevel::Debug => 0,
@@ -77,6 +80,19 @@ impl Level {
 impl SessionLog {
     pub fn set(&self, level: LoggingLevel) {
         self.min.store(rank(level), Ordering::Relaxed);
+    }
+
+    /// The log one request writes to. A 2025 session's requests share
+    /// the session's level (`logging/setLevel`). A 2026-07-28 request has
+    /// no session: it gets messages only if its `_meta` asked for them
+    /// (`io.modelcontextprotocol/logLevel`), at or above the level asked.
+    pub fn for_request(&self, stateless: bool, asked: Option<LoggingLevel>) -> SessionLog {
+        if !stateless {
+            return self.clone();
+        }
+        SessionLog {
+            min: Arc::new(AtomicU8::new(asked.map(rank).unwrap_or(NONE))),
+        }
     }
 
     pub fn wants(&self, level: Level) -> bool {
@@ -119,5 +135,20 @@ mod tests {
         assert!(!log.wants(Level::Notice) && log.wants(Level::Warning));
         log.set(LoggingLevel::Debug);
         assert!(log.wants(Level::Debug));
+    }
+
+    #[test]
+    fn a_stateless_request_gets_only_what_it_asked_for() {
+        let session = SessionLog::default();
+        session.set(LoggingLevel::Debug);
+        let unasked = session.for_request(true, None);
+        assert!(!unasked.wants(Level::Warning) && !unasked.wants(Level::Debug));
+        let asked = session.for_request(true, Some(LoggingLevel::Notice));
+        assert!(asked.wants(Level::Notice) && !asked.wants(Level::Info));
+        let legacy = session.for_request(false, Some(LoggingLevel::Error));
+        assert!(
+            legacy.wants(Level::Debug),
+            "a session's level rules its requests"
+        );
     }
 }

@@ -503,13 +503,14 @@ impl AirlockServer {
             && peer
                 .peer_info()
                 .is_some_and(|info| info.capabilities.elicitation.is_some());
+        let log = self.log.for_request(stateless, context.meta.log_level());
         let tools = ClientTools {
             gateway: self.shared.gateway.clone(),
             caller: execution.caller().clone(),
             peer: peer.clone(),
             can_ask,
             progress: context.meta.get_progress_token(),
-            log: self.log.clone(),
+            log: log.clone(),
             done: AtomicU32::new(0),
             asking: Default::default(),
             runbooks: crate::runbooks::Runner::new(&self.shared.sandbox, &self.shared.limits),
@@ -575,7 +576,7 @@ impl AirlockServer {
                             "outcome": "Parked",
                             "waiting": requests,
                         });
-                        self.log.send(&peer, Level::Notice, data).await;
+                        log.send(&peer, Level::Notice, data).await;
                         return render::waiting(&id, waiting, &identity, Some((o, full)));
                     }
                     // It cannot wait here: it ends as it did before
@@ -616,7 +617,7 @@ impl AirlockServer {
             "tool_calls": calls,
             "ms": took.as_millis() as u64,
         });
-        self.log.send(&peer, level, data).await;
+        log.send(&peer, level, data).await;
         if let Some(report) = plan.as_mut() {
             client_tools::decide_plan(&self.shared.gateway, &asker, &peer, can_ask, report).await;
         }
