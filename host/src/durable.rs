@@ -102,6 +102,11 @@ struct Registry {
 }
 
 impl Registry {
+    /// Tells the metrics how many wait now.
+    fn counted(&self) {
+        crate::metrics::global().parked(self.waiting.len());
+    }
+
     fn bytes(&self, identity: Option<&str>) -> u64 {
         self.waiting
             .values()
@@ -149,6 +154,7 @@ impl Durable {
                 ready: false,
             },
         );
+        reg.counted();
         Ok(())
     }
 
@@ -173,6 +179,7 @@ impl Durable {
                 ready: true,
             },
         );
+        reg.counted();
     }
 
     /// Takes `execution` out to resume it, if `identity` parked it.
@@ -182,6 +189,7 @@ impl Durable {
         match reg.waiting.get(execution) {
             Some(h) if h.parked.identity == identity && h.ready => {
                 let held = reg.waiting.remove(execution).expect("just found");
+                reg.counted();
                 reg.running
                     .insert(execution.to_string(), identity.to_string());
                 Ok(held.parked)
@@ -256,9 +264,12 @@ impl Durable {
             .filter(|(_, h)| f(h))
             .map(|(id, _)| id.clone())
             .collect();
-        ids.into_iter()
+        let taken = ids
+            .into_iter()
             .filter_map(|id| reg.waiting.remove(&id).map(|h| (id, h.parked)))
-            .collect()
+            .collect();
+        reg.counted();
+        taken
     }
 
     /// Executions parked here now.

@@ -114,6 +114,7 @@ impl Execution {
     /// again and the log says so, or nothing of it runs.
     pub fn resume(gateway: &Arc<Gateway>, caller: Caller, id: &str) -> Result<Self, NotStarted> {
         gateway.execution_resumed(&caller, id)?;
+        crate::metrics::global().resumed();
         Ok(Self {
             gateway: gateway.clone(),
             caller: Caller {

@@ -101,6 +101,8 @@ pub struct Metrics {
     audit_appends: Family<WrittenLabel, Counter>,
     audit_seconds: Histogram,
     approvals_pending: Gauge,
+    executions_parked: Gauge,
+    executions_resumed: Counter,
     http_refusals: Family<ReasonLabel, Counter>,
     state_refusals: Family<StoreLabel, Counter>,
     /// Refusals since the last log line, per store, and when it was
@@ -177,6 +179,18 @@ impl Metrics {
             "Approval requests waiting for a decision, as of the scrape",
             approvals_pending.clone(),
         );
+        let executions_parked = Gauge::default();
+        registry.register(
+            "executions_parked",
+            "Durable executions waiting for decisions on this process: no instance, no slot, only their journal",
+            executions_parked.clone(),
+        );
+        let executions_resumed = Counter::default();
+        registry.register(
+            "executions_resumed",
+            "Parked executions resumed by replay (each resume of one counts)",
+            executions_resumed.clone(),
+        );
         let http_refusals = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "http_refusals",
@@ -214,6 +228,8 @@ impl Metrics {
             audit_appends,
             audit_seconds,
             approvals_pending,
+            executions_parked,
+            executions_resumed,
             http_refusals,
             state_refusals,
             state_log: Mutex::default(),
@@ -290,6 +306,16 @@ impl Metrics {
         self.admissions
             .get_or_create(&AdmissionLabel { identity, outcome })
             .inc();
+    }
+
+    /// Executions parked on this process now.
+    pub fn parked(&self, n: usize) {
+        self.executions_parked.set(n.min(i64::MAX as usize) as i64);
+    }
+
+    /// A parked execution resumed.
+    pub fn resumed(&self) {
+        self.executions_resumed.inc();
     }
 
     /// The exposition, with the pending approvals as counted just now

@@ -163,6 +163,9 @@ async fn a_scrape_counts_what_the_executions_did() {
     );
     assert_eq!(get("airlock_tool_call_seconds_count{}"), 8.0);
     assert_eq!(get("airlock_approvals_pending{}"), 1.0);
+    // The execution that needs the approval waits for it, parked.
+    assert_eq!(get("airlock_executions_parked{}"), 1.0);
+    assert_eq!(get("airlock_executions_resumed_total{}"), 0.0);
     // Every one of alice's six executions was admitted to a slot, and
     // her time waiting for one is counted.
     assert_eq!(
