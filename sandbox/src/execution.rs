@@ -61,6 +61,18 @@ pub struct Job<'a> {
     pub recorder: Option<crate::replay::Shared>,
 }
 
+impl<'a> Job<'a> {
+    /// A run that records nothing.
+    pub fn plain(script: &'a str, limits: &'a Limits, host: &'a dyn ToolHost) -> Self {
+        Self {
+            script,
+            limits,
+            host,
+            recorder: None,
+        }
+    }
+}
+
 pub async fn run_on(
     store: &mut Store<StoreData>,
     fns: &GuestFns,

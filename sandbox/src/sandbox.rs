@@ -356,12 +356,7 @@ impl Sandbox {
         execution::run_on(
             &mut store,
             &fns,
-            execution::Job {
-                script,
-                limits,
-                host,
-                recorder: None,
-            },
+            execution::Job::plain(script, limits, host),
             started,
             stats,
         )
@@ -511,12 +506,7 @@ impl Sandbox {
         Ok(execution::run_on(
             &mut store,
             &fns,
-            execution::Job {
-                script,
-                limits,
-                host,
-                recorder: None,
-            },
+            execution::Job::plain(script, limits, host),
             started,
             stats,
         )

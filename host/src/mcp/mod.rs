@@ -425,7 +425,7 @@ impl AirlockServer {
             Ok(full) => full,
             Err(e) => return Self::invalid(e),
         };
-        self.end_expired();
+        self.shared.end_expired();
         let caller = self.caller(context);
         let parked = match self.shared.durable.take(id, &caller.identity) {
             Ok(p) => p,
@@ -469,10 +469,6 @@ impl AirlockServer {
             prompts: parked.prompts,
         };
         self.run(execution, run, context).await
-    }
-
-    fn end_expired(&self) {
-        self.shared.end_expired();
     }
 
     /// Runs (or resumes) one execution with the client's tools, and

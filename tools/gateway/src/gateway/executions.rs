@@ -31,28 +31,11 @@ impl Gateway {
             self.instance,
             self.next_call.fetch_add(1, Ordering::Relaxed)
         );
-        if self.executions_per_identity > 0 {
-            let now = self.now_ms();
-            let until = now.saturating_add(self.execution_hold_ms.min(i64::MAX as u64) as i64);
-            let max = self.executions_per_identity;
-            match self
-                .state
-                .shares
-                .take(&caller.identity, &id, max, now, until)
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    if let Some(o) = &self.observer {
-                        o.limit_hit("rate.executions_per_identity");
-                    }
-                    return Err(StartError::Busy {
-                        identity: caller.identity.clone(),
-                        limit: max,
-                    });
-                }
-                Err(e) => return Err(StartError::SharesUnavailable(told(&e))),
+        self.take_place(&caller.identity, &id).inspect_err(|e| {
+            if let (StartError::Busy { .. }, Some(o)) = (e, &self.observer) {
+                o.limit_hit("rate.executions_per_identity");
             }
-        }
+        })?;
         self.execution_started_as(caller, script, id.clone())
             .inspect_err(|e| {
                 self.give_place_back(&caller.identity, &id);
@@ -64,6 +47,40 @@ impl Gateway {
                 }
             })
             .map_err(StartError::Audit)
+    }
+
+    /// Takes one of `identity`'s places across the deployment for
+    /// `execution` (`rate.executions_per_identity`), when the deployment
+    /// counts them.
+    fn take_place(&self, identity: &str, execution: &str) -> Result<(), StartError> {
+        if self.executions_per_identity == 0 {
+            return Ok(());
+        }
+        let now = self.now_ms();
+        let until = now.saturating_add(self.execution_hold_ms.min(i64::MAX as u64) as i64);
+        let max = self.executions_per_identity;
+        match self.state.shares.take(identity, execution, max, now, until) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(StartError::Busy {
+                identity: identity.to_string(),
+                limit: max,
+            }),
+            Err(e) => Err(StartError::SharesUnavailable(told(&e))),
+        }
+    }
+
+    /// An execution stops running (it ended or parked): forgotten as
+    /// started, its place given back; whose it was, if known.
+    fn let_go(&self, execution: &str) -> Option<String> {
+        let identity = self
+            .executions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(execution);
+        if let Some(identity) = &identity {
+            self.give_place_back(identity, execution);
+        }
+        identity
     }
 
     pub(super) fn give_place_back(&self, identity: &str, execution: &str) {
@@ -124,14 +141,7 @@ impl Gateway {
         tool_calls: u32,
         wall: Duration,
     ) -> Result<(), AuditError> {
-        let identity = self
-            .executions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(execution);
-        if let Some(identity) = &identity {
-            self.give_place_back(identity, execution);
-        }
+        let identity = self.let_go(execution);
         let mut line = Map::new();
         line.insert("execution".into(), Value::String(execution.into()));
         line.insert(
@@ -151,25 +161,7 @@ impl Gateway {
     /// start, when its identity holds all of its own) and the log says so
     /// before anything of it runs.
     pub fn execution_resumed(&self, caller: &Caller, execution: &str) -> Result<(), StartError> {
-        if self.executions_per_identity > 0 {
-            let now = self.now_ms();
-            let until = now.saturating_add(self.execution_hold_ms.min(i64::MAX as u64) as i64);
-            let max = self.executions_per_identity;
-            match self
-                .state
-                .shares
-                .take(&caller.identity, execution, max, now, until)
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    return Err(StartError::Busy {
-                        identity: caller.identity.clone(),
-                        limit: max,
-                    })
-                }
-                Err(e) => return Err(StartError::SharesUnavailable(told(&e))),
-            }
-        }
+        self.take_place(&caller.identity, execution)?;
         let mut line = Map::new();
         line.insert("execution".into(), Value::String(execution.into()));
         line.insert("identity".into(), Value::String(caller.identity.clone()));
@@ -198,14 +190,7 @@ impl Gateway {
         line.insert("outcome".into(), audit_fields::code(outcome));
         line.insert("tool_calls".into(), Value::from(tool_calls));
         line.insert("wall_ms".into(), Value::from(wall.as_millis() as u64));
-        let identity = self
-            .executions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(execution);
-        if let Some(identity) = &identity {
-            self.give_place_back(identity, execution);
-        }
+        let identity = self.let_go(execution);
         let written = match &identity {
             Some(identity) => self.append_for(identity, "execution_end", line.clone()),
             None => self.state.audit.append("execution_end", line.clone()),
