@@ -35,10 +35,6 @@ const after = await tools.vm_status({node: "pve1", vmid: 101});
 const PLANNED: &str =
     r#"await tools.vm_shutdown({node: "pve1", vmid: 101, forceStop: true, timeout: 5}); "planned""#;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// A configuration for the simulated cluster where `olga` operates, and
 /// may approve her own requests only when `approve_own`.
 fn config(dir: &Path, approve_own: bool) -> PathBuf {
@@ -74,7 +70,7 @@ fn server_args(config: &Path) -> Vec<String> {
 /// Runs one `execute` of `script` (in `mode`, if any) through the Python
 /// SDK's auto-accepting client.
 fn python_client(config: &Path, script: &str, mode: &str) -> Value {
-    let program = repo().join("host/tests/clients/auto_accept.py");
+    let program = common::repo().join("host/tests/clients/auto_accept.py");
     let out = Command::new(common::test_python())
         .arg(program)
         .arg(script)
@@ -84,7 +80,7 @@ fn python_client(config: &Path, script: &str, mode: &str) -> Value {
         .env("AIRLOCK_LOG", "warn")
         .output()
         .unwrap();
-    answer("python", out)
+    common::client_answer("python", out)
 }
 
 /// The same through the TypeScript SDK's client; `None` (SKIPPED) without
@@ -93,7 +89,11 @@ fn typescript_client(config: &Path, script: &str, mode: &str) -> Option<Value> {
     let (node, packages) = common::node_packages()?;
     // ES modules resolve packages from where the script is: next to them.
     let program = packages.join("auto_accept.mjs");
-    std::fs::copy(repo().join("host/tests/clients/auto_accept.mjs"), &program).unwrap();
+    std::fs::copy(
+        common::repo().join("host/tests/clients/auto_accept.mjs"),
+        &program,
+    )
+    .unwrap();
     let out = Command::new(node)
         .arg(program)
         .arg(script)
@@ -103,18 +103,7 @@ fn typescript_client(config: &Path, script: &str, mode: &str) -> Option<Value> {
         .env("AIRLOCK_LOG", "warn")
         .output()
         .unwrap();
-    Some(answer("typescript", out))
-}
-
-fn answer(client: &str, out: std::process::Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the {client} client failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{client}: {e}: {stdout}"))
+    Some(common::client_answer("typescript", out))
 }
 
 /// `airlock approvals ARGS` against `config`.
@@ -127,15 +116,6 @@ fn approvals(config: &Path, args: &[&str]) -> std::process::Output {
         .env_remove("AIRLOCK_CONFIG")
         .output()
         .unwrap()
-}
-
-fn audit_lines(config: &Path) -> Vec<Value> {
-    let text =
-        std::fs::read_to_string(config.parent().unwrap().join("state/simulated/audit.jsonl"))
-            .unwrap();
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// What an auto-accepting client gets, and leaves behind, with four eyes
@@ -168,7 +148,7 @@ fn the_client_cannot_approve_its_own_calls(client: &str, run: impl Fn(&Path, &st
         told.contains(&ids),
         "{client}: the id shown is the request's"
     );
-    let lines = audit_lines(&four_eyes);
+    let lines = common::simulated_audit(&four_eyes);
     assert!(
         !lines.iter().any(|l| l["event"] == "approval_decision"),
         "{client}: a decision was recorded"
@@ -194,7 +174,7 @@ fn the_client_cannot_approve_its_own_calls(client: &str, run: impl Fn(&Path, &st
     let own = config(dir.path(), true);
     let r = run(&own, SHUTDOWN, "");
     assert_eq!(r["result"]["result"]["outcome"], "made", "{client}: {r}");
-    let decision = audit_lines(&own)
+    let decision = common::simulated_audit(&own)
         .into_iter()
         .find(|l| l["event"] == "approval_decision")
         .unwrap_or_else(|| panic!("{client}: no decision line"));
@@ -298,13 +278,13 @@ fn the_command_line_keeps_four_eyes_and_records_the_decision() {
         .unwrap();
     let said = String::from_utf8_lossy(&default.stderr);
     assert!(said.contains("nobody approves their own request"), "{said}");
-    assert!(audit_lines(&config)
+    assert!(common::simulated_audit(&config)
         .iter()
         .all(|l| l["event"] != "approval_decision"));
     // Refusing it would be allowed; approving by another person is.
     let other = approvals(&config, &["approve", &id, "--by", "rita"]);
     assert!(other.status.success(), "{other:?}");
-    let decision = audit_lines(&config)
+    let decision = common::simulated_audit(&config)
         .into_iter()
         .find(|l| l["event"] == "approval_decision")
         .unwrap();
@@ -338,7 +318,7 @@ fn the_command_line_keeps_four_eyes_and_records_the_decision() {
 /// prints for it: the public key line and `SHA256:…`.
 fn ssh_key(dir: &Path, comment: &str) -> (String, String) {
     let out = Command::new("sh")
-        .arg(repo().join("scripts/install-ssh-keygen.sh"))
+        .arg(common::repo().join("scripts/install-ssh-keygen.sh"))
         .output()
         .unwrap();
     assert!(

@@ -31,10 +31,6 @@ try { await tools.vm_shutdown({node: "pve1", vmid: 101, timeout: 5}); said = "ma
 catch (e) { said = e.code + ": " + e.message; }
 said"#;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// The simulated cluster; alice may change anything, bob decides.
 fn config(dir: &Path) -> PathBuf {
     let path = dir.join("airlock.toml");
@@ -73,22 +69,37 @@ fn decide(config: &Path, verb: &str) -> String {
     .to_string()
 }
 
-fn python(config: &Path, script: &str, verb: &str) -> Value {
+/// Runs `host/tests/clients/PROGRAM.py` with `args`, then the server's
+/// command line, and takes its answer.
+fn python_client(program: &str, args: &[&str], config: &Path, label: &str) -> Value {
     let out = Command::new(common::test_python())
-        .arg(repo().join("host/tests/clients/follow.py"))
-        .args([script, "bob", &decide(config, verb)])
+        .arg(common::repo().join(format!("host/tests/clients/{program}.py")))
+        .args(args)
         .args(server_args(config))
         .env_remove("AIRLOCK_CONFIG")
         .env("AIRLOCK_LOG", "warn")
         .output()
         .unwrap();
-    answer("python", out)
+    common::client_answer(label, out)
+}
+
+fn python(config: &Path, script: &str, verb: &str) -> Value {
+    python_client(
+        "follow",
+        &[script, "bob", &decide(config, verb)],
+        config,
+        "python",
+    )
 }
 
 fn typescript(config: &Path, script: &str, verb: &str) -> Option<Value> {
     let (node, packages) = common::node_packages()?;
     let program = packages.join("follow.mjs");
-    std::fs::copy(repo().join("host/tests/clients/follow.mjs"), &program).unwrap();
+    std::fs::copy(
+        common::repo().join("host/tests/clients/follow.mjs"),
+        &program,
+    )
+    .unwrap();
     let out = Command::new(node)
         .arg(program)
         .args([script, "bob", &decide(config, verb)])
@@ -97,27 +108,7 @@ fn typescript(config: &Path, script: &str, verb: &str) -> Option<Value> {
         .env("AIRLOCK_LOG", "warn")
         .output()
         .unwrap();
-    Some(answer("typescript", out))
-}
-
-fn answer(client: &str, out: std::process::Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the {client} client failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{client}: {e}: {stdout}"))
-}
-
-fn audit_lines(config: &Path) -> Vec<Value> {
-    let text =
-        std::fs::read_to_string(config.parent().unwrap().join("state/simulated/audit.jsonl"))
-            .unwrap();
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    Some(common::client_answer("typescript", out))
 }
 
 fn count(lines: &[Value], f: impl Fn(&Value) -> bool) -> usize {
@@ -157,7 +148,7 @@ fn approved_twice_completes_as_one_execution(
 
     // Each change was sent once, as the audit chain shows; the execution
     // started once, parked twice, resumed twice and ended once.
-    let lines = audit_lines(&config);
+    let lines = common::simulated_audit(&config);
     for tool in ["vm_snapshot_create", "vm_shutdown"] {
         let sent = count(&lines, |l| {
             l["event"] == "call" && l["tool"] == tool && l["decision"] == "allowed"
@@ -202,7 +193,7 @@ fn a_denied_call_throws_in_the_script(client: &str, run: impl Fn(&Path, &str, &s
         said.starts_with("policy_denied: ") && said.contains("denied this exact call"),
         "{client}: {r}"
     );
-    let lines = audit_lines(&config);
+    let lines = common::simulated_audit(&config);
     assert_eq!(
         count(&lines, |l| l["event"] == "call"
             && l["tool"] == "vm_shutdown"
@@ -253,20 +244,17 @@ fn audit_close_leaves_a_waiting_execution_alone() {
         "sh"
     ])
     .to_string();
-    let out = Command::new(common::test_python())
-        .arg(repo().join("host/tests/clients/follow.py"))
-        .args([CAUGHT, "bob", &close_then_approve])
-        .args(server_args(&config))
-        .env_remove("AIRLOCK_CONFIG")
-        .env("AIRLOCK_LOG", "warn")
-        .output()
-        .unwrap();
-    let r = answer("python", out);
+    let r = python_client(
+        "follow",
+        &[CAUGHT, "bob", &close_then_approve],
+        &config,
+        "python",
+    );
     let answers = r["answers"].as_array().unwrap();
     assert_eq!(answers.len(), 2, "{r}");
     assert_eq!(answers[1]["result"], "made", "{r}");
     let id = &answers[0]["execution"];
-    let lines = audit_lines(&config);
+    let lines = common::simulated_audit(&config);
     let ends: Vec<&Value> = lines
         .iter()
         .filter(|l| l["event"] == "execution_end" && &l["execution"] == id)
@@ -289,15 +277,7 @@ fn own_config(dir: &Path) -> PathBuf {
 /// The Python SDK's default `Client` (2026-07-28, stateless), approving
 /// every question it is asked.
 fn stateless(config: &Path, script: &str, how: &str) -> Value {
-    let out = Command::new(common::test_python())
-        .arg(repo().join("host/tests/clients/stateless_approve.py"))
-        .args([script, how])
-        .args(server_args(config))
-        .env_remove("AIRLOCK_CONFIG")
-        .env("AIRLOCK_LOG", "warn")
-        .output()
-        .unwrap();
-    answer("python 2026", out)
+    python_client("stateless_approve", &[script, how], config, "python 2026")
 }
 
 /// A 2026-07-28 client that can ask its user is asked each approval its
@@ -318,7 +298,7 @@ fn a_stateless_client_is_asked_and_its_answers_resume_the_execution() {
     assert_eq!(asked.len(), 2, "the snapshot, then the shutdown: {r}");
     assert!(asked[0].as_str().unwrap().contains("vm_snapshot_create"));
     assert!(asked[1].as_str().unwrap().contains("vm_shutdown"));
-    let lines = audit_lines(&config);
+    let lines = common::simulated_audit(&config);
     for tool in ["vm_snapshot_create", "vm_shutdown"] {
         let sent = count(&lines, |l| {
             l["event"] == "call" && l["tool"] == tool && l["decision"] == "allowed"
@@ -381,7 +361,7 @@ fn a_tampered_or_replayed_request_state_decides_nothing() {
         assert_eq!(r[step]["result"]["error"]["kind"], kind, "{step}: {r}");
     }
     assert_eq!(r["answered"]["result"]["result"], "made", "{r}");
-    let lines = audit_lines(&config);
+    let lines = common::simulated_audit(&config);
     assert_eq!(
         count(&lines, |l| l["event"] == "approval_decision"),
         1,
@@ -405,15 +385,8 @@ fn a_tampered_or_replayed_request_state_decides_nothing() {
 fn a_stateless_request_gets_log_messages_only_when_it_asks() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
-    let out = Command::new(common::test_python())
-        .arg(repo().join("host/tests/clients/stateless_logs.py"))
-        .arg("const n = (await tools.node_list({})).length; await tools.no_such_tool({}); n")
-        .args(server_args(&config))
-        .env_remove("AIRLOCK_CONFIG")
-        .env("AIRLOCK_LOG", "warn")
-        .output()
-        .unwrap();
-    let r = answer("python 2026 logs", out);
+    let script = "const n = (await tools.node_list({})).length; await tools.no_such_tool({}); n";
+    let r = python_client("stateless_logs", &[script], &config, "python 2026 logs");
     assert_eq!(r["protocol"], "2026-07-28", "{r}");
     assert_eq!(r["results"][0]["error"]["kind"], "ToolError", "{r}");
     assert_eq!(r["unasked"], json!([]), "none asked for, none sent: {r}");

@@ -957,9 +957,20 @@ struct HttpServer {
     url: String,
     lines: std::sync::mpsc::Receiver<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
-    stdout: std::thread::JoinHandle<Vec<u8>>,
-    stderr_done: std::thread::JoinHandle<()>,
+    /// Taken by [`HttpServer::stop`].
+    stdout: Option<std::thread::JoinHandle<Vec<u8>>>,
+    stderr_done: Option<std::thread::JoinHandle<()>>,
     log: PathBuf,
+}
+
+/// A failed assertion before `stop` must not leave the server running.
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 impl HttpServer {
@@ -1007,8 +1018,8 @@ impl HttpServer {
             url: String::new(),
             lines,
             stderr,
-            stdout,
-            stderr_done,
+            stdout: Some(stdout),
+            stderr_done: Some(stderr_done),
             log,
         };
         let line = loop {
@@ -1057,8 +1068,8 @@ impl HttpServer {
             .unwrap();
         assert!(status.success());
         let exit = self.child.wait().unwrap();
-        let stdout = self.stdout.join().unwrap();
-        self.stderr_done.join().unwrap();
+        let stdout = self.stdout.take().unwrap().join().unwrap();
+        self.stderr_done.take().unwrap().join().unwrap();
         world.evidence.add("http server: stdout", stdout);
         world
             .evidence

@@ -312,6 +312,20 @@ async fn a_timer_pending_at_the_cut_fires_when_it_was_due() {
     );
 }
 
+fn assert_journal_full(o: &Outcome) {
+    assert!(
+        matches!(
+            o.error(),
+            Some(ExecError::LimitExceeded {
+                limit: Limit::JournalBytes,
+                ..
+            })
+        ),
+        "{:?}",
+        o.result
+    );
+}
+
 #[tokio::test]
 async fn journal_bytes_bounds_what_a_durable_execution_keeps() {
     let sb = common::fresh().await;
@@ -346,17 +360,7 @@ async fn journal_bytes_bounds_what_a_durable_execution_keeps() {
     let o = sb
         .execute_journaled("for (;;) Date.now()", &limits, &host, &mut journal)
         .await;
-    assert!(
-        matches!(
-            o.error(),
-            Some(ExecError::LimitExceeded {
-                limit: Limit::JournalBytes,
-                ..
-            })
-        ),
-        "{:?}",
-        o.result
-    );
+    assert_journal_full(&o);
     assert!(journal.bytes() <= 8 * 1024);
     assert!(
         t0.elapsed().as_secs() < 10,
@@ -377,17 +381,7 @@ async fn journal_bytes_bounds_what_a_durable_execution_keeps() {
     let o = sb
         .execute_journaled("await tools.big({bytes: 20000})", &limits, &host, &mut big)
         .await;
-    assert!(
-        matches!(
-            o.error(),
-            Some(ExecError::LimitExceeded {
-                limit: Limit::JournalBytes,
-                ..
-            })
-        ),
-        "{:?}",
-        o.result
-    );
+    assert_journal_full(&o);
     assert_eq!(host.count(), sent);
 }
 

@@ -49,61 +49,29 @@ async def main() -> None:
             )
             out["first"] = shown(first)
             if isinstance(first, types.InputRequiredResult):
-                answers = {
-                    key: {"action": "accept", "content": {"approve": True}}
-                    for key in (first.input_requests or {})
-                }
+                keys = first.input_requests or {}
+
+                def answering(approve):
+                    return {k: {"action": "accept", "content": {"approve": approve}} for k in keys}
+
+                async def retry(state, answers, script=script):
+                    return shown(
+                        await client.session.call_tool(
+                            "execute",
+                            {"script": script},
+                            input_responses=answers,
+                            request_state=state,
+                            allow_input_required=True,
+                        )
+                    )
+
                 state = first.request_state
                 tampered = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
-                out["tampered"] = shown(
-                    await client.session.call_tool(
-                        "execute",
-                        {"script": script},
-                        input_responses=answers,
-                        request_state=tampered,
-                        allow_input_required=True,
-                    )
-                )
-                out["other_script"] = shown(
-                    await client.session.call_tool(
-                        "execute",
-                        {"script": script + "\n// another"},
-                        input_responses=answers,
-                        request_state=state,
-                        allow_input_required=True,
-                    )
-                )
-                garbled = {
-                    key: {"action": "accept", "content": {"approve": "maybe"}}
-                    for key in (first.input_requests or {})
-                }
-                out["garbled"] = shown(
-                    await client.session.call_tool(
-                        "execute",
-                        {"script": script},
-                        input_responses=garbled,
-                        request_state=state,
-                        allow_input_required=True,
-                    )
-                )
-                out["answered"] = shown(
-                    await client.session.call_tool(
-                        "execute",
-                        {"script": script},
-                        input_responses=answers,
-                        request_state=state,
-                        allow_input_required=True,
-                    )
-                )
-                out["replayed"] = shown(
-                    await client.session.call_tool(
-                        "execute",
-                        {"script": script},
-                        input_responses=answers,
-                        request_state=state,
-                        allow_input_required=True,
-                    )
-                )
+                out["tampered"] = await retry(tampered, answering(True))
+                out["other_script"] = await retry(state, answering(True), script + "\n// another")
+                out["garbled"] = await retry(state, answering("maybe"))
+                out["answered"] = await retry(state, answering(True))
+                out["replayed"] = await retry(state, answering(True))
         print(json.dumps(out))
 
 

@@ -457,3 +457,32 @@ impl ConsoleUser {
         .await
     }
 }
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// What a client program printed as its last line, as JSON; its stderr
+/// in the panic when it failed.
+pub fn client_answer(client: &str, out: std::process::Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the {client} client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{client}: {e}: {stdout}"))
+}
+
+/// The simulated cluster's audit chain of a configuration whose
+/// `state_dir` is `state` beside it.
+pub fn simulated_audit(config: &std::path::Path) -> Vec<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(config.parent().unwrap().join("state/simulated/audit.jsonl"))
+            .unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
