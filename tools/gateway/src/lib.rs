@@ -25,6 +25,7 @@ pub mod gateway;
 pub mod json_budget;
 pub mod keys;
 pub mod observe;
+pub mod parked;
 pub mod person;
 pub mod plan;
 pub mod plan_apply;

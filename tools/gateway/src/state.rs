@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::{
     approval::ApprovalStore, audit::AuditStore, config::ApprovalConfig, keys::KeyStore,
-    rate::RateLimits, runbook::RunbookStore, shares::ExecutionShares,
+    parked::ParkedStore, rate::RateLimits, runbook::RunbookStore, shares::ExecutionShares,
 };
 
 /// The stores one gateway (or one operator command) works with.
@@ -35,6 +35,8 @@ pub struct State {
     pub console: Option<Arc<dyn ConsoleSessions>>,
     /// Runbook versions and their approvals.
     pub runbooks: Arc<dyn RunbookStore>,
+    /// Durable executions waiting for decisions.
+    pub parked: Arc<dyn ParkedStore>,
 }
 
 /// The longest session id a record is kept or looked up for.

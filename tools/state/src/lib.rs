@@ -1,5 +1,6 @@
 //! Where Airlock keeps what outlives one call: approvals, the audit
-//! chain, rate buckets, places of executions, bearer keys and sessions.
+//! chain, rate buckets, places of executions, parked executions, bearer
+//! keys and sessions.
 //!
 //! The gateway defines what is kept and the rules of keeping it (the
 //! traits `ApprovalStore`, `AuditStore`, `RateLimits`, `ExecutionShares`,
@@ -82,7 +83,8 @@ impl Place {
                     console: Some(Arc::new(postgres::console::PgConsoleSessions::new(
                         db.clone(),
                     ))),
-                    runbooks: Arc::new(postgres::runbooks::PgRunbooks::new(db)),
+                    runbooks: Arc::new(postgres::runbooks::PgRunbooks::new(db.clone())),
+                    parked: Arc::new(postgres::parked::PgParked::new(db)),
                 })
             }
             Place::Files {
@@ -100,6 +102,9 @@ impl Place {
                 console: None,
                 runbooks: Arc::new(local::SqliteRunbooks::open(
                     &airlock_gateway::private_files::parent_of(approvals_db).join("runbooks.db"),
+                )?),
+                parked: Arc::new(local::SqliteParked::open(
+                    &airlock_gateway::private_files::parent_of(approvals_db).join("executions.db"),
                 )?),
             }),
         }
@@ -121,6 +126,8 @@ pub enum StateError {
     Audit(#[from] AuditError),
     #[error(transparent)]
     Runbooks(#[from] airlock_gateway::runbook::StoreError),
+    #[error(transparent)]
+    Parked(#[from] airlock_gateway::parked::ParkedUnavailable),
     #[error("[state] backend \"postgres\": {0}")]
     Postgres(#[from] PgError),
 }

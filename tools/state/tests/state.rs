@@ -1397,3 +1397,215 @@ both!(
         ));
     }
 );
+
+fn parked_row(execution: &str, identity: &str, bytes: i64) -> airlock_gateway::parked::ParkedRow {
+    airlock_gateway::parked::ParkedRow {
+        execution: execution.into(),
+        identity: identity.into(),
+        born_ms: T0,
+        bytes,
+        waiting: vec!["a1".into(), "a2".into()],
+        body: format!("sealed body of {execution}"),
+        asked: 0,
+        declined: false,
+    }
+}
+
+const CAPS: airlock_gateway::parked::ParkCaps = airlock_gateway::parked::ParkCaps {
+    per_identity: 2,
+    total: 3,
+    bytes_per_identity: 1_000,
+    bytes_total: 1_500,
+};
+
+both!(
+    a_parked_execution_is_taken_by_one_replica_and_outlives_its_process,
+    |f: Fixture| {
+        use airlock_gateway::parked::{ParkRefusal, Take};
+        let a = f.open().parked;
+        let row = parked_row("r1-x1", "alice", 100);
+        assert_eq!(a.park(&row, None, &CAPS, T0).unwrap(), Ok(()));
+        // Not followed before its parked line is written.
+        assert_eq!(
+            a.take("r1-x1", "alice", "r1", T0, T0 + 100).unwrap(),
+            Take::Busy
+        );
+        a.ready("r1-x1").unwrap();
+        // Another identity's row reads as none.
+        assert_eq!(
+            a.take("r1-x1", "bob", "r1", T0, T0 + 100).unwrap(),
+            Take::Unknown
+        );
+        assert_eq!(a.get("r1-x1", "bob", T0).unwrap(), None);
+        // Another process (a restart, or a replica sharing the database)
+        // finds it, with its body and what it waits for.
+        drop(a);
+        let (a, b) = (f.open().parked, f.open().parked);
+        assert_eq!(a.get("r1-x1", "alice", T0).unwrap().unwrap().body, row.body);
+        let start = Arc::new(Barrier::new(2));
+        let takers: Vec<_> = [("r1", a.clone()), ("r2", b.clone())]
+            .into_iter()
+            .map(|(holder, s)| {
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    start.wait();
+                    s.take("r1-x1", "alice", holder, T0, T0 + 100).unwrap()
+                })
+            })
+            .collect();
+        let taken: Vec<Take> = takers.into_iter().map(|t| t.join().unwrap()).collect();
+        let won: Vec<&Take> = taken
+            .iter()
+            .filter(|t| matches!(t, Take::Taken { .. }))
+            .collect();
+        assert_eq!(won.len(), 1, "one replica resumes it: {taken:?}");
+        assert!(taken.contains(&Take::Busy));
+        let Take::Taken { row: got, orphan } = won[0] else {
+            unreachable!()
+        };
+        assert_eq!(got, &row);
+        assert!(!orphan);
+        let holder = if matches!(taken[0], Take::Taken { .. }) {
+            "r1"
+        } else {
+            "r2"
+        };
+        let other = if holder == "r1" { "r2" } else { "r1" };
+        // Held: not listed as followable, not cancelled, not expired.
+        assert_eq!(a.get("r1-x1", "alice", T0 + 50).unwrap(), None);
+        assert_eq!(a.cancel("r1-x1", T0 + 50).unwrap(), None);
+        assert!(a.expired(T0 + 1, T0 + 50).unwrap().is_empty());
+        let listed = a.list(None, T0 + 50, 10).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].held, "listed as held by a follow-up");
+        // Parked again by its holder: replaced, lease released; by a
+        // process that does not hold it: refused, nothing overwritten.
+        let mut again = row.clone();
+        again.waiting = vec!["a3".into()];
+        again.body = "second park".into();
+        assert_eq!(
+            b.park(&again, Some(other), &CAPS, T0 + 60).unwrap(),
+            Err(ParkRefusal::LeaseLost)
+        );
+        assert_eq!(
+            b.park(&again, Some(holder), &CAPS, T0 + 60).unwrap(),
+            Ok(())
+        );
+        b.ready("r1-x1").unwrap();
+        let listed = a.list(Some("alice"), T0 + 60, 10).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].waiting, vec!["a3".to_string()]);
+        assert_eq!(listed[0].parked_ms, T0 + 60);
+        assert!(!listed[0].held);
+        // Ended by whoever holds it: gone everywhere.
+        let Take::Taken { .. } = a.take("r1-x1", "alice", "r1", T0 + 70, T0 + 170).unwrap() else {
+            panic!("taken")
+        };
+        b.ended("r1-x1", "r2").unwrap();
+        assert!(
+            !a.list(None, T0 + 70, 10).unwrap().is_empty(),
+            "r2 does not hold it"
+        );
+        b.ended("r1-x1", "r1").unwrap();
+        assert!(a.list(None, T0 + 70, 10).unwrap().is_empty());
+    }
+);
+
+both!(
+    a_holder_that_died_leaves_an_orphan_the_next_taker_is_told_of,
+    |f: Fixture| {
+        use airlock_gateway::parked::Take;
+        let s = f.open().parked;
+        s.park(&parked_row("x1", "alice", 10), None, &CAPS, T0)
+            .unwrap()
+            .unwrap();
+        s.ready("x1").unwrap();
+        let Take::Taken { orphan: false, .. } =
+            s.take("x1", "alice", "dead", T0, T0 + 100).unwrap()
+        else {
+            panic!("taken")
+        };
+        // Within the lease nobody else takes it.
+        assert_eq!(
+            s.take("x1", "alice", "r2", T0 + 100, T0 + 200).unwrap(),
+            Take::Busy
+        );
+        // Past it, the next taker is told its holder died mid-resume, and
+        // it stays an orphan through a put-back, until it parks again.
+        let Take::Taken { orphan: true, .. } =
+            s.take("x1", "alice", "r2", T0 + 101, T0 + 200).unwrap()
+        else {
+            panic!("an orphan")
+        };
+        s.put_back("x1", "r2").unwrap();
+        let Take::Taken { orphan: true, .. } =
+            s.take("x1", "alice", "r3", T0 + 102, T0 + 200).unwrap()
+        else {
+            panic!("still an orphan")
+        };
+        s.park(&parked_row("x1", "alice", 10), Some("r3"), &CAPS, T0 + 103)
+            .unwrap()
+            .unwrap();
+        s.ready("x1").unwrap();
+        let Take::Taken { orphan: false, .. } =
+            s.take("x1", "alice", "r3", T0 + 104, T0 + 200).unwrap()
+        else {
+            panic!("parked again, no longer an orphan")
+        };
+        // A lease that ran out does not keep it from its lifetime's end.
+        let gone = s.expired(T0 + 1, T0 + 201).unwrap();
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].execution, "x1");
+        assert_eq!(
+            s.take("x1", "alice", "r3", T0 + 202, T0 + 300).unwrap(),
+            Take::Unknown
+        );
+    }
+);
+
+both!(
+    parking_is_capped_across_the_deployment_with_the_cap_named,
+    |f: Fixture| {
+        use airlock_gateway::parked::ParkRefusal;
+        let (a, b) = (f.open().parked, f.open().parked);
+        a.park(&parked_row("a1", "alice", 400), None, &CAPS, T0)
+            .unwrap()
+            .unwrap();
+        b.park(&parked_row("a2", "alice", 400), None, &CAPS, T0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            a.park(&parked_row("a3", "alice", 1), None, &CAPS, T0)
+                .unwrap(),
+            Err(ParkRefusal::PerIdentity)
+        );
+        assert_eq!(
+            b.park(&parked_row("b1", "bob", 701), None, &CAPS, T0)
+                .unwrap(),
+            Err(ParkRefusal::BytesTotal)
+        );
+        assert_eq!(
+            b.park(&parked_row("b1", "bob", 1_001), None, &CAPS, T0)
+                .unwrap(),
+            Err(ParkRefusal::BytesPerIdentity)
+        );
+        b.park(&parked_row("b1", "bob", 10), None, &CAPS, T0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            a.park(&parked_row("c1", "carol", 1), None, &CAPS, T0)
+                .unwrap(),
+            Err(ParkRefusal::Total)
+        );
+        // A cancelled one frees its place; questions put are counted.
+        assert_eq!(a.cancel("b1", T0).unwrap().unwrap().identity, "bob");
+        a.park(&parked_row("c1", "carol", 1), None, &CAPS, T0)
+            .unwrap()
+            .unwrap();
+        a.ready("c1").unwrap();
+        b.prompted("c1", 1, false).unwrap();
+        b.prompted("c1", 1, true).unwrap();
+        let c1 = a.get("c1", "carol", T0).unwrap().unwrap();
+        assert_eq!((c1.asked, c1.declined), (2, true));
+    }
+);

@@ -161,6 +161,29 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     CREATE INDEX airlock_runbooks_current ON airlock_runbooks (name, seq DESC);
     ",
     ),
+    (
+        14,
+        "durable executions parked, waiting for decisions",
+        "
+    CREATE TABLE airlock_parked (
+        execution       TEXT PRIMARY KEY,
+        identity        TEXT NOT NULL,
+        born_ms         BIGINT NOT NULL,
+        parked_ms       BIGINT NOT NULL,
+        bytes           BIGINT NOT NULL CHECK (bytes >= 0),
+        waiting         TEXT NOT NULL,
+        body            TEXT NOT NULL,
+        asked           BIGINT NOT NULL DEFAULT 0,
+        declined        BOOLEAN NOT NULL DEFAULT false,
+        ready           BOOLEAN NOT NULL DEFAULT false,
+        holder          TEXT,
+        lease_until_ms  BIGINT,
+        orphan          BOOLEAN NOT NULL DEFAULT false
+    );
+    CREATE INDEX airlock_parked_identity ON airlock_parked (identity);
+    CREATE INDEX airlock_parked_born ON airlock_parked (born_ms);
+    ",
+    ),
 ];
 
 /// The newest version this build knows.

@@ -18,6 +18,7 @@ pub mod audit;
 pub mod console;
 pub mod keys;
 mod migrations;
+pub mod parked;
 pub mod rate;
 pub mod runbooks;
 pub mod sessions;
