@@ -29,6 +29,8 @@ pub struct ParkedRow {
     pub waiting: Vec<String>,
     /// The host's sealed script and journal; opaque here.
     pub body: String,
+    /// Tool calls it made so far (for its end line).
+    pub calls: u32,
     /// Questions put to the person in the client, across parks.
     pub asked: u32,
     /// The person declined one of them.
@@ -44,6 +46,7 @@ pub struct ParkedInfo {
     pub parked_ms: i64,
     pub bytes: i64,
     pub waiting: Vec<String>,
+    pub calls: u32,
     /// Taken by a follow-up now (its lease has not run out).
     pub held: bool,
 }
@@ -160,6 +163,9 @@ pub trait ParkedStore: Send + Sync {
         now_ms: i64,
         limit: u32,
     ) -> Result<Vec<ParkedInfo>, ParkedUnavailable>;
+
+    /// How many are parked in the deployment now.
+    fn count(&self) -> Result<u64, ParkedUnavailable>;
 
     /// Removes `execution` unless a live lease holds it (an operator
     /// cancels it); the row as it was, or `None` when there is none or it

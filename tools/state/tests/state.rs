@@ -1408,6 +1408,7 @@ fn parked_row(execution: &str, identity: &str, bytes: i64) -> airlock_gateway::p
         body: format!("sealed body of {execution}"),
         asked: 0,
         declined: false,
+        calls: 3,
     }
 }
 
@@ -1556,6 +1557,7 @@ both!(
         let gone = s.expired(T0 + 1, T0 + 201).unwrap();
         assert_eq!(gone.len(), 1);
         assert_eq!(gone[0].execution, "x1");
+        assert_eq!(gone[0].calls, 3, "for its end line");
         assert_eq!(
             s.take("x1", "alice", "r3", T0 + 202, T0 + 300).unwrap(),
             Take::Unknown
@@ -1605,6 +1607,7 @@ both!(
         a.ready("c1").unwrap();
         b.prompted("c1", 1, false).unwrap();
         b.prompted("c1", 1, true).unwrap();
+        assert_eq!(b.count().unwrap(), 3);
         let c1 = a.get("c1", "carol", T0).unwrap().unwrap();
         assert_eq!((c1.asked, c1.declined), (2, true));
     }

@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS parked (
     ready           INTEGER NOT NULL DEFAULT 0,
     holder          TEXT,
     lease_until_ms  INTEGER,
-    orphan          INTEGER NOT NULL DEFAULT 0
+    orphan          INTEGER NOT NULL DEFAULT 0,
+    calls           INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS parked_identity ON parked (identity);
 CREATE INDEX IF NOT EXISTS parked_born ON parked (born_ms);
@@ -40,8 +41,8 @@ CREATE INDEX IF NOT EXISTS parked_born ON parked (born_ms);
 
 const SCHEMA_VERSION: i64 = 1;
 
-const ROW: &str = "execution, identity, born_ms, bytes, waiting, body, asked, declined";
-const INFO: &str = "execution, identity, born_ms, parked_ms, bytes, waiting, \
+const ROW: &str = "execution, identity, born_ms, bytes, waiting, body, asked, declined, calls";
+const INFO: &str = "execution, identity, born_ms, parked_ms, bytes, waiting, calls, \
      (holder IS NOT NULL AND lease_until_ms >= ?1)";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ParkedRow> {
@@ -54,6 +55,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ParkedRow> {
         body: r.get(5)?,
         asked: r.get(6)?,
         declined: r.get(7)?,
+        calls: r.get(8)?,
     })
 }
 
@@ -65,7 +67,8 @@ fn info(r: &rusqlite::Row<'_>) -> rusqlite::Result<ParkedInfo> {
         parked_ms: r.get(3)?,
         bytes: r.get(4)?,
         waiting: waiting_from_text(&r.get::<_, String>(5)?),
-        held: r.get(6)?,
+        calls: r.get(6)?,
+        held: r.get(7)?,
     })
 }
 
@@ -159,7 +162,7 @@ impl ParkedStore for SqliteParked {
                     let n = tx.execute(
                         "UPDATE parked SET waiting = ?2, body = ?3, bytes = ?4, asked = ?5, \
                          declined = ?6, parked_ms = ?7, ready = 0, holder = NULL, \
-                         lease_until_ms = NULL, orphan = 0 \
+                         lease_until_ms = NULL, orphan = 0, calls = ?9 \
                          WHERE execution = ?1 AND holder = ?8",
                         params![
                             row.execution,
@@ -169,7 +172,8 @@ impl ParkedStore for SqliteParked {
                             row.asked,
                             row.declined,
                             now_ms,
-                            holder
+                            holder,
+                            row.calls
                         ],
                     )?;
                     Ok(if n == 1 {
@@ -181,7 +185,8 @@ impl ParkedStore for SqliteParked {
                 None => {
                     tx.execute(
                         "INSERT INTO parked (execution, identity, born_ms, parked_ms, bytes, \
-                         waiting, body, asked, declined) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                         waiting, body, asked, declined, calls) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                         params![
                             row.execution,
                             row.identity,
@@ -191,7 +196,8 @@ impl ParkedStore for SqliteParked {
                             waiting,
                             row.body,
                             row.asked,
-                            row.declined
+                            row.declined,
+                            row.calls
                         ],
                     )?;
                     Ok(Ok(()))
@@ -243,7 +249,7 @@ impl ParkedStore for SqliteParked {
             let (row, orphan) = tx.query_row(
                 &format!("SELECT {ROW}, orphan FROM parked WHERE execution = ?1"),
                 params![execution],
-                |r| Ok((row(r)?, r.get::<_, bool>(8)?)),
+                |r| Ok((row(r)?, r.get::<_, bool>(9)?)),
             )?;
             Ok(Take::Taken { row, orphan })
         })
@@ -342,6 +348,13 @@ impl ParkedStore for SqliteParked {
             ))?;
             let rows = q.query_map(params![now_ms, identity, limit], info)?;
             rows.collect()
+        })
+    }
+
+    fn count(&self) -> Result<u64, ParkedUnavailable> {
+        self.step(|tx| {
+            tx.query_row("SELECT count(*) FROM parked", [], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
         })
     }
 

@@ -178,7 +178,8 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         ready           BOOLEAN NOT NULL DEFAULT false,
         holder          TEXT,
         lease_until_ms  BIGINT,
-        orphan          BOOLEAN NOT NULL DEFAULT false
+        orphan          BOOLEAN NOT NULL DEFAULT false,
+        calls           BIGINT NOT NULL DEFAULT 0
     );
     CREATE INDEX airlock_parked_identity ON airlock_parked (identity);
     CREATE INDEX airlock_parked_born ON airlock_parked (born_ms);

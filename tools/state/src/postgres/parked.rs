@@ -20,8 +20,8 @@ impl From<PgError> for ParkedUnavailable {
     }
 }
 
-const ROW: &str = "execution, identity, born_ms, bytes, waiting, body, asked, declined";
-const INFO: &str = "execution, identity, born_ms, parked_ms, bytes, waiting, \
+const ROW: &str = "execution, identity, born_ms, bytes, waiting, body, asked, declined, calls";
+const INFO: &str = "execution, identity, born_ms, parked_ms, bytes, waiting, calls, \
      (holder IS NOT NULL AND lease_until_ms >= $1)";
 
 fn row(r: &tokio_postgres::Row) -> ParkedRow {
@@ -34,6 +34,7 @@ fn row(r: &tokio_postgres::Row) -> ParkedRow {
         body: r.get(5),
         asked: r.get::<_, i64>(6).clamp(0, u32::MAX as i64) as u32,
         declined: r.get(7),
+        calls: r.get::<_, i64>(8).clamp(0, u32::MAX as i64) as u32,
     }
 }
 
@@ -45,7 +46,8 @@ fn info(r: &tokio_postgres::Row) -> ParkedInfo {
         parked_ms: r.get(3),
         bytes: r.get(4),
         waiting: waiting_from_text(r.get(5)),
-        held: r.get(6),
+        calls: r.get::<_, i64>(6).clamp(0, u32::MAX as i64) as u32,
+        held: r.get(7),
     }
 }
 
@@ -92,14 +94,14 @@ impl ParkedStore for PgParked {
                     return Ok(Err(refused));
                 }
                 let waiting = waiting_to_text(&row.waiting);
-                let asked = row.asked as i64;
+                let (asked, calls) = (row.asked as i64, row.calls as i64);
                 let done = match &holder {
                     Some(holder) => {
                         let n = tx
                             .execute(
                                 "UPDATE airlock_parked SET waiting = $2, body = $3, bytes = $4, \
                              asked = $5, declined = $6, parked_ms = $7, ready = false, \
-                             holder = NULL, lease_until_ms = NULL, orphan = false \
+                             holder = NULL, lease_until_ms = NULL, orphan = false, calls = $9 \
                              WHERE execution = $1 AND holder = $8",
                                 &[
                                     &row.execution,
@@ -110,6 +112,7 @@ impl ParkedStore for PgParked {
                                     &row.declined,
                                     &now_ms,
                                     holder,
+                                    &calls,
                                 ],
                             )
                             .await
@@ -123,8 +126,8 @@ impl ParkedStore for PgParked {
                     None => {
                         tx.execute(
                             "INSERT INTO airlock_parked (execution, identity, born_ms, parked_ms, \
-                         bytes, waiting, body, asked, declined) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                         bytes, waiting, body, asked, declined, calls) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                             &[
                                 &row.execution,
                                 &row.identity,
@@ -135,6 +138,7 @@ impl ParkedStore for PgParked {
                                 &row.body,
                                 &asked,
                                 &row.declined,
+                                &calls,
                             ],
                         )
                         .await
@@ -210,7 +214,7 @@ impl ParkedStore for PgParked {
                 tx.commit().await.map_err(e)?;
                 Ok(Take::Taken {
                     row: row(&r),
-                    orphan: r.get(8),
+                    orphan: r.get(9),
                 })
             })
     }
@@ -343,6 +347,18 @@ impl ParkedStore for PgParked {
                     .await
                     .map_err(|e| ParkedUnavailable::from(unavailable(&at, e)))?;
                 Ok(rows.iter().map(info).collect())
+            })
+    }
+
+    fn count(&self) -> Result<u64, ParkedUnavailable> {
+        self.db
+            .run("counting parked executions", move |pool, at| async move {
+                let conn = connection(&pool, &at).await?;
+                let r = conn
+                    .query_one("SELECT count(*) FROM airlock_parked", &[])
+                    .await
+                    .map_err(|e| ParkedUnavailable::from(unavailable(&at, e)))?;
+                Ok(r.get::<_, i64>(0).max(0) as u64)
             })
     }
 
