@@ -1,43 +1,72 @@
-//! Durable executions parked on this process: an execution whose every
-//! pending call waits for another person's decision stops holding an
-//! instance and a slot, and keeps only its script and journal here until
-//! its identity follows it (`execute({"execution": ID})`). Following
-//! resumes it by replay: what it did is not done again, the calls it
-//! waited for are sent again and find their decisions.
+//! Durable executions parked in the deployment's state: an execution
+//! whose every pending call waits for another person's decision stops
+//! holding an instance and a slot, and keeps only a row — its script and
+//! journal, sealed — until its identity follows it
+//! (`execute({"execution": ID})`), on this replica, another one sharing
+//! the database, or this one after a restart. Following resumes it by
+//! replay: what it did is not done again, the calls it waited for are
+//! sent again and find their decisions.
 //!
-//! This first step keeps parked executions in this process's memory: a
-//! restart forgets them (their approval requests stay open), and a
-//! follow-up must reach the replica that parked it. Only the identity
-//! that ran an execution can follow it; another identity's id answers
-//! exactly as an unknown one does.
+//! A follow-up takes the row under a lease naming this process; a process
+//! that dies mid-resume leaves its lease to run out, and the next taker
+//! learns the row is an orphan: the calls it waited for may have been
+//! sent by the dead one, and each whose approval was used answers
+//! `outcome_unknown` instead of being sent again (see `ClientTools`).
+//!
+//! The body is sealed with a key derived from the deployment's approval
+//! secret and bound to the execution, its identity and its birth: a row
+//! edited or moved in the store is refused, and its execution ends,
+//! before anything of it runs. Only the identity that ran an execution
+//! can follow it; another identity's id answers exactly as an unknown
+//! one does.
 
 use std::{
-    collections::HashMap,
-    sync::Mutex,
-    time::{Duration, Instant},
+    sync::{Arc, OnceLock},
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
+use airlock_gateway::{
+    parked::{ParkCaps, ParkRefusal, ParkedInfo, ParkedRow, ParkedStore, Take},
+    Gateway,
+};
 use airlock_sandbox::{Journal, Waiting};
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
 
-/// Parked executions one identity may have at once (resumed ones being
-/// run count too): past it, the execution that would park ends as it did
-/// before executions could wait (`ApprovalRequired`).
+/// Parked executions one identity may have at once across the
+/// deployment (resumed ones being run count too): past it, the execution
+/// that would park ends as it did before executions could wait
+/// (`ApprovalRequired`).
 pub const PARKED_PER_IDENTITY: usize = 32;
 
-/// Parked executions on this process at once.
+/// Parked executions in the deployment at once.
 pub const PARKED_TOTAL: usize = 1000;
 
-/// Journal bytes (as `journal_bytes` counts them) one identity's parked
-/// executions may hold together: a script can fill its journal with
-/// clock readings before it waits, and 32 full ones would be 1 GiB.
+/// Bytes (script and journal, as `journal_bytes` counts them) one
+/// identity's parked executions may hold together: a script can fill its
+/// journal with clock readings before it waits, and 32 full ones would be
+/// 1 GiB.
 pub const PARKED_BYTES_PER_IDENTITY: u64 = 64 * 1024 * 1024;
 
-/// Journal bytes all parked executions on this process may hold.
+/// Bytes all parked executions of the deployment may hold.
 pub const PARKED_BYTES_TOTAL: u64 = 512 * 1024 * 1024;
 
 /// How long a parked execution waits, from its first start, before it is
 /// ended (its approval requests expire sooner by default).
 pub const LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// How long past the wall-time limit a follow-up holds an execution it
+/// took: the follow-up's own wait for a decision, a queue for a slot, and
+/// writing its lines. Past the lease another replica may take it.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(120);
+
+const CAPS: ParkCaps = ParkCaps {
+    per_identity: PARKED_PER_IDENTITY as u32,
+    total: PARKED_TOTAL as u32,
+    bytes_per_identity: PARKED_BYTES_PER_IDENTITY as i64,
+    bytes_total: PARKED_BYTES_TOTAL as i64,
+};
 
 /// The approval questions one execution has put to the person in a
 /// 2026-07-28 client, across its parks.
@@ -48,6 +77,7 @@ pub struct Prompts {
 }
 
 /// One execution waiting for decisions.
+#[derive(Clone, Debug)]
 pub struct Parked {
     pub identity: String,
     pub script: String,
@@ -55,9 +85,16 @@ pub struct Parked {
     pub waiting: Vec<Waiting>,
     /// Tool calls it made so far, its replays not counted twice.
     pub calls: u32,
-    /// When it first started, for [`LIFETIME`].
-    pub born: Instant,
+    /// When it first started (ms since the epoch), for [`LIFETIME`].
+    pub born_ms: i64,
     pub prompts: Prompts,
+}
+
+/// A parked execution a follow-up took.
+pub struct Taken {
+    pub parked: Parked,
+    /// A process that took it before died mid-resume.
+    pub orphan: bool,
 }
 
 /// Why an execution could not park.
@@ -65,321 +102,292 @@ pub struct Parked {
 pub enum ParkError {
     #[error("limit `durable.parked_per_identity` ({PARKED_PER_IDENTITY}): identity {0} already has that many executions waiting for decisions; follow or let them end first")]
     PerIdentity(String),
-    #[error("limit `durable.parked_total` ({PARKED_TOTAL}): this server holds that many executions waiting for decisions")]
+    #[error("limit `durable.parked_total` ({PARKED_TOTAL}): this deployment holds that many executions waiting for decisions")]
     Total,
     #[error("limit `durable.parked_bytes_per_identity` ({PARKED_BYTES_PER_IDENTITY} bytes): the journals of identity {0}'s waiting executions would pass it; take narrower results before waiting, or follow the others first")]
     BytesPerIdentity(String),
-    #[error("limit `durable.parked_bytes_total` ({PARKED_BYTES_TOTAL} bytes): the journals of the executions waiting on this server would pass it")]
+    #[error("limit `durable.parked_bytes_total` ({PARKED_BYTES_TOTAL} bytes): the journals of the executions waiting in this deployment would pass it")]
     BytesTotal,
+    #[error("this server held the execution longer than its lease and another took it over; that one goes on with it")]
+    LeaseLost,
+    #[error("the store of parked executions cannot be reached, so the execution cannot wait: {0}")]
+    Unavailable(String),
 }
 
 /// Why a follow-up finds nothing to resume.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FollowError {
-    #[error("no execution {0} of yours is waiting here: it ended, outlived its lifetime, was never parked, or this server restarted since (its approval requests stay open); run the script again with `script`")]
+    #[error("no execution {0} of yours is waiting: it ended, outlived its lifetime, was cancelled, or was never parked; run the script again with `script`")]
     Unknown(String),
     #[error("execution {0} is being resumed or parked by another request right now; follow it again once that one answers")]
     Running(String),
+    #[error("execution {0} was altered in the store (its seal does not match), so none of it runs again; it is ended. Run the script again with `script`")]
+    Tampered(String),
+    #[error("the store of parked executions cannot be reached, so execution {0} cannot be followed now; try again shortly")]
+    Unavailable(String),
 }
 
-#[derive(Default)]
+/// What the seal covers besides the row's keys.
+#[derive(Serialize, Deserialize)]
+struct Body {
+    script: String,
+    journal: Journal,
+    waiting: Vec<Waiting>,
+}
+
 pub struct Durable {
-    parked: Mutex<Registry>,
+    gateway: Arc<Gateway>,
+    store: Arc<dyn ParkedStore>,
+    /// This process, as the holder of the executions it resumes.
+    holder: String,
+    lease: Duration,
+    key: OnceLock<[u8; 32]>,
 }
 
-struct Held {
-    parked: Parked,
-    /// Its parked line is written: it may be followed.
-    ready: bool,
-}
-
-#[derive(Default)]
-struct Registry {
-    waiting: HashMap<String, Held>,
-    /// Taken by a follow-up and not yet parked again or ended, with
-    /// whose it is.
-    running: HashMap<String, String>,
-}
-
-impl Registry {
-    /// Tells the metrics how many wait now.
-    fn counted(&self) {
-        crate::metrics::global().parked(self.waiting.len());
-    }
-
-    fn bytes(&self, identity: Option<&str>) -> u64 {
-        self.waiting
-            .values()
-            .filter(|h| identity.is_none_or(|i| h.parked.identity == i))
-            .map(|h| h.parked.journal.bytes())
-            .sum()
-    }
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 impl Durable {
-    /// Keeps `parked` under `execution`, within the caps, not to be
+    /// Parks in `gateway`'s state; a follow-up holds what it takes for
+    /// `wall_time` (the execution's limit) and [`LEASE_MARGIN`].
+    pub fn new(gateway: Arc<Gateway>, wall_time: Duration) -> Self {
+        let mut holder = [0u8; 8];
+        let _ = getrandom::fill(&mut holder);
+        Self {
+            store: gateway.state().parked.clone(),
+            gateway,
+            holder: hex::encode(holder),
+            lease: crate::mcp::FOLLOW_WAIT + wall_time + LEASE_MARGIN,
+            key: OnceLock::new(),
+        }
+    }
+
+    /// The sealing key: derived from the deployment's approval secret,
+    /// which every replica shares and nobody outside its state reads.
+    fn key(&self) -> Result<[u8; 32], String> {
+        if let Some(k) = self.key.get() {
+            return Ok(*k);
+        }
+        let secret = self
+            .gateway
+            .approvals()
+            .summary_key()
+            .map_err(|e| e.to_string())?;
+        let mut mac = Hmac::<Sha256>::new_from_slice(&secret).expect("HMAC takes any key");
+        // No other use of the secret hashes input that starts with NUL
+        // and this label.
+        mac.update(b"\0airlock parked execution v1");
+        let key: [u8; 32] = mac.finalize().into_bytes().into();
+        Ok(*self.key.get_or_init(|| key))
+    }
+
+    fn mac(
+        &self,
+        execution: &str,
+        identity: &str,
+        born_ms: i64,
+        json: &str,
+    ) -> Result<Hmac<Sha256>, String> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key()?).expect("HMAC takes any key");
+        for part in [execution, identity, &born_ms.to_string(), json] {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part.as_bytes());
+        }
+        Ok(mac)
+    }
+
+    fn seal(&self, execution: &str, p: &Parked) -> Result<String, String> {
+        let json = serde_json::to_string(&Body {
+            script: p.script.clone(),
+            journal: p.journal.clone(),
+            waiting: p.waiting.clone(),
+        })
+        .map_err(|e| e.to_string())?;
+        let tag = self
+            .mac(execution, &p.identity, p.born_ms, &json)?
+            .finalize()
+            .into_bytes();
+        Ok(format!("v1.{}.{json}", hex::encode(tag)))
+    }
+
+    /// The body of `row`, if its seal holds.
+    fn open(&self, row: &ParkedRow) -> Result<Body, String> {
+        let rest = row.body.strip_prefix("v1.").ok_or("not a v1 body")?;
+        let (tag, json) = rest.split_once('.').ok_or("no seal")?;
+        let tag = hex::decode(tag).map_err(|_| "a seal that is not hex")?;
+        self.mac(&row.execution, &row.identity, row.born_ms, json)?
+            .verify_slice(&tag)
+            .map_err(|_| "the seal does not match".to_string())?;
+        serde_json::from_str(json).map_err(|e| e.to_string())
+    }
+
+    /// Keeps `parked` under `execution` within the caps, not to be
     /// followed before [`Durable::ready`] (once its parked line is
-    /// written). Refused past a cap, handing `parked` back.
-    pub fn park(&self, execution: &str, parked: Parked) -> Result<(), Box<(ParkError, Parked)>> {
-        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        // A resumed execution parking again gives up its running place.
-        reg.running.remove(execution);
-        let refuse = |e: ParkError, parked: Parked| Err(Box::new((e, parked)));
-        if reg.waiting.len() + reg.running.len() >= PARKED_TOTAL {
-            return refuse(ParkError::Total, parked);
-        }
-        let identity = parked.identity.clone();
-        let own = reg
-            .waiting
-            .values()
-            .filter(|h| h.parked.identity == identity)
-            .count()
-            + reg.running.values().filter(|i| **i == identity).count();
-        if own >= PARKED_PER_IDENTITY {
-            return refuse(ParkError::PerIdentity(identity), parked);
-        }
-        let bytes = parked.journal.bytes();
-        if reg.bytes(Some(&identity)) + bytes > PARKED_BYTES_PER_IDENTITY {
-            return refuse(ParkError::BytesPerIdentity(identity), parked);
-        }
-        if reg.bytes(None) + bytes > PARKED_BYTES_TOTAL {
-            return refuse(ParkError::BytesTotal, parked);
-        }
-        let mut parked = parked;
-        parked.journal.entries.shrink_to_fit();
-        reg.waiting.insert(
-            execution.to_string(),
-            Held {
-                parked,
-                ready: false,
-            },
-        );
-        reg.counted();
-        Ok(())
+    /// written). `resumed`: this process holds its row (it was followed)
+    /// and parks it again.
+    pub fn park(&self, execution: &str, parked: &Parked, resumed: bool) -> Result<(), ParkError> {
+        let body = self
+            .seal(execution, parked)
+            .map_err(ParkError::Unavailable)?;
+        let row = ParkedRow {
+            execution: execution.to_string(),
+            identity: parked.identity.clone(),
+            born_ms: parked.born_ms,
+            bytes: (parked.journal.bytes() + parked.script.len() as u64).min(i64::MAX as u64)
+                as i64,
+            waiting: request_ids(&parked.waiting),
+            body,
+            asked: parked.prompts.asked,
+            declined: parked.prompts.declined,
+            calls: parked.calls,
+        };
+        let holder = resumed.then_some(self.holder.as_str());
+        let kept = self
+            .store
+            .park(&row, holder, &CAPS, now_ms())
+            .map_err(|e| ParkError::Unavailable(e.to_string()))?;
+        self.counted();
+        kept.map_err(|refused| match refused {
+            ParkRefusal::PerIdentity => ParkError::PerIdentity(parked.identity.clone()),
+            ParkRefusal::Total => ParkError::Total,
+            ParkRefusal::BytesPerIdentity => ParkError::BytesPerIdentity(parked.identity.clone()),
+            ParkRefusal::BytesTotal => ParkError::BytesTotal,
+            ParkRefusal::LeaseLost => ParkError::LeaseLost,
+        })
     }
 
     /// Its parked line is written: its identity may follow it now.
     pub fn ready(&self, execution: &str) {
-        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = reg.waiting.get_mut(execution) {
-            h.ready = true;
+        if let Err(e) = self.store.ready(execution) {
+            tracing::warn!(execution, error = %e, "a parked execution could not be made ready to follow; it ends when its lifetime does");
+        }
+    }
+
+    /// Takes `execution` out to resume it, if `identity` parked it; held
+    /// by this process until it parks again, ends, or is put back.
+    pub fn take(&self, execution: &str, identity: &str) -> Result<Taken, FollowError> {
+        let now = now_ms();
+        let until = now.saturating_add(self.lease.as_millis().min(i64::MAX as u128) as i64);
+        let taken = self
+            .store
+            .take(execution, identity, &self.holder, now, until)
+            .map_err(|e| {
+                tracing::warn!(execution, error = %e, "a parked execution could not be taken");
+                FollowError::Unavailable(execution.to_string())
+            })?;
+        let (row, orphan) = match taken {
+            Take::Taken { row, orphan } => (row, orphan),
+            Take::Busy => return Err(FollowError::Running(execution.to_string())),
+            Take::Unknown => return Err(FollowError::Unknown(execution.to_string())),
+        };
+        match self.open(&row) {
+            Ok(body) => Ok(Taken {
+                parked: Parked {
+                    identity: row.identity,
+                    script: body.script,
+                    journal: body.journal,
+                    waiting: body.waiting,
+                    calls: row.calls,
+                    born_ms: row.born_ms,
+                    prompts: Prompts {
+                        asked: row.asked,
+                        declined: row.declined,
+                    },
+                },
+                orphan,
+            }),
+            Err(why) => {
+                tracing::warn!(
+                    execution,
+                    why,
+                    "a parked execution's seal does not hold; it is ended"
+                );
+                self.ended(execution);
+                Err(FollowError::Tampered(execution.to_string()))
+            }
         }
     }
 
     /// Puts back an execution a follow-up took and did not run (nothing
-    /// was decided yet, or it could not start): it keeps the place it
-    /// held, whatever the caps say now.
-    pub fn put_back(&self, execution: &str, parked: Parked) {
-        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        reg.running.remove(execution);
-        reg.waiting.insert(
-            execution.to_string(),
-            Held {
-                parked,
-                ready: true,
-            },
-        );
-        reg.counted();
-    }
-
-    /// Takes `execution` out to resume it, if `identity` parked it.
-    pub fn take(&self, execution: &str, identity: &str) -> Result<Parked, FollowError> {
-        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        let unknown = || Err(FollowError::Unknown(execution.to_string()));
-        match reg.waiting.get(execution) {
-            Some(h) if h.parked.identity == identity && h.ready => {
-                let held = reg.waiting.remove(execution).expect("just found");
-                reg.counted();
-                reg.running
-                    .insert(execution.to_string(), identity.to_string());
-                Ok(held.parked)
-            }
-            Some(h) if h.parked.identity == identity => {
-                Err(FollowError::Running(execution.to_string()))
-            }
-            // Another identity's, waiting or running: the same answer as
-            // none, so ids tell nobody what others run or when.
-            Some(_) => unknown(),
-            None if reg.running.get(execution).map(String::as_str) == Some(identity) => {
-                Err(FollowError::Running(execution.to_string()))
-            }
-            None => unknown(),
+    /// was decided yet, or it could not start): the row as it was.
+    pub fn put_back(&self, execution: &str) {
+        if let Err(e) = self.store.put_back(execution, &self.holder) {
+            tracing::warn!(execution, error = %e, "a parked execution could not be put back; it can be followed again once its lease ends");
         }
     }
 
     /// The approval requests `identity`'s parked `execution` waits for
     /// (`None`: no such execution of theirs is waiting).
     pub fn waiting_requests(&self, execution: &str, identity: &str) -> Option<Vec<String>> {
-        let reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        let h = reg.waiting.get(execution)?;
-        (h.ready && h.parked.identity == identity).then(|| {
-            h.parked
-                .waiting
-                .iter()
-                .filter_map(|w| w.details.get("request_id")?.as_str().map(str::to_string))
-                .collect()
-        })
+        let row = self.store.get(execution, identity, now_ms()).ok()??;
+        Some(row.waiting)
     }
 
     /// The questions put to the person about `execution` so far.
-    pub fn prompts(&self, execution: &str) -> Prompts {
-        let reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        reg.waiting
-            .get(execution)
-            .map(|h| h.parked.prompts)
-            .unwrap_or_default()
+    pub fn prompts(&self, execution: &str, identity: &str) -> Prompts {
+        match self.store.get(execution, identity, now_ms()) {
+            Ok(Some(row)) => Prompts {
+                asked: row.asked,
+                declined: row.declined,
+            },
+            _ => Prompts::default(),
+        }
     }
 
     /// Counts a question put, or a decline, for `execution`.
     pub fn prompted(&self, execution: &str, asked: u32, declined: bool) {
-        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = reg.waiting.get_mut(execution) {
-            h.parked.prompts.asked += asked;
-            h.parked.prompts.declined |= declined;
+        if let Err(e) = self.store.prompted(execution, asked, declined) {
+            tracing::warn!(execution, error = %e, "a question put could not be counted");
         }
     }
 
-    /// A resumed execution ended.
+    /// An execution this process ran or resumed ended: its row, if any,
+    /// goes.
     pub fn ended(&self, execution: &str) {
-        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        reg.running.remove(execution);
+        if let Err(e) = self.store.ended(execution, &self.holder) {
+            tracing::warn!(execution, error = %e, "an ended execution's row could not be removed; it goes when its lifetime ends");
+        }
+        self.counted();
     }
 
     /// Takes out the executions past [`LIFETIME`], for their end lines.
-    pub fn expired(&self) -> Vec<(String, Parked)> {
-        self.take_where(|h| h.ready && h.parked.born.elapsed() >= LIFETIME)
+    pub fn expired(&self) -> Vec<ParkedInfo> {
+        let now = now_ms();
+        let before = now.saturating_sub(LIFETIME.as_millis() as i64);
+        let gone = self.store.expired(before, now).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "parked executions past their lifetime could not be read");
+            Vec::new()
+        });
+        self.counted();
+        gone
     }
 
-    /// Takes out every parked execution (the server stops: this process
-    /// holds them, and they end with it).
-    pub fn all(&self) -> Vec<(String, Parked)> {
-        self.take_where(|_| true)
-    }
-
-    fn take_where(&self, f: impl Fn(&Held) -> bool) -> Vec<(String, Parked)> {
-        let mut reg = self.parked.lock().unwrap_or_else(|p| p.into_inner());
-        let ids: Vec<String> = reg
-            .waiting
-            .iter()
-            .filter(|(_, h)| f(h))
-            .map(|(id, _)| id.clone())
-            .collect();
-        let taken = ids
-            .into_iter()
-            .filter_map(|id| reg.waiting.remove(&id).map(|h| (id, h.parked)))
-            .collect();
-        reg.counted();
-        taken
-    }
-
-    /// Executions parked here now.
-    pub fn parked(&self) -> usize {
-        self.parked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .waiting
-            .len()
+    /// Tells the metrics how many are parked in the deployment now.
+    fn counted(&self) {
+        if let Ok(n) = self.store.count() {
+            crate::metrics::global().parked(n as usize);
+        }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The approval requests waiting calls name.
+pub fn request_ids(waiting: &[Waiting]) -> Vec<String> {
+    waiting
+        .iter()
+        .filter_map(|w| w.details.get("request_id")?.as_str().map(str::to_string))
+        .collect()
+}
 
-    fn parked(identity: &str) -> Parked {
-        Parked {
-            identity: identity.into(),
-            script: "1".into(),
-            journal: Journal::new(),
-            waiting: vec![],
-            calls: 0,
-            born: Instant::now(),
-            prompts: Prompts::default(),
-        }
-    }
+/// How long ago `born_ms` was.
+pub fn since(born_ms: i64) -> Duration {
+    Duration::from_millis(now_ms().saturating_sub(born_ms).max(0) as u64)
+}
 
-    #[test]
-    fn only_its_identity_follows_an_execution_and_others_learn_nothing() {
-        let d = Durable::default();
-        d.park("r1-x1", parked("alice"))
-            .map_err(|e| e.0.clone())
-            .unwrap();
-        assert_eq!(
-            d.take("r1-x1", "alice").err(),
-            Some(FollowError::Running("r1-x1".into())),
-            "not before its parked line is written"
-        );
-        d.ready("r1-x1");
-        let foreign = d.take("r1-x1", "bob").err().unwrap();
-        let unknown = d.take("r1-x9", "bob").err().unwrap();
-        assert_eq!(
-            foreign.to_string().replace("r1-x1", "ID"),
-            unknown.to_string().replace("r1-x9", "ID"),
-            "another identity's id reads as an unknown one"
-        );
-        assert_eq!(d.take("r1-x1", "alice").unwrap().identity, "alice");
-        assert_eq!(
-            d.take("r1-x1", "alice").err(),
-            Some(FollowError::Running("r1-x1".into()))
-        );
-        assert_eq!(
-            d.take("r1-x1", "bob").err(),
-            Some(FollowError::Unknown("r1-x1".into())),
-            "that it runs is alice's to know"
-        );
-        d.ended("r1-x1");
-        assert_eq!(
-            d.take("r1-x1", "alice").err(),
-            Some(FollowError::Unknown("r1-x1".into()))
-        );
-    }
-
-    #[test]
-    fn parking_is_capped_per_identity_with_the_limit_named() {
-        let d = Durable::default();
-        for n in 0..PARKED_PER_IDENTITY {
-            d.park(&format!("x{n}"), parked("alice"))
-                .map_err(|e| e.0.clone())
-                .unwrap();
-        }
-        let (e, back) = *d.park("one-more", parked("alice")).err().unwrap();
-        assert!(e.to_string().contains("durable.parked_per_identity"), "{e}");
-        assert_eq!(back.identity, "alice", "handed back, not lost");
-        d.park("bobs", parked("bob"))
-            .map_err(|e| e.0.clone())
-            .unwrap();
-        assert_eq!(d.parked(), PARKED_PER_IDENTITY + 1);
-        // One being resumed keeps its place: its parking again is not
-        // refused, and nobody takes the place meanwhile.
-        d.ready("x0");
-        let resumed = d.take("x0", "alice").unwrap();
-        assert!(d.park("one-more", parked("alice")).is_err());
-        d.park("x0", resumed).map_err(|e| e.0.clone()).unwrap();
-    }
-
-    #[test]
-    fn parked_journals_are_bounded_in_bytes_per_identity() {
-        let d = Durable::default();
-        let heavy = |identity: &str| {
-            let mut p = parked(identity);
-            let payload = "x".repeat(1 << 20);
-            p.journal.entries = (0..20)
-                .map(|id| airlock_sandbox::Entry::Done {
-                    id,
-                    status: 0,
-                    payload: payload.clone(),
-                })
-                .collect();
-            p
-        };
-        for n in 0..3 {
-            d.park(&format!("h{n}"), heavy("alice"))
-                .map_err(|e| e.0.clone())
-                .unwrap();
-        }
-        let (e, _) = *d.park("h3", heavy("alice")).err().unwrap();
-        assert_eq!(e, ParkError::BytesPerIdentity("alice".into()));
-        assert!(e.to_string().contains("durable.parked_bytes_per_identity"));
-        d.park("b0", heavy("bob")).map_err(|e| e.0.clone()).unwrap();
-    }
+/// Now, in ms since the epoch, for an execution's birth.
+pub fn born_now() -> i64 {
+    now_ms()
 }

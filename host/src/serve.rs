@@ -121,6 +121,7 @@ pub async fn shared(
     let sandbox = Sandbox::new(config)
         .await
         .map_err(|e| format!("cannot start the sandbox: {e}"))?;
+    let durable = crate::durable::Durable::new(gateway.clone(), limits.wall_time());
     let shared = Arc::new(Shared {
         gateway,
         sandbox,
@@ -129,7 +130,7 @@ pub async fn shared(
         collector,
         executions: Default::default(),
         traces: Default::default(),
-        durable: Default::default(),
+        durable,
     });
     // Parked executions past their lifetime end even if nobody follows
     // them; the task ends with the server.

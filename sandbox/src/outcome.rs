@@ -1,7 +1,7 @@
 //! What an execution returns: the value or one structured error, and always
 //! the console output, a trace of every tool call and the resources used.
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::{limits::Limit, Mode};
@@ -94,13 +94,13 @@ pub struct CallRecord {
 }
 
 /// A call a parked execution waits for, as its tool host described it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Waiting {
     /// The call's id in the execution (its place in the trace, from 1).
     pub call: u32,
     pub tool: String,
     pub message: String,
-    #[serde(skip_serializing_if = "Value::is_null")]
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub details: Value,
 }
 

@@ -106,6 +106,12 @@ impl CallNote {
 }
 
 impl CallNote {
+    /// The call's id in its execution (its place in the trace, from 1),
+    /// when it has a trace.
+    pub fn call_id(&self) -> Option<u32> {
+        self.0.as_ref().map(|(_, id)| *id)
+    }
+
     /// The calls the script itself has started so far, this one
     /// included (not those added by [`CallNote::nested`]).
     pub fn own_calls(&self) -> usize {

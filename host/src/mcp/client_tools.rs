@@ -126,7 +126,15 @@ pub struct ClientTools {
     /// The execution is durable: a call that needs another person's
     /// decision waits (the execution parks) instead of failing.
     pub durable: bool,
+    /// Taken from a process that died resuming it: the calls it waited
+    /// for (call id → approval request), which that process may have
+    /// sent.
+    pub orphaned: std::collections::HashMap<u32, String>,
 }
+
+/// The code a call gets when Airlock cannot tell whether a process that
+/// died sent it, and will not send it again blindly.
+pub const OUTCOME_UNKNOWN: &str = "outcome_unknown";
 
 fn failure(e: &CallError) -> ToolFailure {
     ToolFailure::new(e.code(), e.to_string()).with_details(e.details())
@@ -156,6 +164,29 @@ impl ClientTools {
 }
 
 impl ClientTools {
+    /// For a call a dead process may have sent (its execution was taken
+    /// as an orphan): its approval was used, so it may have gone out, and
+    /// it fails `outcome_unknown` instead of going again; a request still
+    /// approved and unused was never sent, and the call goes on. A request
+    /// that cannot be read counts as used (fail closed).
+    fn unknown_outcome(&self, name: &str, call: Option<u32>) -> Option<ToolFailure> {
+        let request = self.orphaned.get(&call?)?;
+        let used = match self.gateway.approvals().get(request) {
+            Ok(r) => r.status == airlock_gateway::approval::Status::Used,
+            Err(_) => true,
+        };
+        used.then(|| {
+            ToolFailure::new(
+                OUTCOME_UNKNOWN,
+                format!(
+                    "{} may have been sent by the Airlock process that was resuming this execution when it stopped (its approval {request} was used), and it is not sent again blindly: read the target's state to see whether the change happened, then go on from there",
+                    quote_name(name)
+                ),
+            )
+            .with_details(json!({"request_id": request, "tool": name}))
+        })
+    }
+
     /// Asks the person in the client whether to approve their own call;
     /// `Ok(true)` when they do.
     async fn ask(
@@ -229,6 +260,12 @@ impl ToolHost for ClientTools {
             resumed,
         } = call;
         self.runbooks.over_calls(&note)?;
+        if resumed {
+            if let Some(unknown) = self.unknown_outcome(&name, note.call_id()) {
+                self.report_code(&name, OUTCOME_UNKNOWN).await;
+                return Err(unknown);
+            }
+        }
         if let Some(runbook) = crate::runbooks::runbook_name(&name) {
             let result = self
                 .runbooks

@@ -52,7 +52,8 @@ pub struct Shared {
     pub executions: tokio_util::task::TaskTracker,
     /// Recent executions' call traces, for `airlock://executions/{id}`.
     pub traces: traces::Traces,
-    /// Executions parked here, waiting for decisions.
+    /// Executions parked in the deployment's state, waiting for
+    /// decisions.
     pub durable: crate::durable::Durable,
 }
 
@@ -67,9 +68,8 @@ impl Shared {
             Ok(()) => 0,
             Err(_) => self.executions.len(),
         };
-        // Parked executions live in this process: they end with it, and
-        // the log says so (their approval requests stay open).
-        self.end_parked(self.durable.all(), "Abandoned");
+        // Parked executions live in the state, not in this process: they
+        // wait on for the next start, or another replica.
         left
     }
 
@@ -79,12 +79,15 @@ impl Shared {
     }
 
     /// Writes the end lines of parked executions taken out of waiting.
-    pub fn end_parked(&self, ended: Vec<(String, crate::durable::Parked)>, outcome: &str) {
-        for (id, p) in ended {
-            if let Err(e) = self
-                .gateway
-                .execution_finished(&id, outcome, p.calls, p.born.elapsed())
-            {
+    pub fn end_parked(&self, ended: Vec<airlock_gateway::parked::ParkedInfo>, outcome: &str) {
+        for p in ended {
+            let id = &p.execution;
+            if let Err(e) = self.gateway.execution_finished(
+                id,
+                outcome,
+                p.calls,
+                crate::durable::since(p.born_ms),
+            ) {
                 tracing::warn!(execution = %id, error = %e, "could not record the end of a parked execution");
             }
         }
@@ -228,7 +231,8 @@ impl AirlockServer {
         let run = Run {
             script,
             journal: durable.then(Journal::new),
-            born: std::time::Instant::now(),
+            born_ms: crate::durable::born_now(),
+            orphan: false,
             full,
             waited_for: Vec::new(),
             prompts: Default::default(),
@@ -288,7 +292,10 @@ impl AirlockServer {
             .iter()
             .filter_map(|w| w["request_id"].as_str().map(str::to_string))
             .collect();
-        let prompts = self.shared.durable.prompts(execution);
+        let prompts = self
+            .shared
+            .durable
+            .prompts(execution, &self.caller(context).identity);
         let asked = input_required::ask(
             &self.shared.gateway,
             &self.caller(context),
@@ -427,8 +434,25 @@ impl AirlockServer {
         };
         self.shared.end_expired();
         let caller = self.caller(context);
-        let parked = match self.shared.durable.take(id, &caller.identity) {
-            Ok(p) => p,
+        let (parked, orphan) = match self.shared.durable.take(id, &caller.identity) {
+            Ok(t) => (t.parked, t.orphan),
+            Err(e @ crate::durable::FollowError::Tampered(_)) => {
+                // Its row is gone; the chain says how it ended.
+                crate::metrics::global().execution("JournalTampered", None, Default::default());
+                if let Err(w) = self.shared.gateway.execution_finished(
+                    id,
+                    "JournalTampered",
+                    0,
+                    Default::default(),
+                ) {
+                    tracing::warn!(execution = %id, error = %w, "could not record the end of a tampered execution");
+                }
+                return CallToolResult::structured_error(json!({"error": {
+                    "kind": "JournalTampered",
+                    "execution": airlock_gateway::visible::visible(id),
+                    "message": airlock_gateway::visible::visible(&e.to_string()),
+                }}));
+            }
             Err(e) => {
                 return CallToolResult::structured_error(json!({"error": {
                     "kind": "UnknownExecution",
@@ -437,18 +461,17 @@ impl AirlockServer {
                 }}))
             }
         };
-        let requests = request_ids(&parked.waiting);
+        let requests = crate::durable::request_ids(&parked.waiting);
         let decided = tokio::select! {
             d = decision_in(&self.shared.gateway, &requests, FOLLOW_WAIT) => d,
             _ = context.ct.cancelled() => false,
         };
         if !decided {
-            let answer = render::waiting(id, &parked.waiting, &parked.identity, None);
-            self.shared.durable.put_back(id, parked);
-            return answer;
+            self.shared.durable.put_back(id);
+            return render::waiting(id, &parked.waiting, &parked.identity, None);
         }
         if let Some(stopping) = self.stopping() {
-            self.shared.durable.put_back(id, parked);
+            self.shared.durable.put_back(id);
             return stopping;
         }
         let _running = self.shared.executions.token();
@@ -456,14 +479,15 @@ impl AirlockServer {
         let execution = match Execution::resume(&self.shared.gateway, caller, id) {
             Ok(e) => e,
             Err(e) => {
-                self.shared.durable.put_back(id, parked);
+                self.shared.durable.put_back(id);
                 return Self::not_started(&identity, e);
             }
         };
         let run = Run {
             script: &parked.script,
             journal: Some(parked.journal),
-            born: parked.born,
+            born_ms: parked.born_ms,
+            orphan,
             full,
             waited_for: parked.waiting,
             prompts: parked.prompts,
@@ -482,7 +506,8 @@ impl AirlockServer {
         let Run {
             script,
             journal,
-            born,
+            born_ms,
+            orphan,
             full,
             waited_for,
             prompts,
@@ -511,6 +536,16 @@ impl AirlockServer {
             asking: Default::default(),
             runbooks: crate::runbooks::Runner::new(&self.shared.sandbox, &self.shared.limits),
             durable: journal.is_some(),
+            orphaned: if orphan {
+                waited_for
+                    .iter()
+                    .filter_map(|w| {
+                        Some((w.call, w.details.get("request_id")?.as_str()?.to_string()))
+                    })
+                    .collect()
+            } else {
+                Default::default()
+            },
         };
         let (sandbox, limits) = (&self.shared.sandbox, &self.shared.limits);
         let mut journal = journal;
@@ -531,18 +566,9 @@ impl AirlockServer {
             // of it ran, so it waits on, to be followed again shortly.
             if let (true, Err(ExecError::LimitExceeded { limit, .. })) = (resumed, &o.result) {
                 if limit.is_admission() {
-                    let parked = crate::durable::Parked {
-                        identity: identity.clone(),
-                        script: script.to_string(),
-                        journal,
-                        waiting: waited_for.clone(),
-                        calls: o.stats.tool_calls,
-                        born,
-                        prompts,
-                    };
                     let id = execution.id().to_string();
-                    execution.park(&request_ids(&waited_for), o);
-                    self.shared.durable.put_back(&id, parked);
+                    execution.park(&crate::durable::request_ids(&waited_for), o);
+                    self.shared.durable.put_back(&id);
                     let kept = traces::Traces::would_keep(o);
                     return render::outcome(o, &id, full, kept);
                 }
@@ -554,12 +580,12 @@ impl AirlockServer {
                     journal,
                     waiting: waiting.clone(),
                     calls: o.stats.tool_calls,
-                    born,
+                    born_ms,
                     prompts,
                 };
                 let id = execution.id().to_string();
-                let requests = request_ids(waiting);
-                match self.shared.durable.park(&id, parked) {
+                let requests = crate::durable::request_ids(waiting);
+                match self.shared.durable.park(&id, &parked, resumed) {
                     Ok(()) => {
                         // Logged as parked (its place given back) before
                         // its identity may follow it.
@@ -577,8 +603,7 @@ impl AirlockServer {
                     }
                     // It cannot wait here: it ends as it did before
                     // executions could wait, asking for a run again.
-                    Err(refused) => {
-                        let (e, parked) = *refused;
+                    Err(e) => {
                         self.shared.durable.ended(&id);
                         o.result = Err(render::not_waiting(&parked.waiting, &e));
                     }
@@ -637,8 +662,10 @@ struct Run<'a> {
     script: &'a str,
     /// Set for a durable execution: what it did so far.
     journal: Option<Journal>,
-    /// When it first started.
-    born: std::time::Instant,
+    /// When it first started (ms since the epoch).
+    born_ms: i64,
+    /// It was taken from a process that died resuming it.
+    orphan: bool,
     full: bool,
     /// What a resumed execution waited for.
     waited_for: Vec<airlock_sandbox::Waiting>,
@@ -648,15 +675,7 @@ struct Run<'a> {
 
 /// Longest a follow-up waits for a decision before it answers that the
 /// execution still waits: well inside the 60 s clients give a request.
-const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The approval requests waiting calls name.
-fn request_ids(waiting: &[airlock_sandbox::Waiting]) -> Vec<String> {
-    waiting
-        .iter()
-        .filter_map(|w| w.details.get("request_id")?.as_str().map(str::to_string))
-        .collect()
-}
+pub(crate) const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Whether any of `requests` is decided (or gone), waiting at most
 /// `bound` for one. Decisions can be made on any replica, so the store is

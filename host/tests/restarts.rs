@@ -1,0 +1,300 @@
+//! Durable executions across the end of the process that ran them:
+//! `airlock serve --http` killed with SIGKILL while an execution waits, or
+//! while it is being resumed, then started again on the same state. The
+//! simulated cluster runs in this test's process, so its own request log
+//! says what reached it and how often.
+
+mod common;
+
+use std::{ffi::OsString, process::Command, time::Duration};
+
+use airlock_gateway::parked::Take;
+use common::Server;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_airlock");
+
+/// The issue's two-step change, each step waited for.
+const SNAPSHOT_THEN_SHUTDOWN: &str = r#"const node = "pve1", vmid = 101;
+const snap = await tools.wait_task({node, upid: await tools.vm_snapshot_create({node, vmid, snapname: "before_shutdown"})});
+const down = await tools.wait_task({node, upid: await tools.vm_shutdown({node, vmid, timeout: 5})});
+({snapshot: snap.exitstatus, shutdown: down.exitstatus})"#;
+
+/// One deployment on one machine: the simulator, the configuration and
+/// its state directory, alice's key.
+struct World {
+    sim: airlock_sim::Simulator,
+    dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    alice: String,
+}
+
+impl World {
+    async fn new(task_delay: Duration) -> World {
+        let (sim, dir, config) = common::configured(task_delay, "").await;
+        let alice = common::enroll(&dir.path().join(common::ENROLLMENT), "alice");
+        World {
+            sim,
+            dir,
+            config,
+            alice,
+        }
+    }
+
+    /// A server on this deployment's state (a start, or a restart).
+    async fn serve(&self) -> Server {
+        let mut args: Vec<OsString> = vec!["--config".into(), self.config.clone().into()];
+        args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
+        args.push(self.dir.path().join(common::ENROLLMENT).into());
+        tokio::task::spawn_blocking(move || Server::spawn(tempfile::tempdir().unwrap(), &args))
+            .await
+            .unwrap()
+    }
+
+    /// `airlock approvals approve ID --by olga`, as an operator would.
+    fn approve(&self, request: &str) {
+        let out = Command::new(BIN)
+            .arg("--config")
+            .arg(&self.config)
+            .args(["approvals", "approve", request, "--by", "olga"])
+            .env_remove("AIRLOCK_CONFIG")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    /// The parked executions' store, as another process opens it.
+    fn parked(&self) -> std::sync::Arc<dyn airlock_gateway::parked::ParkedStore> {
+        airlock_state::Place::in_dir(self.dir.path())
+            .open(&Default::default())
+            .unwrap()
+            .parked
+    }
+
+    /// How often the cluster was asked to make each change.
+    async fn sent(&self) -> (usize, usize) {
+        let requests = self.sim.requests().await;
+        let count = |what: &str| {
+            requests
+                .iter()
+                .filter(|(method, path, _)| method == "POST" && path.contains(what))
+                .count()
+        };
+        (count("/snapshot"), count("/status/shutdown"))
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("audit.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn verify(&self) {
+        let out = Command::new(BIN)
+            .arg("--config")
+            .arg(&self.config)
+            .args(["audit", "verify"])
+            .env_remove("AIRLOCK_CONFIG")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+}
+
+/// `execute` with `args`, as alice, through a client of its own.
+async fn execute(server: &Server, key: &str, args: Value) -> Value {
+    let client = server.connect(key).await;
+    let r = common::call(&client, "execute", args).await;
+    let _ = client.cancel().await;
+    let mut answer = r.structured_content.unwrap_or(Value::Null);
+    answer["is_error"] = json!(r.is_error == Some(true));
+    answer
+}
+
+fn waits_for<'a>(answer: &'a Value, tool: &str) -> &'a str {
+    assert_eq!(answer["status"], "waiting", "{answer}");
+    assert_eq!(answer["waiting"][0]["tool"], tool, "{answer}");
+    answer["waiting"][0]["request_id"].as_str().unwrap()
+}
+
+fn kill(mut server: Server) {
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
+
+fn count(lines: &[Value], event: &str, execution: &Value) -> usize {
+    lines
+        .iter()
+        .filter(|l| l["event"] == event && &l["execution"] == execution)
+        .count()
+}
+
+/// Killed while the execution waits for its first decision, then
+/// started again: the execution goes on from the new process, as one,
+/// each change sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_execution_outlives_a_kill_of_its_server() {
+    let w = World::new(Duration::from_millis(20)).await;
+    let first = w.serve().await;
+    let parked = execute(&first, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN})).await;
+    let request = waits_for(&parked, "vm_snapshot_create").to_string();
+    let id = parked["execution"].clone();
+    kill(first);
+
+    w.approve(&request);
+    let second = w.serve().await;
+    let follow = json!({"execution": id});
+    let next = execute(&second, &w.alice, follow.clone()).await;
+    let request = waits_for(&next, "vm_shutdown").to_string();
+    assert_eq!(next["execution"], id, "the same execution: {next}");
+    w.approve(&request);
+    let done = execute(&second, &w.alice, follow).await;
+    assert_eq!(
+        done["result"],
+        json!({"snapshot": "OK", "shutdown": "OK"}),
+        "{done}"
+    );
+    assert_eq!(
+        w.sent().await,
+        (1, 1),
+        "each change reached the cluster once"
+    );
+    let lines = w.audit();
+    assert_eq!(
+        [
+            count(&lines, "execution_start", &id),
+            count(&lines, "execution_parked", &id),
+            count(&lines, "execution_resumed", &id),
+            count(&lines, "execution_end", &id),
+        ],
+        [1, 2, 2, 1]
+    );
+    w.verify();
+    assert!(
+        w.parked().list(None, 0, 10).unwrap().is_empty(),
+        "its row is gone"
+    );
+}
+
+/// Killed while resuming, after the approved snapshot was sent and while
+/// the script waits for its task: the next process to take the execution
+/// (once the dead one's lease has run out) does not send the snapshot
+/// again; the script gets `outcome_unknown` naming the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_a_dead_process_may_have_sent_is_not_sent_again() {
+    // Tasks take long enough for the kill to land while one runs.
+    let w = World::new(Duration::from_secs(600)).await;
+    let first = w.serve().await;
+    let parked = execute(&first, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN})).await;
+    let request = waits_for(&parked, "vm_snapshot_create").to_string();
+    let id = parked["execution"].clone();
+    w.approve(&request);
+    let resuming = {
+        let (url, key) = (first.url.clone(), w.alice.clone());
+        let follow = json!({"execution": id});
+        tokio::spawn(async move {
+            let config =
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
+                    .auth_header(key);
+            let client = rmcp::ServiceExt::serve(
+                (),
+                rmcp::transport::StreamableHttpClientTransport::from_config(config),
+            )
+            .await
+            .unwrap();
+            let _ = client
+                .call_tool(
+                    rmcp::model::CallToolRequestParams::new("execute")
+                        .with_arguments(follow.as_object().unwrap().clone()),
+                )
+                .await;
+        })
+    };
+    // The snapshot reached the cluster: the resumed script now waits for
+    // its task (600 s).
+    for _ in 0..600 {
+        if w.sent().await.0 == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        w.sent().await.0,
+        1,
+        "the resumed execution sent the snapshot"
+    );
+    kill(first);
+    resuming.abort();
+
+    // Its lease runs out (the store is asked as if its time had passed).
+    let store = w.parked();
+    let exec = id.as_str().unwrap();
+    assert_eq!(
+        store.take(exec, "alice", "a-later-clock", 0, 1).unwrap(),
+        Take::Busy,
+        "held by the dead process until its lease ends"
+    );
+    let Take::Taken { orphan: true, .. } = store
+        .take(exec, "alice", "a-later-clock", i64::MAX / 2, 0)
+        .unwrap()
+    else {
+        panic!("past its lease, an orphan")
+    };
+    let second = w.serve().await;
+    let after = execute(&second, &w.alice, json!({"execution": id})).await;
+    assert_eq!(after["is_error"], true, "{after}");
+    let error = after["error"].to_string();
+    assert!(
+        error.contains("outcome_unknown") && error.contains("vm_snapshot_create"),
+        "{after}"
+    );
+    assert_eq!(w.sent().await, (1, 0), "the snapshot was not sent again");
+    w.verify();
+}
+
+/// A row rewritten in the store (its journal changed, its seal kept) is
+/// refused before anything of it runs, and its execution ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_altered_in_the_store_does_not_run_again() {
+    let w = World::new(Duration::from_millis(20)).await;
+    let server = w.serve().await;
+    let parked = execute(&server, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN})).await;
+    let request = waits_for(&parked, "vm_snapshot_create").to_string();
+    let id = parked["execution"].clone();
+    let exec = id.as_str().unwrap();
+    // Someone with write access to the store: takes the row, changes the
+    // script it holds, parks it again.
+    let store = w.parked();
+    let Take::Taken { mut row, .. } = store.take(exec, "alice", "mallory", 0, 1).unwrap() else {
+        panic!("taken")
+    };
+    assert!(row.body.contains("before_shutdown"), "{}", row.body);
+    row.body = row.body.replace("before_shutdown", "before_shutdowm");
+    let caps = airlock_gateway::parked::ParkCaps {
+        per_identity: 10,
+        total: 10,
+        bytes_per_identity: 1 << 30,
+        bytes_total: 1 << 30,
+    };
+    store
+        .park(&row, Some("mallory"), &caps, 2)
+        .unwrap()
+        .unwrap();
+    store.ready(exec).unwrap();
+    w.approve(&request);
+    let after = execute(&server, &w.alice, json!({"execution": id})).await;
+    assert_eq!(after["error"]["kind"], "JournalTampered", "{after}");
+    assert_eq!(w.sent().await, (0, 0), "nothing of it ran");
+    let again = execute(&server, &w.alice, json!({"execution": id})).await;
+    assert_eq!(again["error"]["kind"], "UnknownExecution", "ended: {again}");
+    let lines = w.audit();
+    let end: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "execution_end" && l["execution"] == id)
+        .collect();
+    assert_eq!(end.len(), 1);
+    assert_eq!(end[0]["outcome"], "JournalTampered");
+    w.verify();
+}
