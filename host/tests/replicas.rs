@@ -316,6 +316,38 @@ async fn a_request_filed_on_one_replica_is_approved_and_used_once_on_another() {
 /// A person signed in to the console on one replica decides, on another,
 /// a request an agent filed on the first; the agent's call then runs
 /// once, and signing out on either ends the sign-in on both.
+/// An execution parked on one replica goes on from another once its
+/// replica is killed: the database holds it, not the process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_execution_parked_on_one_replica_goes_on_from_another() {
+    let d = deployment().await;
+    let alice = d.enroll("alice");
+    let (mut a, b) = d.two_replicas();
+    let on_a = a.connect(&alice).await;
+    let (request, execution) = waits_for(&call(&on_a, "execute", json!({"script": START})).await);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let approved = d.airlock(&["approvals", "approve", &request, "--by", "carol"]);
+    assert!(approved.status.success(), "{approved:?}");
+    let on_b = b.connect(&alice).await;
+    let followed = call(&on_b, "execute", json!({"execution": execution})).await;
+    let answer = followed.structured_content.clone().unwrap();
+    assert_eq!(answer["execution"], execution.as_str(), "{answer}");
+    let task = answer["result"].as_str().unwrap_or_default();
+    assert!(
+        task.starts_with("UPID:pve1:") && task.contains(":qmstart:103:"),
+        "{answer}"
+    );
+    // Ended: nobody follows it again, on any replica.
+    let again = call(&on_b, "execute", json!({"execution": execution})).await;
+    assert_eq!(
+        again.structured_content.unwrap()["error"]["kind"],
+        "UnknownExecution"
+    );
+    let verified = d.airlock(&["audit", "verify"]);
+    assert!(verified.status.success(), "{verified:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_console_sign_in_on_one_replica_decides_on_another() {
     let d = deployment().await;
