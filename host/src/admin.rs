@@ -427,18 +427,19 @@ fn close(file: &ConfigFile, older_than: std::time::Duration) -> ExitCode {
         .checked_sub(older_than)
         .unwrap_or(std::time::UNIX_EPOCH);
     let (mut closed, mut young, mut waiting) = (0usize, 0usize, 0usize);
-    // A parked execution waits for decisions in its server's memory for
-    // up to its lifetime: not lost while it may still be followed.
-    let lifetime = std::time::SystemTime::now()
-        .checked_sub(crate::durable::LIFETIME)
-        .unwrap_or(std::time::UNIX_EPOCH);
+    // A parked execution waits for decisions in the state (or is being
+    // resumed from it): not lost while it may still be followed.
+    let parked: std::collections::HashSet<String> = match s.parked.list(None, now_ms(), u32::MAX) {
+        Ok(rows) => rows.into_iter().map(|r| r.execution).collect(),
+        Err(e) => {
+            eprintln!("error: {e}; nothing was written");
+            return ExitCode::from(2);
+        }
+    };
     for u in &verdict.unfinished {
-        if let Some(parked) = &u.parked {
-            let parked = humantime::parse_rfc3339(parked).unwrap_or(std::time::UNIX_EPOCH);
-            if parked > lifetime {
-                waiting += 1;
-                continue;
-            }
+        if parked.contains(&u.execution) {
+            waiting += 1;
+            continue;
         }
         // A start line whose time cannot be read is old enough: it is
         // not one a running process just wrote.

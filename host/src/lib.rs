@@ -9,6 +9,7 @@ pub mod demo;
 pub mod door;
 pub mod durable;
 pub mod execution;
+pub mod executions_admin;
 pub mod health;
 pub mod http;
 pub mod log_output;

@@ -231,6 +231,11 @@ enum Command {
         #[command(subcommand)]
         action: admin::ApprovalAction,
     },
+    /// Durable executions waiting for decisions: list them, cancel one.
+    Executions {
+        #[command(subcommand)]
+        action: airlock::executions_admin::ExecutionsAction,
+    },
     /// Runbooks: reviewed scripts agents run by name (`runbooks.NAME`),
     /// approved once per version. See docs/CONFIGURATION.md.
     Runbook {
@@ -400,6 +405,7 @@ fn main() -> ExitCode {
             }
             Command::Approvals { action } => admin::approvals(&file, action),
             Command::Audit { action } => admin::audit(&file, action),
+            Command::Executions { action } => airlock::executions_admin::executions(&file, action),
             Command::Runbook { action } => airlock::runbook_admin::runbook(&file, action),
             Command::Bench(args) => airlock::bench::run(args).await,
         }

@@ -298,3 +298,57 @@ async fn an_execution_altered_in_the_store_does_not_run_again() {
     assert_eq!(end[0]["outcome"], "JournalTampered");
     w.verify();
 }
+
+/// An operator lists the waiting executions and cancels one: it never
+/// goes on, its follow-up reads as unknown, and the chain ends it once,
+/// naming who cancelled it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_lists_and_cancels_a_waiting_execution() {
+    let w = World::new(Duration::from_millis(20)).await;
+    let server = w.serve().await;
+    let parked = execute(&server, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN})).await;
+    let request = waits_for(&parked, "vm_snapshot_create").to_string();
+    let id = parked["execution"].clone();
+    let airlock = |args: &[&str]| {
+        Command::new(BIN)
+            .arg("--config")
+            .arg(&w.config)
+            .args(args)
+            .env_remove("AIRLOCK_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let listed = airlock(&["executions", "list", "--json"]);
+    assert!(listed.status.success(), "{listed:?}");
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["execution"], id, "{listed}");
+    assert_eq!(listed[0]["identity"], "alice");
+    assert_eq!(listed[0]["waiting"], json!([request]));
+    assert_eq!(listed[0]["held"], false);
+    let text = airlock(&["executions", "list", "--identity", "alice"]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains(&request) && text.contains("waiting for"),
+        "{text}"
+    );
+
+    let cancelled = airlock(&["executions", "cancel", id.as_str().unwrap(), "--by", "olga"]);
+    assert!(cancelled.status.success(), "{cancelled:?}");
+    let again = airlock(&["executions", "cancel", id.as_str().unwrap(), "--by", "olga"]);
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
+    w.approve(&request);
+    let after = execute(&server, &w.alice, json!({"execution": id})).await;
+    assert_eq!(after["error"]["kind"], "UnknownExecution", "{after}");
+    assert_eq!(w.sent().await, (0, 0), "nothing was sent");
+    let lines = w.audit();
+    let ends: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "execution_end" && l["execution"] == id)
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(
+        (&ends[0]["outcome"], &ends[0]["cancelled_by"]),
+        (&json!("Cancelled"), &json!("olga"))
+    );
+    w.verify();
+}

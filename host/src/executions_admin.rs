@@ -1,0 +1,178 @@
+//! `airlock executions`: the durable executions parked in the
+//! deployment's state, what each waits for, and cancelling one an
+//! operator will not let go on. Reads the same store every server of the
+//! deployment parks in (the state directory's `executions.db`, or the
+//! PostgreSQL table).
+
+use std::process::ExitCode;
+
+use airlock_gateway::{parked::ParkedInfo, visible::visible};
+use clap::Subcommand;
+use serde_json::{json, Map, Value};
+
+use crate::{
+    admin::{now_ms, state},
+    approvers::Known,
+    settings::ConfigFile,
+};
+
+/// The most rows `list` prints (the deployment holds at most
+/// [`crate::durable::PARKED_TOTAL`]).
+const LIST_LIMIT: u32 = crate::durable::PARKED_TOTAL as u32;
+
+#[derive(Subcommand)]
+pub enum ExecutionsAction {
+    /// Executions waiting for decisions, oldest first: whose, since when,
+    /// for which approval requests, and whether a follow-up holds one now.
+    List {
+        /// Only this identity's.
+        #[arg(long)]
+        identity: Option<String>,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a waiting execution: it never goes on, its identity's
+    /// follow-up is told it is unknown, and the audit gets its end line
+    /// (outcome `Cancelled`, and who). The approval requests it waited
+    /// for stay open until decided or expired.
+    Cancel {
+        /// The execution's id (as `list` and the agent's answer show it).
+        id: String,
+        /// Who cancels (written to the audit). Default: the login name
+        /// ($USER).
+        #[arg(long)]
+        by: Option<String>,
+    },
+}
+
+pub fn executions(file: &ConfigFile, action: ExecutionsAction) -> ExitCode {
+    let s = match state(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let now = now_ms();
+    match action {
+        ExecutionsAction::List { identity, json } => {
+            let rows = match s.parked.list(identity.as_deref(), now, LIST_LIMIT) {
+                Ok(rows) => rows,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if json {
+                let rows: Vec<Value> = rows.iter().map(|r| as_json(r, now)).collect();
+                println!("{}", Value::Array(rows));
+            } else if rows.is_empty() {
+                println!("no executions are waiting");
+            } else {
+                for r in &rows {
+                    println!("{}", describe(r, now));
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        ExecutionsAction::Cancel { id, by } => {
+            let known = match Known::of(file, s.keys.as_deref()) {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let by = match known.decider(by.as_deref()) {
+                Ok(by) => by,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let gone = match s.parked.cancel(&id, now) {
+                Ok(Some(gone)) => gone,
+                Ok(None) => {
+                    eprintln!(
+                        "error: no execution {} is waiting (it ended, or a follow-up is resuming it right now: try again once that one answers)",
+                        visible(&id)
+                    );
+                    return ExitCode::from(1);
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let mut line = Map::new();
+            line.insert("execution".into(), gone.execution.clone().into());
+            line.insert("identity".into(), gone.identity.clone().into());
+            line.insert("outcome".into(), "Cancelled".into());
+            line.insert("tool_calls".into(), gone.calls.into());
+            line.insert(
+                "wall_ms".into(),
+                (now.saturating_sub(gone.born_ms).max(0) as u64).into(),
+            );
+            line.insert("cancelled_by".into(), by.as_str().into());
+            if let Err(e) = s.audit.append("execution_end", line) {
+                eprintln!(
+                    "error: execution {} is cancelled, but its end line could not be written: {e}; `airlock audit close` writes it later",
+                    visible(&gone.execution)
+                );
+                return ExitCode::from(2);
+            }
+            println!(
+                "cancelled execution {} of {}",
+                visible(&gone.execution),
+                visible(&gone.identity)
+            );
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn as_json(r: &ParkedInfo, now: i64) -> Value {
+    json!({
+        "execution": r.execution,
+        "identity": r.identity,
+        "age_s": now.saturating_sub(r.born_ms).max(0) / 1000,
+        "parked_s": now.saturating_sub(r.parked_ms).max(0) / 1000,
+        "waiting": r.waiting,
+        "bytes": r.bytes,
+        "tool_calls": r.calls,
+        "held": r.held,
+    })
+}
+
+/// One row for a terminal, every stored field escaped (a row is the
+/// state's, which an operator should not have to trust with their
+/// terminal).
+fn describe(r: &ParkedInfo, now: i64) -> String {
+    let ago = |ms: i64| {
+        humantime::format_duration(std::time::Duration::from_secs(
+            (now.saturating_sub(ms).max(0) / 1000) as u64,
+        ))
+        .to_string()
+    };
+    let waiting: Vec<String> = r.waiting.iter().map(|w| visible(w)).collect();
+    format!(
+        "{}  {}  started {} ago, parked {} ago, {} tool calls, {} bytes; {}: {}",
+        visible(&r.execution),
+        visible(&r.identity),
+        ago(r.born_ms),
+        ago(r.parked_ms),
+        r.calls,
+        r.bytes,
+        if r.held {
+            "being resumed, was waiting for"
+        } else {
+            "waiting for"
+        },
+        if waiting.is_empty() {
+            "nothing named".to_string()
+        } else {
+            waiting.join(", ")
+        }
+    )
+}
