@@ -429,13 +429,17 @@ fn close(file: &ConfigFile, older_than: std::time::Duration) -> ExitCode {
     let (mut closed, mut young, mut waiting) = (0usize, 0usize, 0usize);
     // A parked execution waits for decisions in the state (or is being
     // resumed from it): not lost while it may still be followed.
-    let parked: std::collections::HashSet<String> = match s.parked.list(None, now_ms(), u32::MAX) {
-        Ok(rows) => rows.into_iter().map(|r| r.execution).collect(),
-        Err(e) => {
-            eprintln!("error: {e}; nothing was written");
-            return ExitCode::from(2);
-        }
-    };
+    let parked: std::collections::HashSet<String> =
+        match s
+            .parked
+            .list(None, now_ms(), 100 * crate::durable::PARKED_TOTAL as u32)
+        {
+            Ok(rows) => rows.into_iter().map(|r| r.execution).collect(),
+            Err(e) => {
+                eprintln!("error: {e}; nothing was written");
+                return ExitCode::from(2);
+            }
+        };
     for u in &verdict.unfinished {
         if parked.contains(&u.execution) {
             waiting += 1;

@@ -13,15 +13,22 @@
 //! sent by the dead one, and each whose approval was used answers
 //! `outcome_unknown` instead of being sent again (see `ClientTools`).
 //!
-//! The body is sealed with a key derived from the deployment's approval
-//! secret and bound to the execution, its identity and its birth: a row
-//! edited or moved in the store is refused, and its execution ends,
-//! before anything of it runs. Only the identity that ran an execution
-//! can follow it; another identity's id answers exactly as an unknown
-//! one does.
+//! The body (script and journal, which holds tool results) is encrypted
+//! and sealed (ChaCha20-Poly1305) with a key derived from the
+//! deployment's approval secret, bound to the execution, its identity and
+//! its birth: a copy of the store shows no tool result, and a body edited
+//! or moved to another row is refused, its execution ended, before
+//! anything of it runs. (Whoever can read the approval secret — the
+//! replicas' own database role, or this user on one machine — is the
+//! deployment, and can forge a body.) Only the identity that ran an
+//! execution can follow it; another identity's id answers exactly as an
+//! unknown one does.
 
 use std::{
-    sync::{Arc, OnceLock},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, OnceLock,
+    },
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -30,9 +37,10 @@ use airlock_gateway::{
     Gateway,
 };
 use airlock_sandbox::{Journal, Waiting};
-use hmac::{Hmac, Mac};
+use base64::Engine;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 /// Parked executions one identity may have at once across the
 /// deployment (resumed ones being run count too): past it, the execution
@@ -43,8 +51,8 @@ pub const PARKED_PER_IDENTITY: usize = 32;
 /// Parked executions in the deployment at once.
 pub const PARKED_TOTAL: usize = 1000;
 
-/// Bytes (script and journal, as `journal_bytes` counts them) one
-/// identity's parked executions may hold together: a script can fill its
+/// Bytes (sealed script and journal, as stored) one identity's parked
+/// executions may hold together: a script can fill its
 /// journal with clock readings before it waits, and 32 full ones would be
 /// 1 GiB.
 pub const PARKED_BYTES_PER_IDENTITY: u64 = 64 * 1024 * 1024;
@@ -56,9 +64,10 @@ pub const PARKED_BYTES_TOTAL: u64 = 512 * 1024 * 1024;
 /// ended (its approval requests expire sooner by default).
 pub const LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
-/// How long past the wall-time limit a follow-up holds an execution it
-/// took: the follow-up's own wait for a decision, a queue for a slot, and
-/// writing its lines. Past the lease another replica may take it.
+/// How long past the wall-time limit, the queue wait and the follow-up's
+/// own wait for a decision a follow-up holds an execution it took
+/// (writing its lines, a slow store). Past the lease another replica may
+/// take it; replicas' clocks are assumed within this of each other.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(120);
 
 const CAPS: ParkCaps = ParkCaps {
@@ -95,6 +104,9 @@ pub struct Taken {
     pub parked: Parked,
     /// A process that took it before died mid-resume.
     pub orphan: bool,
+    /// This take's lease: what parking it again, putting it back or
+    /// ending it must show.
+    pub holder: String,
 }
 
 /// Why an execution could not park.
@@ -110,8 +122,9 @@ pub enum ParkError {
     BytesTotal,
     #[error("this server held the execution longer than its lease and another took it over; that one goes on with it")]
     LeaseLost,
-    #[error("the store of parked executions cannot be reached, so the execution cannot wait: {0}")]
-    Unavailable(String),
+    /// The detail is the operator's (the log has it), not the agent's.
+    #[error("the store of parked executions cannot be reached, so the execution cannot wait")]
+    Unavailable,
 }
 
 /// Why a follow-up finds nothing to resume.
@@ -127,7 +140,7 @@ pub enum FollowError {
     Unavailable(String),
 }
 
-/// What the seal covers besides the row's keys.
+/// What is sealed (encrypted) in a row's body.
 #[derive(Serialize, Deserialize)]
 struct Body {
     script: String,
@@ -138,10 +151,23 @@ struct Body {
 pub struct Durable {
     gateway: Arc<Gateway>,
     store: Arc<dyn ParkedStore>,
-    /// This process, as the holder of the executions it resumes.
-    holder: String,
+    /// This process, as the holder of the executions it resumes; each
+    /// take adds a number of its own.
+    process: String,
+    takes: AtomicU64,
     lease: Duration,
     key: OnceLock<[u8; 32]>,
+}
+
+/// Why a body could not be opened.
+enum Unsealed {
+    /// The key cannot be read now (the store is down): nothing is known
+    /// about the body.
+    NoKey(String),
+    /// It does not decrypt under this row's keys: altered or moved.
+    Forged,
+    /// It decrypts but does not parse (written by another version).
+    Unreadable(String),
 }
 
 fn now_ms() -> i64 {
@@ -153,21 +179,25 @@ fn now_ms() -> i64 {
 
 impl Durable {
     /// Parks in `gateway`'s state; a follow-up holds what it takes for
-    /// `wall_time` (the execution's limit) and [`LEASE_MARGIN`].
-    pub fn new(gateway: Arc<Gateway>, wall_time: Duration) -> Self {
-        let mut holder = [0u8; 8];
-        let _ = getrandom::fill(&mut holder);
+    /// `wall_time` (the execution's limit), `queue_wait` (the longest it
+    /// may wait for a slot) and [`LEASE_MARGIN`].
+    pub fn new(gateway: Arc<Gateway>, wall_time: Duration, queue_wait: Duration) -> Self {
+        let mut process = [0u8; 8];
+        getrandom::fill(&mut process).expect("the system's random numbers");
         Self {
             store: gateway.state().parked.clone(),
             gateway,
-            holder: hex::encode(holder),
-            lease: crate::mcp::FOLLOW_WAIT + wall_time + LEASE_MARGIN,
+            process: hex::encode(process),
+            takes: AtomicU64::new(0),
+            lease: crate::mcp::FOLLOW_WAIT + wall_time + queue_wait + LEASE_MARGIN,
             key: OnceLock::new(),
         }
     }
 
     /// The sealing key: derived from the deployment's approval secret,
-    /// which every replica shares and nobody outside its state reads.
+    /// which every replica shares. Not an HMAC of a label under the
+    /// secret, which is how approvers' tags of secrets are made: no tag
+    /// an agent sees is this key.
     fn key(&self) -> Result<[u8; 32], String> {
         if let Some(k) = self.key.get() {
             return Ok(*k);
@@ -177,79 +207,110 @@ impl Durable {
             .approvals()
             .summary_key()
             .map_err(|e| e.to_string())?;
-        let mut mac = Hmac::<Sha256>::new_from_slice(&secret).expect("HMAC takes any key");
-        // No other use of the secret hashes input that starts with NUL
-        // and this label.
-        mac.update(b"\0airlock parked execution v1");
-        let key: [u8; 32] = mac.finalize().into_bytes().into();
+        let mut h = Sha256::new();
+        h.update(b"airlock parked execution v2\0");
+        h.update(secret);
+        let key: [u8; 32] = h.finalize().into();
         Ok(*self.key.get_or_init(|| key))
     }
 
-    fn mac(
-        &self,
-        execution: &str,
-        identity: &str,
-        born_ms: i64,
-        json: &str,
-    ) -> Result<Hmac<Sha256>, String> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key()?).expect("HMAC takes any key");
-        for part in [execution, identity, &born_ms.to_string(), json] {
-            mac.update(&(part.len() as u64).to_be_bytes());
-            mac.update(part.as_bytes());
+    /// What a body is bound to: its row's execution, identity and birth.
+    fn bound(execution: &str, identity: &str, born_ms: i64) -> Vec<u8> {
+        let mut ad = Vec::new();
+        for part in [execution, identity, &born_ms.to_string()] {
+            ad.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            ad.extend_from_slice(part.as_bytes());
         }
-        Ok(mac)
+        ad
+    }
+
+    fn cipher(&self) -> Result<LessSafeKey, String> {
+        let key = self.key()?;
+        Ok(LessSafeKey::new(
+            UnboundKey::new(&CHACHA20_POLY1305, &key).expect("a 32-byte key"),
+        ))
     }
 
     fn seal(&self, execution: &str, p: &Parked) -> Result<String, String> {
-        let json = serde_json::to_string(&Body {
+        let mut data = serde_json::to_vec(&Body {
             script: p.script.clone(),
             journal: p.journal.clone(),
             waiting: p.waiting.clone(),
         })
         .map_err(|e| e.to_string())?;
-        let tag = self
-            .mac(execution, &p.identity, p.born_ms, &json)?
-            .finalize()
-            .into_bytes();
-        Ok(format!("v1.{}.{json}", hex::encode(tag)))
+        let mut nonce = [0u8; NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|e| e.to_string())?;
+        self.cipher()?
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(Self::bound(execution, &p.identity, p.born_ms)),
+                &mut data,
+            )
+            .map_err(|_| "sealing failed".to_string())?;
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&data);
+        Ok(format!(
+            "v2.{}",
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(out)
+        ))
     }
 
     /// The body of `row`, if its seal holds.
-    fn open(&self, row: &ParkedRow) -> Result<Body, String> {
-        let rest = row.body.strip_prefix("v1.").ok_or("not a v1 body")?;
-        let (tag, json) = rest.split_once('.').ok_or("no seal")?;
-        let tag = hex::decode(tag).map_err(|_| "a seal that is not hex")?;
-        self.mac(&row.execution, &row.identity, row.born_ms, json)?
-            .verify_slice(&tag)
-            .map_err(|_| "the seal does not match".to_string())?;
-        serde_json::from_str(json).map_err(|e| e.to_string())
+    fn open(&self, row: &ParkedRow) -> Result<Body, Unsealed> {
+        let cipher = self.cipher().map_err(Unsealed::NoKey)?;
+        let sealed = row
+            .body
+            .strip_prefix("v2.")
+            .and_then(|b| {
+                base64::engine::general_purpose::STANDARD_NO_PAD
+                    .decode(b)
+                    .ok()
+            })
+            .filter(|b| b.len() >= NONCE_LEN)
+            .ok_or(Unsealed::Forged)?;
+        let (nonce, data) = sealed.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| Unsealed::Forged)?;
+        let mut data = data.to_vec();
+        let plain = cipher
+            .open_in_place(
+                nonce,
+                Aad::from(Self::bound(&row.execution, &row.identity, row.born_ms)),
+                &mut data,
+            )
+            .map_err(|_| Unsealed::Forged)?;
+        serde_json::from_slice(plain).map_err(|e| Unsealed::Unreadable(e.to_string()))
     }
 
     /// Keeps `parked` under `execution` within the caps, not to be
     /// followed before [`Durable::ready`] (once its parked line is
-    /// written). `resumed`: this process holds its row (it was followed)
-    /// and parks it again.
-    pub fn park(&self, execution: &str, parked: &Parked, resumed: bool) -> Result<(), ParkError> {
-        let body = self
-            .seal(execution, parked)
-            .map_err(ParkError::Unavailable)?;
+    /// written). `holder`: the lease of the take that resumed it, when it
+    /// parks again.
+    pub fn park(
+        &self,
+        execution: &str,
+        parked: &Parked,
+        holder: Option<&str>,
+    ) -> Result<(), ParkError> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            tracing::warn!(execution, error = %e, "an execution could not park");
+            ParkError::Unavailable
+        };
+        let body = self.seal(execution, parked).map_err(|e| unavailable(&e))?;
         let row = ParkedRow {
             execution: execution.to_string(),
             identity: parked.identity.clone(),
             born_ms: parked.born_ms,
-            bytes: (parked.journal.bytes() + parked.script.len() as u64).min(i64::MAX as u64)
-                as i64,
+            bytes: body.len().min(i64::MAX as usize) as i64,
             waiting: request_ids(&parked.waiting),
             body,
             asked: parked.prompts.asked,
             declined: parked.prompts.declined,
             calls: parked.calls,
         };
-        let holder = resumed.then_some(self.holder.as_str());
         let kept = self
             .store
             .park(&row, holder, &CAPS, now_ms())
-            .map_err(|e| ParkError::Unavailable(e.to_string()))?;
+            .map_err(|e| unavailable(&e))?;
         self.counted();
         kept.map_err(|refused| match refused {
             ParkRefusal::PerIdentity => ParkError::PerIdentity(parked.identity.clone()),
@@ -268,13 +329,19 @@ impl Durable {
     }
 
     /// Takes `execution` out to resume it, if `identity` parked it; held
-    /// by this process until it parks again, ends, or is put back.
+    /// under this take's own lease until it parks again, ends, or is put
+    /// back.
     pub fn take(&self, execution: &str, identity: &str) -> Result<Taken, FollowError> {
         let now = now_ms();
         let until = now.saturating_add(self.lease.as_millis().min(i64::MAX as u128) as i64);
+        let holder = format!(
+            "{}-{}",
+            self.process,
+            self.takes.fetch_add(1, Ordering::Relaxed)
+        );
         let taken = self
             .store
-            .take(execution, identity, &self.holder, now, until)
+            .take(execution, identity, &holder, now, until)
             .map_err(|e| {
                 tracing::warn!(execution, error = %e, "a parked execution could not be taken");
                 FollowError::Unavailable(execution.to_string())
@@ -299,23 +366,29 @@ impl Durable {
                     },
                 },
                 orphan,
+                holder,
             }),
-            Err(why) => {
+            Err(Unsealed::Forged) => {
                 tracing::warn!(
                     execution,
-                    why,
                     "a parked execution's seal does not hold; it is ended"
                 );
-                self.ended(execution);
+                self.ended(execution, &holder);
                 Err(FollowError::Tampered(execution.to_string()))
+            }
+            // Nothing is known against it: it waits on.
+            Err(Unsealed::NoKey(why) | Unsealed::Unreadable(why)) => {
+                tracing::warn!(execution, why, "a parked execution could not be opened now");
+                self.put_back(execution, &holder);
+                Err(FollowError::Unavailable(execution.to_string()))
             }
         }
     }
 
     /// Puts back an execution a follow-up took and did not run (nothing
     /// was decided yet, or it could not start): the row as it was.
-    pub fn put_back(&self, execution: &str) {
-        if let Err(e) = self.store.put_back(execution, &self.holder) {
+    pub fn put_back(&self, execution: &str, holder: &str) {
+        if let Err(e) = self.store.put_back(execution, holder) {
             tracing::warn!(execution, error = %e, "a parked execution could not be put back; it can be followed again once its lease ends");
         }
     }
@@ -338,18 +411,17 @@ impl Durable {
         }
     }
 
-    /// Counts a question put, or a decline, for `execution`.
-    pub fn prompted(&self, execution: &str, asked: u32, declined: bool) {
-        if let Err(e) = self.store.prompted(execution, asked, declined) {
+    /// Counts a question put, or a decline, for `identity`'s `execution`.
+    pub fn prompted(&self, execution: &str, identity: &str, asked: u32, declined: bool) {
+        if let Err(e) = self.store.prompted(execution, identity, asked, declined) {
             tracing::warn!(execution, error = %e, "a question put could not be counted");
         }
     }
 
-    /// An execution this process ran or resumed ended: its row, if any,
-    /// goes.
-    pub fn ended(&self, execution: &str) {
-        if let Err(e) = self.store.ended(execution, &self.holder) {
-            tracing::warn!(execution, error = %e, "an ended execution's row could not be removed; it goes when its lifetime ends");
+    /// An execution a take (`holder`) resumed ended: its row goes.
+    pub fn ended(&self, execution: &str, holder: &str) {
+        if let Err(e) = self.store.ended(execution, holder) {
+            tracing::warn!(execution, error = %e, "an ended execution's row could not be removed: once its lease ends it can be followed again, as an orphan (no change of it is sent again)");
         }
         self.counted();
     }

@@ -121,7 +121,11 @@ pub async fn shared(
     let sandbox = Sandbox::new(config)
         .await
         .map_err(|e| format!("cannot start the sandbox: {e}"))?;
-    let durable = crate::durable::Durable::new(gateway.clone(), limits.wall_time());
+    let durable = crate::durable::Durable::new(
+        gateway.clone(),
+        limits.wall_time(),
+        std::time::Duration::from_millis(sandbox.config().capacity.queue_wait_ms),
+    );
     let shared = Arc::new(Shared {
         gateway,
         sandbox,

@@ -264,14 +264,22 @@ async fn an_execution_altered_in_the_store_does_not_run_again() {
     let request = waits_for(&parked, "vm_snapshot_create").to_string();
     let id = parked["execution"].clone();
     let exec = id.as_str().unwrap();
-    // Someone with write access to the store: takes the row, changes the
-    // script it holds, parks it again.
+    // Someone with write access to the store (not to the approval
+    // secret): takes the row, changes a byte of its body, parks it again.
+    // The body shows nothing of the script or the results it holds.
     let store = w.parked();
     let Take::Taken { mut row, .. } = store.take(exec, "alice", "mallory", 0, 1).unwrap() else {
         panic!("taken")
     };
-    assert!(row.body.contains("before_shutdown"), "{}", row.body);
-    row.body = row.body.replace("before_shutdown", "before_shutdowm");
+    assert!(
+        !row.body.contains("before_shutdown") && !row.body.contains("vm_snapshot"),
+        "{}",
+        row.body
+    );
+    let mut body = row.body.into_bytes();
+    let middle = body.len() / 2;
+    body[middle] = if body[middle] == b'A' { b'B' } else { b'A' };
+    row.body = String::from_utf8(body).unwrap();
     let caps = airlock_gateway::parked::ParkCaps {
         per_identity: 10,
         total: 10,
@@ -349,6 +357,41 @@ async fn an_operator_lists_and_cancels_a_waiting_execution() {
     assert_eq!(
         (&ends[0]["outcome"], &ends[0]["cancelled_by"]),
         (&json!("Cancelled"), &json!("olga"))
+    );
+    w.verify();
+}
+
+/// A process that took the execution and died before sending anything:
+/// the approved call it waited for is still unused, so it goes (once);
+/// the change after it does not, as nothing tells which changes a dead
+/// process made past the execution's last wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_sends_what_was_never_sent_and_no_change_past_it() {
+    let w = World::new(Duration::from_millis(20)).await;
+    let server = w.serve().await;
+    let parked = execute(&server, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN})).await;
+    let request = waits_for(&parked, "vm_snapshot_create").to_string();
+    let id = parked["execution"].clone();
+    w.approve(&request);
+    // Taken by a process whose lease has run out, and which sent nothing.
+    let Take::Taken { orphan: false, .. } = w
+        .parked()
+        .take(id.as_str().unwrap(), "alice", "died-at-once", 0, 1)
+        .unwrap()
+    else {
+        panic!("taken")
+    };
+    let after = execute(&server, &w.alice, json!({"execution": id})).await;
+    assert_eq!(after["is_error"], true, "{after}");
+    let error = after["error"].to_string();
+    assert!(
+        error.contains("outcome_unknown") && error.contains("vm_shutdown"),
+        "{after}"
+    );
+    assert_eq!(
+        w.sent().await,
+        (1, 0),
+        "the snapshot once, the shutdown never"
     );
     w.verify();
 }

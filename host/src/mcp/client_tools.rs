@@ -126,10 +126,10 @@ pub struct ClientTools {
     /// The execution is durable: a call that needs another person's
     /// decision waits (the execution parks) instead of failing.
     pub durable: bool,
-    /// Taken from a process that died resuming it: the calls it waited
-    /// for (call id → approval request), which that process may have
-    /// sent.
-    pub orphaned: std::collections::HashMap<u32, String>,
+    /// Set when the execution was taken from a process that died resuming
+    /// it: the calls it waited for (call id → approval request), which
+    /// that process may have sent. What it did after them is not known.
+    pub orphaned: Option<std::collections::HashMap<u32, String>>,
 }
 
 /// The code a call gets when Airlock cannot tell whether a process that
@@ -164,26 +164,44 @@ impl ClientTools {
 }
 
 impl ClientTools {
-    /// For a call a dead process may have sent (its execution was taken
-    /// as an orphan): its approval was used, so it may have gone out, and
-    /// it fails `outcome_unknown` instead of going again; a request still
-    /// approved and unused was never sent, and the call goes on. A request
-    /// that cannot be read counts as used (fail closed).
-    fn unknown_outcome(&self, name: &str, call: Option<u32>) -> Option<ToolFailure> {
-        let request = self.orphaned.get(&call?)?;
-        let used = match self.gateway.approvals().get(request) {
-            Ok(r) => r.status == airlock_gateway::approval::Status::Used,
-            Err(_) => true,
-        };
-        used.then(|| {
+    /// In an execution taken from a process that died resuming it, what
+    /// that process may have sent is not sent again blindly: a change
+    /// fails `outcome_unknown` — except a call the execution waited for
+    /// whose approval is still approved and unused, which was never sent
+    /// (a request that cannot be read counts as used: fail closed). Reads
+    /// go again; reading twice changes nothing.
+    fn unknown_outcome(&self, name: &str, resumed: bool, call: Option<u32>) -> Option<ToolFailure> {
+        let waited = self.orphaned.as_ref()?;
+        let tool = quote_name(name);
+        if let Some(request) = call.filter(|_| resumed).and_then(|c| waited.get(&c)) {
+            let used = match self.gateway.approvals().get(request) {
+                Ok(r) => r.status != airlock_gateway::approval::Status::Approved,
+                Err(_) => true,
+            };
+            return used.then(|| {
+                ToolFailure::new(
+                    OUTCOME_UNKNOWN,
+                    format!(
+                        "{tool} may have been sent by the Airlock process that was resuming this execution when it stopped (its approval {request} is no longer unused), and it is not sent again blindly: read the target's state to see whether the change happened, then go on from there"
+                    ),
+                )
+                .with_details(json!({"request_id": request, "tool": name}))
+            });
+        }
+        let read = crate::runbooks::runbook_name(name).is_none()
+            && self
+                .gateway
+                .catalog()
+                .get(name)
+                .is_none_or(|e| e.spec.tier == airlock_gateway::spec::Tier::Read);
+        (!read).then(|| {
             ToolFailure::new(
                 OUTCOME_UNKNOWN,
                 format!(
-                    "{} may have been sent by the Airlock process that was resuming this execution when it stopped (its approval {request} was used), and it is not sent again blindly: read the target's state to see whether the change happened, then go on from there",
-                    quote_name(name)
+                    "{tool} is a change, and the Airlock process that was resuming this execution stopped before it ended: which of its changes after its last wait went out is not known, so none is sent again blindly. Read the target's state, then run what is left as a new execution"
                 ),
             )
-            .with_details(json!({"request_id": request, "tool": name}))
+            .with_details(json!({"tool": name}))
         })
     }
 
@@ -260,11 +278,9 @@ impl ToolHost for ClientTools {
             resumed,
         } = call;
         self.runbooks.over_calls(&note)?;
-        if resumed {
-            if let Some(unknown) = self.unknown_outcome(&name, note.call_id()) {
-                self.report_code(&name, OUTCOME_UNKNOWN).await;
-                return Err(unknown);
-            }
+        if let Some(unknown) = self.unknown_outcome(&name, resumed, note.call_id()) {
+            self.report_code(&name, OUTCOME_UNKNOWN).await;
+            return Err(unknown);
         }
         if let Some(runbook) = crate::runbooks::runbook_name(&name) {
             let result = self

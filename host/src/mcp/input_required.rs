@@ -21,7 +21,6 @@
 use std::time::Duration;
 
 use airlock_gateway::{approval::Status, decision::Decider, visible::visible, Caller, Gateway};
-use hmac::{Hmac, Mac};
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, InputRequest,
     InputRequests, InputRequiredResult, InputResponses, ProtocolVersion, RequestStateCodec,
@@ -81,11 +80,12 @@ fn codec(gateway: &Gateway) -> Result<RequestStateCodec, StateError> {
         .approvals()
         .summary_key()
         .map_err(|e| StateError::NoKey(e.to_string()))?;
-    let mut mac = Hmac::<Sha256>::new_from_slice(&secret).expect("HMAC takes any key");
-    // No summary tag's input starts with a NUL byte: the two uses of the
-    // secret never meet.
-    mac.update(b"\0airlock requestState v1");
-    let key = mac.finalize().into_bytes();
+    // Not an HMAC of a label under the secret: approvers' tags of secrets
+    // are HMACs of the secrets' values under it, and a value can be any
+    // string, so no tag an agent sees may be this key.
+    let key = <Sha256 as sha2::Digest>::digest(
+        [b"airlock requestState v2\0".as_slice(), &secret].concat(),
+    );
     RequestStateCodec::try_new(key.to_vec()).map_err(|e| StateError::NoKey(e.to_string()))
 }
 

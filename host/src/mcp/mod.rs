@@ -233,6 +233,7 @@ impl AirlockServer {
             journal: durable.then(Journal::new),
             born_ms: crate::durable::born_now(),
             orphan: false,
+            holder: None,
             full,
             waited_for: Vec::new(),
             prompts: Default::default(),
@@ -304,7 +305,9 @@ impl AirlockServer {
             args,
             prompts,
         )?;
-        self.shared.durable.prompted(execution, 1, false);
+        self.shared
+            .durable
+            .prompted(execution, &self.caller(context).identity, 1, false);
         Some(asked)
     }
 
@@ -344,7 +347,9 @@ impl AirlockServer {
             );
         };
         let (decided, denied) = input_required::decide(gateway, &caller, &state, &still, answers);
-        self.shared.durable.prompted(&state.execution, 0, denied);
+        self.shared
+            .durable
+            .prompted(&state.execution, &caller.identity, 0, denied);
         if decided == 0 {
             return refused(
                 "InvalidRequestState",
@@ -432,10 +437,9 @@ impl AirlockServer {
             Ok(full) => full,
             Err(e) => return Self::invalid(e),
         };
-        self.shared.end_expired();
         let caller = self.caller(context);
-        let (parked, orphan) = match self.shared.durable.take(id, &caller.identity) {
-            Ok(t) => (t.parked, t.orphan),
+        let (parked, orphan, holder) = match self.shared.durable.take(id, &caller.identity) {
+            Ok(t) => (t.parked, t.orphan, t.holder),
             Err(e @ crate::durable::FollowError::Tampered(_)) => {
                 // Its row is gone; the chain says how it ended.
                 crate::metrics::global().execution("JournalTampered", None, Default::default());
@@ -467,11 +471,11 @@ impl AirlockServer {
             _ = context.ct.cancelled() => false,
         };
         if !decided {
-            self.shared.durable.put_back(id);
+            self.shared.durable.put_back(id, &holder);
             return render::waiting(id, &parked.waiting, &parked.identity, None);
         }
         if let Some(stopping) = self.stopping() {
-            self.shared.durable.put_back(id);
+            self.shared.durable.put_back(id, &holder);
             return stopping;
         }
         let _running = self.shared.executions.token();
@@ -479,7 +483,7 @@ impl AirlockServer {
         let execution = match Execution::resume(&self.shared.gateway, caller, id) {
             Ok(e) => e,
             Err(e) => {
-                self.shared.durable.put_back(id);
+                self.shared.durable.put_back(id, &holder);
                 return Self::not_started(&identity, e);
             }
         };
@@ -488,6 +492,7 @@ impl AirlockServer {
             journal: Some(parked.journal),
             born_ms: parked.born_ms,
             orphan,
+            holder: Some(holder),
             full,
             waited_for: parked.waiting,
             prompts: parked.prompts,
@@ -508,6 +513,7 @@ impl AirlockServer {
             journal,
             born_ms,
             orphan,
+            holder,
             full,
             waited_for,
             prompts,
@@ -536,16 +542,14 @@ impl AirlockServer {
             asking: Default::default(),
             runbooks: crate::runbooks::Runner::new(&self.shared.sandbox, &self.shared.limits),
             durable: journal.is_some(),
-            orphaned: if orphan {
+            orphaned: orphan.then(|| {
                 waited_for
                     .iter()
                     .filter_map(|w| {
                         Some((w.call, w.details.get("request_id")?.as_str()?.to_string()))
                     })
                     .collect()
-            } else {
-                Default::default()
-            },
+            }),
         };
         let (sandbox, limits) = (&self.shared.sandbox, &self.shared.limits);
         let mut journal = journal;
@@ -568,7 +572,9 @@ impl AirlockServer {
                 if limit.is_admission() {
                     let id = execution.id().to_string();
                     execution.park(&crate::durable::request_ids(&waited_for), o);
-                    self.shared.durable.put_back(&id);
+                    if let Some(holder) = &holder {
+                        self.shared.durable.put_back(&id, holder);
+                    }
                     let kept = traces::Traces::would_keep(o);
                     return render::outcome(o, &id, full, kept);
                 }
@@ -585,7 +591,7 @@ impl AirlockServer {
                 };
                 let id = execution.id().to_string();
                 let requests = crate::durable::request_ids(waiting);
-                match self.shared.durable.park(&id, &parked, resumed) {
+                match self.shared.durable.park(&id, &parked, holder.as_deref()) {
                     Ok(()) => {
                         // Logged as parked (its place given back) before
                         // its identity may follow it.
@@ -604,13 +610,14 @@ impl AirlockServer {
                     // It cannot wait here: it ends as it did before
                     // executions could wait, asking for a run again.
                     Err(e) => {
-                        self.shared.durable.ended(&id);
                         o.result = Err(render::not_waiting(&parked.waiting, &e));
                     }
                 }
             }
         }
-        self.shared.durable.ended(execution.id());
+        if let Some(holder) = &holder {
+            self.shared.durable.ended(execution.id(), holder);
+        }
         let succeeded = outcome.as_ref().is_some_and(|o| o.result.is_ok());
         let mut plan = crate::plans::conclude(&self.shared.gateway, execution.caller(), succeeded);
         let asker = execution.caller().clone();
@@ -666,6 +673,8 @@ struct Run<'a> {
     born_ms: i64,
     /// It was taken from a process that died resuming it.
     orphan: bool,
+    /// The lease of the take that resumes it.
+    holder: Option<String>,
     full: bool,
     /// What a resumed execution waited for.
     waited_for: Vec<airlock_sandbox::Waiting>,

@@ -148,10 +148,12 @@ pub trait ParkedStore: Send + Sync {
         now_ms: i64,
     ) -> Result<Option<ParkedRow>, ParkedUnavailable>;
 
-    /// Counts questions put to the person, or a decline.
+    /// Counts questions put to the person, or a decline, on `identity`'s
+    /// `execution`.
     fn prompted(
         &self,
         execution: &str,
+        identity: &str,
         asked: u32,
         declined: bool,
     ) -> Result<(), ParkedUnavailable>;

@@ -1605,8 +1605,9 @@ both!(
             .unwrap()
             .unwrap();
         a.ready("c1").unwrap();
-        b.prompted("c1", 1, false).unwrap();
-        b.prompted("c1", 1, true).unwrap();
+        b.prompted("c1", "carol", 1, false).unwrap();
+        b.prompted("c1", "carol", 1, true).unwrap();
+        b.prompted("c1", "mallory", 5, true).unwrap();
         assert_eq!(b.count().unwrap(), 3);
         let c1 = a.get("c1", "carol", T0).unwrap().unwrap();
         assert_eq!((c1.asked, c1.declined), (2, true));

@@ -322,14 +322,15 @@ impl ParkedStore for SqliteParked {
     fn prompted(
         &self,
         execution: &str,
+        identity: &str,
         asked: u32,
         declined: bool,
     ) -> Result<(), ParkedUnavailable> {
         self.step(|tx| {
             tx.execute(
                 "UPDATE parked SET asked = asked + ?2, declined = (declined OR ?3) \
-                 WHERE execution = ?1",
-                params![execution, asked, declined],
+                 WHERE execution = ?1 AND identity = ?4",
+                params![execution, asked, declined, identity],
             )
             .map(|_| ())
         })

@@ -305,18 +305,19 @@ impl ParkedStore for PgParked {
     fn prompted(
         &self,
         execution: &str,
+        identity: &str,
         asked: u32,
         declined: bool,
     ) -> Result<(), ParkedUnavailable> {
-        let execution = execution.to_string();
+        let (execution, identity) = (execution.to_string(), identity.to_string());
         let asked = asked as i64;
         self.db
             .run("counting a question put", move |pool, at| async move {
                 let conn = connection(&pool, &at).await?;
                 conn.execute(
                     "UPDATE airlock_parked SET asked = asked + $2, declined = (declined OR $3) \
-                     WHERE execution = $1",
-                    &[&execution, &asked, &declined],
+                     WHERE execution = $1 AND identity = $4",
+                    &[&execution, &asked, &declined, &identity],
                 )
                 .await
                 .map_err(|e| ParkedUnavailable::from(unavailable(&at, e)))?;
