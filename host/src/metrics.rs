@@ -91,6 +91,15 @@ struct WrittenLabel {
     written: &'static str,
 }
 
+/// Counts one execution in the sandbox while it lives.
+pub struct InSandbox(Gauge);
+
+impl Drop for InSandbox {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 pub struct Metrics {
     registry: Registry,
     executions: Family<OutcomeLabel, Counter>,
@@ -103,6 +112,7 @@ pub struct Metrics {
     approvals_pending: Gauge,
     executions_parked: Gauge,
     executions_resumed: Counter,
+    executions_in_sandbox: Gauge,
     http_refusals: Family<ReasonLabel, Counter>,
     state_refusals: Family<StoreLabel, Counter>,
     /// Refusals since the last log line, per store, and when it was
@@ -182,8 +192,14 @@ impl Metrics {
         let executions_parked = Gauge::default();
         registry.register(
             "executions_parked",
-            "Durable executions waiting for decisions on this process: no instance, no slot, only their journal",
+            "Durable executions waiting in the deployment's state (decisions, or a follow-up): no instance, no slot, only their sealed journal",
             executions_parked.clone(),
+        );
+        let executions_in_sandbox = Gauge::default();
+        registry.register(
+            "executions_in_sandbox",
+            "`execute` runs of this process holding a sandbox instance now, or queued for one",
+            executions_in_sandbox.clone(),
         );
         let executions_resumed = Counter::default();
         registry.register(
@@ -230,6 +246,7 @@ impl Metrics {
             approvals_pending,
             executions_parked,
             executions_resumed,
+            executions_in_sandbox,
             http_refusals,
             state_refusals,
             state_log: Mutex::default(),
@@ -308,7 +325,14 @@ impl Metrics {
             .inc();
     }
 
-    /// Executions parked on this process now.
+    /// An execution enters the sandbox (holding or queued for an
+    /// instance) until the guard is dropped.
+    pub fn in_sandbox(&self) -> InSandbox {
+        self.executions_in_sandbox.inc();
+        InSandbox(self.executions_in_sandbox.clone())
+    }
+
+    /// Executions parked in the deployment now.
     pub fn parked(&self, n: usize) {
         self.executions_parked.set(n.min(i64::MAX as usize) as i64);
     }

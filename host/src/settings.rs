@@ -448,6 +448,10 @@ pub struct SandboxFlags {
     /// clock readings, random draws).
     #[arg(long, env = "AIRLOCK_JOURNAL_BYTES", value_parser = parse_bytes)]
     pub journal_bytes: Option<u64>,
+    /// Longest an `execute` of a durable execution holds its answer, in
+    /// ms; then it says what the execution waits for, to be followed.
+    #[arg(long, env = "AIRLOCK_ANSWER_WITHIN_MS")]
+    pub answer_within_ms: Option<u64>,
 }
 
 impl SandboxFlags {
@@ -486,6 +490,7 @@ impl SandboxFlags {
         set(&mut limits.args_bytes, self.args_bytes);
         set(&mut limits.timers, self.timers);
         set(&mut limits.journal_bytes, self.journal_bytes);
+        set(&mut limits.answer_within_ms, self.answer_within_ms);
         if self.fuel.is_some() {
             limits.fuel = self.fuel;
         }

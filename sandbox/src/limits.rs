@@ -62,6 +62,12 @@ pub struct Limits {
     /// paused execution keeps while it holds no instance.
     #[serde(deserialize_with = "size")]
     pub journal_bytes: u64,
+    /// How long an `execute` of a durable execution may hold its answer:
+    /// past it, a read still running and any call made after wait for
+    /// the execution to be followed (`execute({"execution": ID})`), so a
+    /// task of minutes never outlasts a client's request timeout. Not
+    /// read by the sandbox; the host applies it.
+    pub answer_within_ms: u64,
 }
 
 /// `4096`, `64KiB`, `256MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of
@@ -125,6 +131,7 @@ impl Default for Limits {
             args_bytes: 1024 * 1024,
             timers: 1000,
             journal_bytes: 32 * 1024 * 1024,
+            answer_within_ms: 20_000,
         }
     }
 }
@@ -136,6 +143,10 @@ impl Limits {
 
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms)
+    }
+
+    pub fn answer_within(&self) -> Duration {
+        Duration::from_millis(self.answer_within_ms)
     }
 
     /// Rejects values that cannot work, naming the field and the rule.
@@ -151,6 +162,7 @@ impl Limits {
             ("args_bytes", self.args_bytes),
             ("timers", self.timers as u64),
             ("journal_bytes", self.journal_bytes),
+            ("answer_within_ms", self.answer_within_ms),
         ];
         for (field, v) in positive {
             if v == 0 {

@@ -130,6 +130,10 @@ pub struct ClientTools {
     /// it: the calls it waited for (call id → approval request), which
     /// that process may have sent. What it did after them is not known.
     pub orphaned: Option<std::collections::HashMap<u32, String>>,
+    /// When a durable execution's answer is due (`answer_within_ms`
+    /// after this run began): a read still running then, and any call
+    /// made after, waits for the execution to be followed instead.
+    pub answer_by: Option<tokio::time::Instant>,
 }
 
 /// The code a call gets when Airlock cannot tell whether a process that
@@ -188,13 +192,7 @@ impl ClientTools {
                 .with_details(json!({"request_id": request, "tool": name}))
             });
         }
-        let read = crate::runbooks::runbook_name(name).is_none()
-            && self
-                .gateway
-                .catalog()
-                .get(name)
-                .is_none_or(|e| e.spec.tier == airlock_gateway::spec::Tier::Read);
-        (!read).then(|| {
+        (!self.is_read(name, true)).then(|| {
             ToolFailure::new(
                 OUTCOME_UNKNOWN,
                 format!(
@@ -203,6 +201,31 @@ impl ClientTools {
             )
             .with_details(json!({"tool": name}))
         })
+    }
+
+    /// Whether `name` is a read (sent twice, it changes nothing); a tool
+    /// the catalog does not know counts as `unknown` says (the gateway
+    /// refuses it anyway). Runbooks make changes.
+    fn is_read(&self, name: &str, unknown: bool) -> bool {
+        crate::runbooks::runbook_name(name).is_none()
+            && self.gateway.catalog().get(name).map_or(unknown, |e| {
+                e.spec.tier == airlock_gateway::spec::Tier::Read
+            })
+    }
+
+    /// The answer of a call that waits for the execution to be followed:
+    /// its `execute` had to answer first. Nothing of it was sent, or it
+    /// was a read, which is made again on the follow-up.
+    fn later(&self, name: &str) -> ToolFailure {
+        let tool = quote_name(name);
+        ToolFailure::new(
+            airlock_sandbox::codes::WAITING,
+            format!("{tool} goes on when the execution is followed: this execute's answer was due (answer_within_ms)"),
+        )
+        .with_details(json!({
+            "later": true,
+            "how": "follow the execution: it goes on from here (a read still running is made again; nothing else was sent)",
+        }))
     }
 
     /// Asks the person in the client whether to approve their own call;
@@ -282,6 +305,14 @@ impl ToolHost for ClientTools {
             self.report_code(&name, OUTCOME_UNKNOWN).await;
             return Err(unknown);
         }
+        if self
+            .answer_by
+            .is_some_and(|by| tokio::time::Instant::now() >= by)
+        {
+            self.report_code(&name, airlock_sandbox::codes::WAITING)
+                .await;
+            return Err(self.later(&name));
+        }
         if let Some(runbook) = crate::runbooks::runbook_name(&name) {
             let result = self
                 .runbooks
@@ -291,11 +322,27 @@ impl ToolHost for ClientTools {
             self.report_code(&name, code).await;
             return result;
         }
-        let result = match self
-            .gateway
-            .call_keeping_args(&self.caller, &name, args)
-            .await
-        {
+        let called = self.gateway.call_keeping_args(&self.caller, &name, args);
+        // A read still running when the answer is due is dropped, and
+        // made again when the execution goes on; a change is waited for.
+        let called = match self.answer_by.filter(|_| self.is_read(&name, false)) {
+            Some(by) => {
+                let raced = tokio::select! {
+                    r = called => Some(r),
+                    _ = tokio::time::sleep_until(by) => None,
+                };
+                match raced {
+                    Some(r) => r,
+                    None => {
+                        self.report_code(&name, airlock_sandbox::codes::WAITING)
+                            .await;
+                        return Err(self.later(&name));
+                    }
+                }
+            }
+            None => called.await,
+        };
+        let result = match called {
             Ok(called) => Ok(called),
             Err(Refused {
                 error:

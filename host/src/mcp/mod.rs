@@ -466,10 +466,17 @@ impl AirlockServer {
             }
         };
         let requests = crate::durable::request_ids(&parked.waiting);
-        let decided = tokio::select! {
-            d = decision_in(&self.shared.gateway, &requests, FOLLOW_WAIT) => d,
-            _ = context.ct.cancelled() => false,
-        };
+        // A call that waited only for this answer to be due goes on at
+        // once; decisions are waited for a while.
+        let later = parked
+            .waiting
+            .iter()
+            .any(|w| w.details.get("request_id").is_none());
+        let decided = later
+            || tokio::select! {
+                d = decision_in(&self.shared.gateway, &requests, FOLLOW_WAIT) => d,
+                _ = context.ct.cancelled() => false,
+            };
         if !decided {
             self.shared.durable.put_back(id, &holder);
             return render::waiting(id, &parked.waiting, &parked.identity, None);
@@ -542,6 +549,9 @@ impl AirlockServer {
             asking: Default::default(),
             runbooks: crate::runbooks::Runner::new(&self.shared.sandbox, &self.shared.limits),
             durable: journal.is_some(),
+            answer_by: journal
+                .is_some()
+                .then(|| tokio::time::Instant::now() + self.shared.limits.answer_within()),
             orphaned: orphan.then(|| {
                 waited_for
                     .iter()
@@ -557,6 +567,7 @@ impl AirlockServer {
         // stops, its tool calls are cancelled, its slot is freed.
         let outcome = tokio::select! {
             o = async {
+                let _in_sandbox = crate::metrics::global().in_sandbox();
                 match journal.as_mut() {
                     Some(j) => sandbox.execute_journaled(script, limits, &tools, j).await,
                     None => sandbox.execute(script, limits, &tools).await,

@@ -283,28 +283,47 @@ pub fn waiting(
         "waiting": shown,
         "follow": follow,
     });
-    let n = waiting.len();
+    let decisions = waiting
+        .iter()
+        .filter(|w| w.details.get("request_id").is_some())
+        .count();
+    let running = waiting.len() - decisions;
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let what = match (decisions, running) {
+        (d, 0) => format!("{d} decision{}", plural(d)),
+        (0, r) => format!(
+            "{r} call{} still running when this answer was due",
+            plural(r)
+        ),
+        (d, r) => format!(
+            "{d} decision{} and {r} call{} still running when this answer was due",
+            plural(d),
+            plural(r)
+        ),
+    };
     let mut text = format!(
-        "Waiting: execution {execution} ({}) waits for {n} decision{}:\n",
+        "Waiting: execution {execution} ({}) waits for {what}:\n",
         visible::visible(identity),
-        if n == 1 { "" } else { "s" }
     );
     for w in waiting {
         let how = w.details.get("how").and_then(Value::as_str).unwrap_or("");
-        let id = w
-            .details
-            .get("request_id")
-            .and_then(Value::as_str)
-            .unwrap_or("?");
-        text.push_str(&format!(
-            "  {}: request {} — {}\n",
-            visible::visible(&w.tool),
-            visible::visible(id),
-            visible::visible(how)
-        ));
+        match w.details.get("request_id").and_then(Value::as_str) {
+            Some(id) => text.push_str(&format!(
+                "  {}: request {} — {}\n",
+                visible::visible(&w.tool),
+                visible::visible(id),
+                visible::visible(how)
+            )),
+            None => text.push_str(&format!(
+                "  {}: {}\n",
+                visible::visible(&w.tool),
+                visible::visible(how)
+            )),
+        }
     }
     text.push_str(&format!(
-        "Once decided, follow it with execute({follow}): it goes on from where it stopped, and nothing it did is done again.\n"
+        "{}follow it with execute({follow}): it goes on from where it stopped, and nothing it did is done again.\n",
+        if decisions > 0 { "Once decided, " } else { "Now " }
     ));
     if let Some((o, full)) = ran {
         if !o.logs.is_empty() {

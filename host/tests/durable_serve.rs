@@ -1,8 +1,9 @@
-//! Durable executions across the end of the process that ran them:
-//! `airlock serve --http` killed with SIGKILL while an execution waits, or
-//! while it is being resumed, then started again on the same state. The
-//! simulated cluster runs in this test's process, so its own request log
-//! says what reached it and how often.
+//! Durable executions of `airlock serve --http` beyond one request: a
+//! server killed with SIGKILL while an execution waits, or while it is
+//! being resumed, then started again on the same state; a row altered in
+//! the store; an operator cancelling; tasks longer than the wall-time
+//! limit. The simulated cluster runs in this test's process, so its own
+//! request log says what reached it and how often.
 
 mod common;
 
@@ -31,7 +32,11 @@ struct World {
 
 impl World {
     async fn new(task_delay: Duration) -> World {
-        let (sim, dir, config) = common::configured(task_delay, "").await;
+        World::with(task_delay, "").await
+    }
+
+    async fn with(task_delay: Duration, extra_toml: &str) -> World {
+        let (sim, dir, config) = common::configured(task_delay, extra_toml).await;
         let alice = common::enroll(&dir.path().join(common::ENROLLMENT), "alice");
         World {
             sim,
@@ -43,9 +48,14 @@ impl World {
 
     /// A server on this deployment's state (a start, or a restart).
     async fn serve(&self) -> Server {
+        self.serve_with(&[]).await
+    }
+
+    async fn serve_with(&self, extra: &[&str]) -> Server {
         let mut args: Vec<OsString> = vec!["--config".into(), self.config.clone().into()];
         args.extend(["serve", "--http", "127.0.0.1:0", "--enrollment"].map(OsString::from));
         args.push(self.dir.path().join(common::ENROLLMENT).into());
+        args.extend(extra.iter().map(OsString::from));
         tokio::task::spawn_blocking(move || Server::spawn(tempfile::tempdir().unwrap(), &args))
             .await
             .unwrap()
@@ -81,6 +91,20 @@ impl World {
                 .count()
         };
         (count("/snapshot"), count("/status/shutdown"))
+    }
+
+    /// The shutdowns the cluster was asked for, by guest.
+    async fn shutdowns(&self) -> Vec<String> {
+        let mut sent: Vec<String> = self
+            .sim
+            .requests()
+            .await
+            .into_iter()
+            .filter(|(method, path, _)| method == "POST" && path.contains("/status/shutdown"))
+            .map(|(_, path, _)| path)
+            .collect();
+        sent.sort();
+        sent
     }
 
     fn audit(&self) -> Vec<Value> {
@@ -393,5 +417,92 @@ async fn an_orphan_sends_what_was_never_sent_and_no_change_past_it() {
         (1, 0),
         "the snapshot once, the shutdown never"
     );
+    w.verify();
+}
+
+/// A Prometheus gauge's value in a scrape of `url`.
+async fn gauge(url: &str, name: &str) -> f64 {
+    let text = reqwest::get(url).await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+/// A drain: three guests shut down one after another, each task taking
+/// longer than an `execute` may hold its answer, all of them together
+/// far longer than the wall-time limit. Every answer comes while a task
+/// still runs, saying what the execution waits for; while it waits it
+/// holds no sandbox instance; following it finishes the drain as one
+/// execution, each shutdown sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_of_tasks_longer_than_the_wall_time_completes_as_one_execution() {
+    const DRAIN: &str = r#"const node = "pve1";
+const running = (await tools.vm_list({node})).filter(v => v.status === "running").map(v => v.vmid).slice(0, 3);
+const done = [];
+for (const vmid of running) {
+  const task = await tools.wait_task({node, upid: await tools.vm_shutdown({node, vmid, timeout: 5})});
+  done.push([vmid, task.exitstatus]);
+}
+done"#;
+    let task = Duration::from_millis(1500);
+    let w = World::with(task, "[approval]\ntiers = []\n").await;
+    let server = w
+        .serve_with(&[
+            "--wall-time-ms",
+            "1000",
+            "--answer-within-ms",
+            "300",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .await;
+    let metrics = server
+        .said("metrics at ")
+        .expect("the server names its metrics address")
+        .split("metrics at ")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_string();
+    let started = std::time::Instant::now();
+    let mut answer = execute(&server, &w.alice, json!({"script": DRAIN})).await;
+    let id = answer["execution"].clone();
+    assert_eq!(answer["status"], "waiting", "{answer}");
+    assert_eq!(answer["waiting"][0]["tool"], "wait_task", "{answer}");
+    assert_eq!(answer["waiting"][0]["request_id"], Value::Null, "{answer}");
+    assert_eq!(gauge(&metrics, "airlock_executions_parked").await, 1.0);
+    assert_eq!(
+        gauge(&metrics, "airlock_executions_in_sandbox").await,
+        0.0,
+        "waiting, it holds no instance"
+    );
+    let mut follows = 0;
+    while answer["status"] == "waiting" && follows < 200 {
+        answer = execute(&server, &w.alice, json!({"execution": id})).await;
+        assert_eq!(answer["execution"], id, "{answer}");
+        follows += 1;
+    }
+    let done = answer["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(done.len(), 3, "{answer}");
+    assert!(done.iter().all(|d| d[1] == "OK"), "{answer}");
+    assert!(
+        started.elapsed() > 3 * task,
+        "three tasks one after another outlast the 1 s wall time"
+    );
+    assert!(
+        follows >= 3,
+        "each task was waited for across answers: {follows}"
+    );
+    let shutdowns = w.shutdowns().await;
+    assert_eq!(shutdowns.len(), 3, "{shutdowns:?}");
+    shutdowns
+        .windows(2)
+        .for_each(|p| assert_ne!(p[0], p[1], "once each"));
+    let lines = w.audit();
+    assert_eq!(count(&lines, "execution_start", &id), 1);
+    assert_eq!(count(&lines, "execution_end", &id), 1);
+    assert!(count(&lines, "execution_parked", &id) >= 3);
     w.verify();
 }
