@@ -74,7 +74,7 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
                 "trace": {"type": "boolean", "description": "Add every call and stats."},
                 "mode": {"enum": ["run", "plan"], "description": "plan: record changes instead of making them, for one approval."},
                 "plan": {"type": "string", "description": "Apply this approved plan."},
-                "execution": {"type": "string", "description": "Follow a waiting execution (instead of script)."}
+                "execution": {"type": "string", "description": "Go on with a waiting answer's execution."}
             }
         })),
     )
