@@ -190,7 +190,7 @@ fn a_denied_call_throws_in_the_script(client: &str, run: impl Fn(&Path, &str, &s
     assert_eq!(answers[0]["status"], "waiting", "{client}: {r}");
     let said = answers[1]["result"].as_str().unwrap_or_default();
     assert!(
-        said.starts_with("policy_denied: ") && said.contains("denied this exact call"),
+        said.starts_with("approval_denied: ") && said.contains("denied this exact call"),
         "{client}: {r}"
     );
     let lines = common::simulated_audit(&config);

@@ -669,7 +669,7 @@ async fn calls_abandoned_after_a_decline_are_traced_as_their_requests_stand() {
     let filed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     let state = |s: &str| filed.iter().filter(|r| r["status"] == s).count();
     assert_eq!(state("denied"), 1, "{filed:?}");
-    assert_eq!(traced.get("policy_denied"), Some(&1), "{traced:?}");
+    assert_eq!(traced.get("approval_denied"), Some(&1), "{traced:?}");
     assert_eq!(
         traced.get("approval_required").copied().unwrap_or(0),
         state("pending"),

@@ -420,7 +420,7 @@ fn tool_error(tool: String, failure: ToolFailure, limits: &Limits) -> ExecError 
         details
     };
     match code.as_str() {
-        codes::POLICY_DENIED => ExecError::PolicyDenied {
+        codes::POLICY_DENIED | codes::APPROVAL_DENIED => ExecError::PolicyDenied {
             tool,
             reason: message,
         },

@@ -178,6 +178,9 @@ impl ToolFailure {
 pub mod codes {
     /// → `PolicyDenied { tool, reason: message }`.
     pub const POLICY_DENIED: &str = "policy_denied";
+    /// A person denied this call's approval (an approver, or the person in
+    /// the client declining) → `PolicyDenied { tool, reason: message }`.
+    pub const APPROVAL_DENIED: &str = "approval_denied";
     /// → `ApprovalRequired { tool, request_id, how }` from `details`.
     pub const APPROVAL_REQUIRED: &str = "approval_required";
     /// → `LimitExceeded { limit, value, used }` from `details`. The

@@ -271,6 +271,7 @@ impl ClientTools {
         let level = match code {
             "ok" => Level::Debug,
             "policy_denied"
+            | "approval_denied"
             | "rate_limited"
             | "approval_limit"
             | "approval_too_large"
@@ -468,12 +469,13 @@ impl ClientTools {
             }
             Ok(false) => {
                 prompts.declined = true;
-                note.status(airlock_sandbox::codes::POLICY_DENIED);
+                note.status(airlock_sandbox::codes::APPROVAL_DENIED);
                 if let Err(e) = self.gateway.decide(id, &decider, Status::Denied) {
                     tracing::warn!(request = %id, error = %e, "could not record the client's decline");
                 }
-                (Err(CallError::PolicyDenied {
+                (Err(CallError::ApprovalDenied {
                     reason: format!("the person in the client declined (request {id}); the client is not asked again in this execution"),
+                    request_id: id.clone(),
                     tool: asked.tool,
                 }), Some(prompts))
             }
@@ -521,13 +523,14 @@ impl ClientTools {
             ask_an_operator: false,
         })) = answer
         {
-            note.status(airlock_sandbox::codes::POLICY_DENIED);
+            note.status(airlock_sandbox::codes::APPROVAL_DENIED);
             let decider = Decider::client(&self.caller.identity, false);
             if let Err(e) = self.gateway.decide(id, &decider, Status::Denied) {
                 tracing::warn!(request = %id, error = %e, "could not record a withdrawn request");
             }
-            return Err(CallError::PolicyDenied {
+            return Err(CallError::ApprovalDenied {
                 reason: format!("the person in the client withdrew the request ({id})"),
+                request_id: id.clone(),
                 tool: asked.tool,
             });
         }

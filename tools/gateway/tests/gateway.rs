@@ -467,7 +467,7 @@ async fn a_denied_request_is_reported_as_denied() {
         .call(&alice, "op_start", args())
         .await
         .unwrap_err();
-    assert_eq!(e.code(), "policy_denied");
+    assert_eq!(e.code(), "approval_denied");
     let text = e.to_string();
     assert!(text.contains(&id), "{text}");
     // The agent is told who refused and why, the person's words escaped.
@@ -595,7 +595,9 @@ impl Drop for SmallDisk {
 
 #[tokio::test]
 async fn a_full_disk_under_the_approval_store_refuses_calls_and_loses_nothing() {
-    let Some(disk) = SmallDisk::mount(256) else {
+    // Room for the three SQLite files beside each other (approvals,
+    // runbooks, waiting executions) and their write-ahead logs.
+    let Some(disk) = SmallDisk::mount(512) else {
         eprintln!("SKIPPED: mounting a small tmpfs needs root");
         return;
     };

@@ -175,8 +175,9 @@ impl Gateway {
                 }
                 Check::Denied(r) => {
                     line.insert("approval".into(), Value::String(r.id.clone()));
-                    return Err(CallError::PolicyDenied {
+                    return Err(CallError::ApprovalDenied {
                         tool: spec.name.clone(),
+                        request_id: r.id.clone(),
                         reason: format!(
                             "an operator denied this exact call (request {}){}",
                             r.id,

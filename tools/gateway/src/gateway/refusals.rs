@@ -54,6 +54,14 @@ pub enum CallError {
     InvalidArguments { tool: String, problems: Vec<String> },
     #[error("{reason}")]
     PolicyDenied { tool: String, reason: String },
+    /// A person denied the approval this call asked for: its request, and
+    /// who and why in `reason`.
+    #[error("{reason}")]
+    ApprovalDenied {
+        tool: String,
+        request_id: String,
+        reason: String,
+    },
     #[error("{tool} needs approval: request {request_id} ({summary}); {how}")]
     ApprovalRequired {
         tool: String,
@@ -173,6 +181,7 @@ impl CallError {
             CallError::UnknownTool { .. } | CallError::NameTooLong { .. } => "not_found",
             CallError::InvalidArguments { .. } => "invalid_arguments",
             CallError::PolicyDenied { .. } => "policy_denied",
+            CallError::ApprovalDenied { .. } => "approval_denied",
             CallError::ApprovalRequired { .. } => "approval_required",
             CallError::ApprovalTooLarge { .. } => "approval_too_large",
             CallError::ApprovalLimit { .. } => "approval_limit",
@@ -207,6 +216,7 @@ impl CallError {
                 json!({"request_id": request_id, "summary": summary, "how": how})
             }
             CallError::RateLimited { limit, .. } => json!({"calls_per_minute": limit}),
+            CallError::ApprovalDenied { request_id, .. } => json!({"request_id": request_id}),
             CallError::Plan { .. } => json!({
                 "max_plan_changes": crate::plan::MAX_PLAN_CHANGES,
                 "max_plan_summary_chars": crate::plan::MAX_PLAN_SUMMARY_CHARS,
@@ -225,7 +235,7 @@ impl CallError {
         match self {
             CallError::UnknownTool { .. } | CallError::NameTooLong { .. } => "unknown_tool",
             CallError::InvalidArguments { .. } => "invalid",
-            CallError::PolicyDenied { .. } => "denied",
+            CallError::PolicyDenied { .. } | CallError::ApprovalDenied { .. } => "denied",
             CallError::ApprovalRequired { .. } => "approval_required",
             CallError::ApprovalTooLarge { .. } => "approval_too_large",
             CallError::ApprovalLimit { .. } => "approval_limit",
