@@ -97,6 +97,24 @@ pub struct Parked {
     /// When it first started (ms since the epoch), for [`LIFETIME`].
     pub born_ms: i64,
     pub prompts: Prompts,
+    /// Parks in a row that took no new answer (a read still running each
+    /// time the answer was due), for [`MAX_IDLE_PARKS`].
+    pub idle: u32,
+}
+
+/// Parks in a row an execution may make without taking a single new
+/// answer — each follow-up finding the same read still running — before
+/// it ends (`stalled`): four hours of 20 s answers. A slow read is not
+/// followed for ever, and each park (a store write) stays bounded.
+pub const MAX_IDLE_PARKS: u32 = 720;
+
+/// The answers a journal holds.
+pub fn answers(journal: &Journal) -> usize {
+    journal
+        .entries
+        .iter()
+        .filter(|e| matches!(e, airlock_sandbox::Entry::Done { .. }))
+        .count()
 }
 
 /// A parked execution a follow-up took.
@@ -146,6 +164,8 @@ struct Body {
     script: String,
     journal: Journal,
     waiting: Vec<Waiting>,
+    #[serde(default)]
+    idle: u32,
 }
 
 pub struct Durable {
@@ -236,6 +256,7 @@ impl Durable {
             script: p.script.clone(),
             journal: p.journal.clone(),
             waiting: p.waiting.clone(),
+            idle: p.idle,
         })
         .map_err(|e| e.to_string())?;
         let mut nonce = [0u8; NONCE_LEN];
@@ -258,14 +279,14 @@ impl Durable {
     /// The body of `row`, if its seal holds.
     fn open(&self, row: &ParkedRow) -> Result<Body, Unsealed> {
         let cipher = self.cipher().map_err(Unsealed::NoKey)?;
-        let sealed = row
-            .body
-            .strip_prefix("v2.")
-            .and_then(|b| {
-                base64::engine::general_purpose::STANDARD_NO_PAD
-                    .decode(b)
-                    .ok()
-            })
+        // Another version's format is not a forgery: it waits for that
+        // version.
+        let body = row.body.strip_prefix("v2.").ok_or_else(|| {
+            Unsealed::Unreadable("a body format this version does not know".into())
+        })?;
+        let sealed = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(body)
+            .ok()
             .filter(|b| b.len() >= NONCE_LEN)
             .ok_or(Unsealed::Forged)?;
         let (nonce, data) = sealed.split_at(NONCE_LEN);
@@ -364,6 +385,7 @@ impl Durable {
                         asked: row.asked,
                         declined: row.declined,
                     },
+                    idle: body.idle,
                 },
                 orphan,
                 holder,

@@ -429,8 +429,8 @@ async fn gauge(url: &str, name: &str) -> f64 {
 }
 
 /// A drain: three guests shut down one after another, each task taking
-/// longer than an `execute` may hold its answer, all of them together
-/// far longer than the wall-time limit. Every answer comes while a task
+/// longer than an `execute` may hold its answer and than one call may
+/// take, all of them together far longer than the wall-time limit. Every answer comes while a task
 /// still runs, saying what the execution waits for; while it waits it
 /// holds no sandbox instance; following it finishes the drain as one
 /// execution, each shutdown sent once.
@@ -449,6 +449,10 @@ done"#;
     let server = w
         .serve_with(&[
             "--wall-time-ms",
+            "1000",
+            // Each task outlasts one call's limit too: it is waited for
+            // across answers, never by one call.
+            "--call-timeout-ms",
             "1000",
             "--answer-within-ms",
             "300",

@@ -130,10 +130,12 @@ pub struct ClientTools {
     /// it: the calls it waited for (call id → approval request), which
     /// that process may have sent. What it did after them is not known.
     pub orphaned: Option<std::collections::HashMap<u32, String>>,
-    /// When a durable execution's answer is due (`answer_within_ms`
-    /// after this run began): a read still running then, and any call
-    /// made after, waits for the execution to be followed instead.
-    pub answer_by: Option<tokio::time::Instant>,
+    /// For a durable execution, `answer_within_ms`: counted from this
+    /// run's first call to the host (after its slot and its replay), a
+    /// read still running then, and any call made after, waits for the
+    /// execution to be followed instead.
+    pub answer_within: Option<std::time::Duration>,
+    pub answer_by: std::sync::OnceLock<tokio::time::Instant>,
 }
 
 /// The code a call gets when Airlock cannot tell whether a process that
@@ -192,7 +194,7 @@ impl ClientTools {
                 .with_details(json!({"request_id": request, "tool": name}))
             });
         }
-        (!self.is_read(name, true)).then(|| {
+        (!self.is_read(name, false)).then(|| {
             ToolFailure::new(
                 OUTCOME_UNKNOWN,
                 format!(
@@ -306,10 +308,12 @@ impl ToolHost for ClientTools {
             self.report_code(&name, OUTCOME_UNKNOWN).await;
             return Err(unknown);
         }
-        if self
-            .answer_by
-            .is_some_and(|by| tokio::time::Instant::now() >= by)
-        {
+        let answer_by = self.answer_within.map(|within| {
+            *self
+                .answer_by
+                .get_or_init(|| tokio::time::Instant::now() + within)
+        });
+        if answer_by.is_some_and(|by| tokio::time::Instant::now() >= by) {
             self.report_code(&name, airlock_sandbox::codes::WAITING)
                 .await;
             return Err(self.later(&name));
@@ -325,8 +329,10 @@ impl ToolHost for ClientTools {
         }
         let called = self.gateway.call_keeping_args(&self.caller, &name, args);
         // A read still running when the answer is due is dropped, and
-        // made again when the execution goes on; a change is waited for.
-        let called = match self.answer_by.filter(|_| self.is_read(&name, false)) {
+        // made again when the execution goes on (a `wait_task` on a long
+        // task, until the task ends; `MAX_IDLE_PARKS` bounds a read that
+        // never does); a change is waited for.
+        let called = match answer_by.filter(|_| self.is_read(&name, false)) {
             Some(by) => {
                 let raced = tokio::select! {
                     r = called => Some(r),

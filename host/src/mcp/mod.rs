@@ -237,6 +237,7 @@ impl AirlockServer {
             full,
             waited_for: Vec::new(),
             prompts: Default::default(),
+            idle: 0,
         };
         self.run(execution, run, context).await
     }
@@ -503,6 +504,7 @@ impl AirlockServer {
             full,
             waited_for: parked.waiting,
             prompts: parked.prompts,
+            idle: parked.idle,
         };
         self.run(execution, run, context).await
     }
@@ -524,8 +526,10 @@ impl AirlockServer {
             full,
             waited_for,
             prompts,
+            idle,
         } = run;
         let resumed = journal.as_ref().is_some_and(|j| !j.entries.is_empty());
+        let answers_before = journal.as_ref().map_or(0, crate::durable::answers);
         let identity = execution.caller().identity.clone();
         let peer = context.peer.clone();
         // A 2026-07-28 request cannot carry a question of the server's
@@ -549,9 +553,10 @@ impl AirlockServer {
             asking: Default::default(),
             runbooks: crate::runbooks::Runner::new(&self.shared.sandbox, &self.shared.limits),
             durable: journal.is_some(),
-            answer_by: journal
+            answer_within: journal
                 .is_some()
-                .then(|| tokio::time::Instant::now() + self.shared.limits.answer_within()),
+                .then(|| self.shared.limits.answer_within()),
+            answer_by: Default::default(),
             orphaned: orphan.then(|| {
                 waited_for
                     .iter()
@@ -590,6 +595,26 @@ impl AirlockServer {
                     return render::outcome(o, &id, full, kept);
                 }
             }
+            // Parked again without a single new answer: a read still
+            // running each time. Past the bound it ends, named.
+            let idle = match crate::durable::answers(&journal) == answers_before && resumed {
+                true => idle + 1,
+                false => 0,
+            };
+            if let (Err(ExecError::Parked { waiting }), true) =
+                (&o.result, idle > crate::durable::MAX_IDLE_PARKS)
+            {
+                let tool = waiting.first().map(|w| w.tool.clone()).unwrap_or_default();
+                o.result = Err(ExecError::ToolError {
+                    code: "stalled".into(),
+                    message: format!(
+                        "{tool} was still running each of the last {} times this execution's answer was due, and nothing else went on: it ends here. Look at the target directly (is the task stuck?), then run what is left",
+                        crate::durable::MAX_IDLE_PARKS
+                    ),
+                    tool,
+                    details: Value::Null,
+                });
+            }
             if let Err(ExecError::Parked { waiting }) = &o.result {
                 let parked = crate::durable::Parked {
                     identity: identity.clone(),
@@ -599,6 +624,7 @@ impl AirlockServer {
                     calls: o.stats.tool_calls,
                     born_ms,
                     prompts,
+                    idle,
                 };
                 let id = execution.id().to_string();
                 let requests = crate::durable::request_ids(waiting);
@@ -691,6 +717,8 @@ struct Run<'a> {
     waited_for: Vec<airlock_sandbox::Waiting>,
     /// The questions its person was put so far (2026-07-28 path).
     prompts: crate::durable::Prompts,
+    /// Parks in a row without a new answer.
+    idle: u32,
 }
 
 /// Longest a follow-up waits for a decision before it answers that the

@@ -349,7 +349,23 @@ pub fn not_waiting(
     waiting: &[airlock_sandbox::Waiting],
     why: &crate::durable::ParkError,
 ) -> ExecError {
-    let w = waiting.first();
+    // A decision it waited for says what to decide; a call that only
+    // waited for the answer to be due says the execution ends here.
+    let w = waiting
+        .iter()
+        .find(|w| w.details.get("request_id").is_some());
+    let Some(w) = w else {
+        let later = waiting.first();
+        return ExecError::ToolError {
+            tool: later.map(|w| w.tool.clone()).unwrap_or_default(),
+            code: "not_waiting".into(),
+            message: format!(
+                "this execution's answer was due (answer_within_ms) and it could not wait to be followed ({why}), so it ends here; the calls still pending were not sent. Do not simply run the script again: what it changed before is done (see its trace); run only what is left"
+            ),
+            details: serde_json::Value::Null,
+        };
+    };
+    let w = Some(w);
     let field = |k: &str| {
         w.and_then(|w| w.details.get(k)?.as_str())
             .unwrap_or("")

@@ -127,8 +127,9 @@ pub trait ParkedStore: Send + Sync {
     /// follow-up found nothing decided, or could not start.
     fn put_back(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable>;
 
-    /// The execution `holder` resumed ended: its row goes, unless another
-    /// process holds it now.
+    /// The execution `holder` resumed ended: its row goes, only while that
+    /// take still holds it (a holder whose lease ran out, and whose row
+    /// another take parked again meanwhile, deletes nothing).
     fn ended(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable>;
 
     /// Removes and returns the rows born before `born_before_ms` that no
@@ -169,9 +170,9 @@ pub trait ParkedStore: Send + Sync {
     /// How many are parked in the deployment now.
     fn count(&self) -> Result<u64, ParkedUnavailable>;
 
-    /// Removes `execution` unless a live lease holds it (an operator
-    /// cancels it); the row as it was, or `None` when there is none or it
-    /// is held.
+    /// Removes `execution` if it is ready and no live lease holds it (an
+    /// operator cancels it); the row as it was, or `None` when there is
+    /// none, it is held, or its parked line is not written yet.
     fn cancel(&self, execution: &str, now_ms: i64)
         -> Result<Option<ParkedInfo>, ParkedUnavailable>;
 }

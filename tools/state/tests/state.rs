@@ -1547,6 +1547,9 @@ both!(
         s.park(&parked_row("x1", "alice", 10), Some("r3"), &CAPS, T0 + 103)
             .unwrap()
             .unwrap();
+        // The dead holder waking late ends nothing of the row r3 parked.
+        s.ended("x1", "dead").unwrap();
+        assert_eq!(s.count().unwrap(), 1, "still parked");
         s.ready("x1").unwrap();
         let Take::Taken { orphan: false, .. } =
             s.take("x1", "alice", "r3", T0 + 104, T0 + 200).unwrap()
@@ -1600,6 +1603,12 @@ both!(
             Err(ParkRefusal::Total)
         );
         // A cancelled one frees its place; questions put are counted.
+        assert_eq!(
+            a.cancel("b1", T0).unwrap(),
+            None,
+            "not before its parked line is written"
+        );
+        a.ready("b1").unwrap();
         assert_eq!(a.cancel("b1", T0).unwrap().unwrap().identity, "bob");
         a.park(&parked_row("c1", "carol", 1), None, &CAPS, T0)
             .unwrap()

@@ -269,7 +269,7 @@ impl ParkedStore for SqliteParked {
     fn ended(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable> {
         self.step(|tx| {
             tx.execute(
-                "DELETE FROM parked WHERE execution = ?1 AND (holder IS NULL OR holder = ?2)",
+                "DELETE FROM parked WHERE execution = ?1 AND holder = ?2",
                 params![execution, holder],
             )
             .map(|_| ())
@@ -368,7 +368,7 @@ impl ParkedStore for SqliteParked {
             let found = tx
                 .query_row(
                     &format!(
-                        "SELECT {INFO} FROM parked WHERE execution = ?2 \
+                        "SELECT {INFO} FROM parked WHERE execution = ?2 AND ready = 1 \
                          AND NOT (holder IS NOT NULL AND lease_until_ms >= ?1)"
                     ),
                     params![now_ms, execution],

@@ -243,8 +243,7 @@ impl ParkedStore for PgParked {
             .run("ending a parked execution", move |pool, at| async move {
                 let conn = connection(&pool, &at).await?;
                 conn.execute(
-                    "DELETE FROM airlock_parked WHERE execution = $1 \
-                     AND (holder IS NULL OR holder = $2)",
+                    "DELETE FROM airlock_parked WHERE execution = $1 AND holder = $2",
                     &[&execution, &holder],
                 )
                 .await
@@ -376,7 +375,7 @@ impl ParkedStore for PgParked {
                 let r = conn
                     .query_opt(
                         &format!(
-                            "DELETE FROM airlock_parked WHERE execution = $2 \
+                            "DELETE FROM airlock_parked WHERE execution = $2 AND ready \
                              AND NOT (holder IS NOT NULL AND lease_until_ms >= $1) RETURNING {INFO}"
                         ),
                         &[&now_ms, &execution],
