@@ -3,8 +3,9 @@
 //! `airlock-testkit` with `fsync=off`: docs/PERFORMANCE.md says what that
 //! means for the numbers). One audit
 //! append, one rate token, one approval check that files a request, one
-//! whole gateway call; and appends from three "replicas" at once (three
-//! `State`s on one store, a thread each), per append.
+//! whole gateway call, a parked execution's life (park, ready, take,
+//! end); and appends from three "replicas" at once (three `State`s on
+//! one store, a thread each), per append.
 //!
 //! `cargo bench -p airlock-benches --bench state`
 
@@ -15,7 +16,12 @@ use std::{
 
 mod common;
 
-use airlock_gateway::{approval::Asked, state::State, GatewayConfig, ToolSpec};
+use airlock_gateway::{
+    approval::Asked,
+    parked::{ParkCaps, ParkedRow, Take},
+    state::State,
+    GatewayConfig, ToolSpec,
+};
 use airlock_state::{Place, PostgresConfig};
 use airlock_testkit::TempPostgres;
 use common::{bench_call, curated_specs};
@@ -115,6 +121,43 @@ fn bench(c: &mut Criterion) {
                 })
             },
         );
+
+        // A wait's whole life in the store: parked, made ready, taken by a
+        // follow-up, ended — with a sealed body of 10 KiB and of 1 MiB.
+        let caps = ParkCaps {
+            per_identity: u32::MAX,
+            total: u32::MAX,
+            bytes_per_identity: i64::MAX,
+            bytes_total: i64::MAX,
+        };
+        for (label, size) in [("10KiB", 10 * 1024), ("1MiB", 1024 * 1024)] {
+            let body = "b".repeat(size);
+            let mut n = 0u64;
+            c.bench_function(&format!("state/{kind}/park_take_end_{label}"), |b| {
+                b.iter(|| {
+                    n += 1;
+                    let row = ParkedRow {
+                        execution: format!("bench-x{n}"),
+                        identity: "alice".into(),
+                        born_ms: 1,
+                        bytes: size as i64,
+                        waiting: vec!["ap-1".into()],
+                        body: body.clone(),
+                        asked: 0,
+                        declined: false,
+                        calls: 1,
+                    };
+                    state.parked.park(&row, None, &caps, 2).unwrap().unwrap();
+                    state.parked.ready(&row.execution).unwrap();
+                    let taken = state
+                        .parked
+                        .take(&row.execution, "alice", "h", 3, 1_000_000)
+                        .unwrap();
+                    assert!(matches!(taken, Take::Taken { .. }));
+                    state.parked.ended(&row.execution, "h").unwrap();
+                })
+            });
+        }
 
         let mut config = config.clone();
         config.rate.calls_per_minute = 1_000_000_000;
