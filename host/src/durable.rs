@@ -485,3 +485,38 @@ pub fn since(born_ms: i64) -> Duration {
 pub fn born_now() -> i64 {
     now_ms()
 }
+
+/// Whether any of `requests` is decided (or gone), waiting at most
+/// `bound` for one. Decisions can be made on any replica, so the store is
+/// asked, every 200 ms.
+pub async fn decision_in(
+    gateway: &Gateway,
+    requests: &[String],
+    bound: std::time::Duration,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        // Gone (purged after it expired) or expired counts as decided:
+        // sent again, the call files a new request. A store that cannot
+        // answer decides nothing.
+        let now = gateway.now_ms();
+        let decided = requests.is_empty()
+            || requests.iter().any(|id| match gateway.approvals().get(id) {
+                Ok(r) => {
+                    r.status != airlock_gateway::approval::Status::Pending || r.expires_ms <= now
+                }
+                Err(airlock_gateway::approval::ApprovalError::NotFound(_)) => true,
+                Err(_) => false,
+            });
+        if decided {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep_until(
+            deadline.min(tokio::time::Instant::now() + std::time::Duration::from_millis(200)),
+        )
+        .await;
+    }
+}

@@ -161,6 +161,7 @@ impl Execution {
             caller: self.caller.clone(),
             runbooks: None,
             budget: None,
+            durable: false,
         }
     }
 

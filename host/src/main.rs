@@ -60,6 +60,12 @@ enum Command {
         /// again, once.
         #[arg(long, value_name = "PLAN")]
         apply: Option<String>,
+        /// Fail a call that needs another person's approval at once
+        /// (`ApprovalRequired`, with the request id), instead of waiting
+        /// for the decision — by default the script waits, says for what,
+        /// and goes on once decided, nothing done twice.
+        #[arg(long)]
+        no_wait: bool,
         #[command(flatten)]
         sandbox: SandboxFlags,
     },
@@ -91,6 +97,10 @@ enum Command {
         /// quox_fleet_status, quox_docker_status and quox_ssh_exec.
         #[arg(long)]
         collector: bool,
+        /// Fail a call that needs approval at once instead of waiting for
+        /// the decision (as `exec --no-wait`).
+        #[arg(long)]
+        no_wait: bool,
         #[command(flatten)]
         sandbox: SandboxFlags,
     },
@@ -286,6 +296,7 @@ fn main() -> ExitCode {
                 json,
                 plan,
                 apply,
+                no_wait,
                 sandbox,
             } => {
                 let _simulated = match demo::or_simulated(&mut file).await {
@@ -298,7 +309,7 @@ fn main() -> ExitCode {
                     (false, None) => PlanArg::Run,
                 };
                 let script = run::Script::File(script);
-                run::exec(&file, script, &identity, json, &plan, &sandbox).await
+                run::exec(&file, script, &identity, json, &plan, !no_wait, &sandbox).await
             }
             Command::Demo {
                 file: script,
@@ -306,8 +317,20 @@ fn main() -> ExitCode {
                 json,
                 task_delay_ms,
                 collector,
+                no_wait,
                 sandbox,
-            } => demo_command(script, &identity, json, task_delay_ms, collector, &sandbox).await,
+            } => {
+                demo_command(
+                    script,
+                    &identity,
+                    json,
+                    task_delay_ms,
+                    collector,
+                    !no_wait,
+                    &sandbox,
+                )
+                .await
+            }
             Command::Sim {
                 port,
                 dir,
@@ -423,6 +446,7 @@ async fn demo_command(
     json: bool,
     task_delay_ms: u64,
     with_collector: bool,
+    wait: bool,
     flags: &SandboxFlags,
 ) -> ExitCode {
     let mut file = settings::ConfigFile::default();
@@ -456,7 +480,7 @@ async fn demo_command(
         Some(path) => run::Script::File(path),
         None => run::Script::Demo,
     };
-    run::exec(&file, script, identity, json, &PlanArg::Run, flags).await
+    run::exec(&file, script, identity, json, &PlanArg::Run, wait, flags).await
 }
 
 async fn sim_command(port: u16, dir: &std::path::Path, task_delay_ms: u64) -> ExitCode {

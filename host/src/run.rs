@@ -84,17 +84,61 @@ impl Runner {
         identity: &str,
         plan: &PlanArg,
         output: Output,
+        wait: bool,
     ) -> Result<(bool, Option<plans::Report>), String> {
         let caller = plans::prepare(&self.gateway, Caller::new(identity), plan)
             .map_err(|e| format!("{}: {e}", e.code()))?;
-        let execution = Execution::start(&self.gateway, caller, source).map_err(|e| {
+        let not_started = |e: crate::execution::NotStarted| {
             match e.unavailable_store() {
-                Some(store) => format!("StateUnavailable: the {store} store cannot be reached, so nothing ran; run it again in a few seconds: {e}"),
-                None => e.to_string(),
+            Some(store) => format!("StateUnavailable: the {store} store cannot be reached, so nothing ran; run it again in a few seconds: {e}"),
+            None => e.to_string(),
+        }
+        };
+        let mut execution = Execution::start(&self.gateway, caller, source).map_err(not_started)?;
+        // A plan has its own way to wait for a person (one approval of the
+        // whole plan); reused instances cannot be replayed.
+        let durable = wait
+            && execution.caller().plan.is_none()
+            && self.sandbox.config().mode == airlock_sandbox::Mode::Fresh;
+        let mut tools = execution.tools_running_runbooks(&self.sandbox, &self.limits);
+        tools.durable = durable;
+        let outcome = if durable {
+            let mut journal = airlock_sandbox::Journal::new();
+            loop {
+                let o = self
+                    .sandbox
+                    .execute_journaled(source, &self.limits, &tools, &mut journal)
+                    .await;
+                let Err(airlock_sandbox::ExecError::Parked { waiting }) = &o.result else {
+                    break o;
+                };
+                // Nobody else follows it: this process waits for the
+                // decisions, holding no instance and no slot, then goes
+                // on by replay — what it did is not done again.
+                let requests = crate::durable::request_ids(waiting);
+                for w in waiting {
+                    let how = w.details.get("how").and_then(|h| h.as_str()).unwrap_or("");
+                    eprintln!("[airlock] waiting: {}: {how}", w.tool);
+                }
+                let (id, caller) = (execution.id().to_string(), execution.caller().clone());
+                execution.park(&requests, &o);
+                crate::durable::decision_in(&self.gateway, &requests, crate::durable::LIFETIME)
+                    .await;
+                eprintln!("[airlock] decided; going on");
+                execution = loop {
+                    match Execution::resume(&self.gateway, caller.clone(), &id) {
+                        Ok(e) => break e,
+                        // Its identity's places are all taken for now.
+                        Err(crate::execution::NotStarted::Refused(
+                            airlock_gateway::gateway::StartError::Busy { .. },
+                        )) => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+                        Err(e) => return Err(not_started(e)),
+                    }
+                };
             }
-        })?;
-        let tools = execution.tools_running_runbooks(&self.sandbox, &self.limits);
-        let outcome = self.sandbox.execute(source, &self.limits, &tools).await;
+        } else {
+            self.sandbox.execute(source, &self.limits, &tools).await
+        };
         let report = plans::conclude(&self.gateway, execution.caller(), outcome.is_ok());
         let finished = execution.finish(crate::execution::Ended::Ran(&outcome));
         let view = report::View {
@@ -120,6 +164,7 @@ pub async fn exec(
     identity: &str,
     json: bool,
     plan: &PlanArg,
+    wait: bool,
     flags: &SandboxFlags,
 ) -> ExitCode {
     let (source, demo) = match script {
@@ -138,7 +183,7 @@ pub async fn exec(
         eprintln!("{DEMO_SCRIPT}");
     }
     let output = if json { Output::Json } else { Output::Human };
-    let ok = match runner.run(&source, identity, plan, output).await {
+    let ok = match runner.run(&source, identity, plan, output, wait).await {
         Ok((ok, _)) => ok,
         Err(e) => return fail(&e),
     };
@@ -168,7 +213,13 @@ async fn demo_plan(runner: &Runner) -> Result<(), String> {
     );
     eprintln!("1. In plan mode (`execute` with mode \"plan\"; `airlock exec --plan`): reads run, changes are recorded, nothing is sent.\n");
     let (ok, report) = runner
-        .run(DEMO_PLAN_SCRIPT, who, &PlanArg::Record, Output::Stderr)
+        .run(
+            DEMO_PLAN_SCRIPT,
+            who,
+            &PlanArg::Record,
+            Output::Stderr,
+            false,
+        )
         .await?;
     let id = match report {
         Some(r) if ok && r.waiting().is_some() => r.id().to_string(),
@@ -193,6 +244,7 @@ async fn demo_plan(runner: &Runner) -> Result<(), String> {
             who,
             &PlanArg::Apply(id.clone()),
             Output::Stderr,
+            false,
         )
         .await?;
     if !ok {
@@ -228,7 +280,13 @@ async fn demo_runbook(runner: &Runner) -> Result<(), String> {
     eprintln!("drain_node version {version}: approved by the demo, as operator\n");
     eprintln!("Run by alice's script, which migrates every running guest on pve2 to pve3 without asking per call:\n\n{DEMO_RUNBOOK_SCRIPT}");
     let (ok, _) = runner
-        .run(DEMO_RUNBOOK_SCRIPT, "alice", &PlanArg::Run, Output::Stderr)
+        .run(
+            DEMO_RUNBOOK_SCRIPT,
+            "alice",
+            &PlanArg::Run,
+            Output::Stderr,
+            false,
+        )
         .await?;
     if !ok {
         return Err("the demo's runbook did not run".into());

@@ -219,6 +219,7 @@ impl Runner {
                 ..caller.clone()
             },
             runbooks: None,
+            durable: false,
             budget: Some(CallBudget {
                 caller: note.clone(),
                 nested: self.nested.clone(),

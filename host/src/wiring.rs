@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use airlock_collector::{Collector, CollectorConfig};
-use airlock_gateway::{Backend, Caller, Gateway};
+use airlock_gateway::{Backend, CallError, Caller, Gateway};
 use airlock_proxmox::backend::ProxmoxBackend;
 use airlock_sandbox::{ToolCall, ToolFailure, ToolHost};
 use async_trait::async_trait;
@@ -97,6 +97,10 @@ pub struct ScriptTools {
     /// For a runbook's own script: its calls' share of its caller's
     /// `tool_calls`.
     pub budget: Option<crate::runbooks::CallBudget>,
+    /// The execution is durable (`airlock exec` waiting for decisions): a
+    /// call that needs another person's decision waits instead of
+    /// failing.
+    pub durable: bool,
 }
 
 #[async_trait]
@@ -122,7 +126,24 @@ impl ToolHost for ScriptTools {
             .call(&self.caller, &call.name, call.args)
             .await
             .map(|called| called.value)
-            .map_err(|e| ToolFailure::new(e.code(), e.to_string()).with_details(e.details()))
+            .map_err(|e| match e {
+                CallError::ApprovalRequired {
+                    tool,
+                    request_id,
+                    how,
+                    summary,
+                } if self.durable => {
+                    let how = self.gateway.wait_instruction(&request_id, &how);
+                    ToolFailure::new(
+                        airlock_sandbox::codes::WAITING,
+                        format!("{tool} waits for approval request {request_id}: {how}"),
+                    )
+                    .with_details(
+                        serde_json::json!({"request_id": request_id, "summary": summary, "how": how}),
+                    )
+                }
+                e => ToolFailure::new(e.code(), e.to_string()).with_details(e.details()),
+            })
     }
 
     fn principal(&self) -> Option<&str> {

@@ -178,6 +178,7 @@ async fn approved_by(
         caller: Caller::new(identity),
         runbooks: None,
         budget: None,
+        durable: false,
     };
     sandbox.execute(text, limits, &host).await;
     let now = gateway.now_ms();
@@ -223,6 +224,7 @@ async fn approved_plan(
         caller: recording.clone(),
         runbooks: None,
         budget: None,
+        durable: false,
     };
     let outcome = sandbox.execute(text, limits, &host).await;
     if let Some(e) = outcome.error() {
@@ -343,6 +345,7 @@ async fn the_attack_corpus() {
             caller: caller.clone(),
             runbooks: None,
             budget: None,
+            durable: false,
         };
         let audit_before = std::fs::metadata(gateway.audit_path().unwrap())
             .unwrap()

@@ -376,7 +376,7 @@ fn demo_runs_other_scripts_and_identities() {
         "rita is read-only"
     );
     let out = airlock(
-        &["demo", "--json", "--identity", "alice", "-"],
+        &["demo", "--json", "--no-wait", "--identity", "alice", "-"],
         "await tools.vm_start({node: 'pve1', vmid: 103})",
         &[],
     );
@@ -501,6 +501,7 @@ fn approval_round_trip_from_the_command_line() {
                 &config,
                 "exec",
                 "--json",
+                "--no-wait",
                 "--identity",
                 "alice",
                 "-",
@@ -511,7 +512,15 @@ fn approval_round_trip_from_the_command_line() {
 
     // Told on a terminal once how to approve it, not twice.
     let plain = state.run(
-        &["--config", &config, "exec", "--identity", "alice", "-"],
+        &[
+            "--config",
+            &config,
+            "exec",
+            "--no-wait",
+            "--identity",
+            "alice",
+            "-",
+        ],
         "await tools.vm_start({node: 'pve1', vmid: 103})",
     );
     let said = text(&plain.stderr);
@@ -623,6 +632,7 @@ fn the_demo_approval_command_works_after_the_demo_exits() {
             &[
                 "demo",
                 "--json",
+                "--no-wait",
                 "--identity",
                 "olga",
                 "--task-delay-ms",
@@ -914,4 +924,120 @@ fn a_denied_collector_tool_stays_denied_when_another_takes_its_name() {
     );
     assert_eq!(sim.executes(), 0, "nothing reached the collector");
     drop(sim);
+}
+
+/// `airlock exec` waits for a decision by default: it says what it waits
+/// for (the request and the command that decides it), goes on once an
+/// operator approves from another shell, and the change is made once, in
+/// one execution that parked and resumed.
+#[test]
+fn exec_waits_for_a_decision_and_goes_on_as_one_execution() {
+    use std::io::{BufRead, BufReader, Read};
+    let state = State::new();
+    let config = state.config(CONFIG);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args([
+            "--config",
+            &config,
+            "exec",
+            "--json",
+            "--identity",
+            "alice",
+            "-",
+        ])
+        .env("AIRLOCK_STATE_DIR", state.path())
+        .env_remove("AIRLOCK_CONFIG")
+        .env_remove("AIRLOCK_IDENTITY")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"await tools.vm_start({node: 'pve1', vmid: 103})")
+            .unwrap();
+    }
+    // Killed on a failed assertion: the test owns the process.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Kill(child);
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
+    let mut said = String::new();
+    let waiting = loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "exec ended without waiting: {said}"
+        );
+        said.push_str(&line);
+        if line.contains("[airlock] waiting: vm_start") {
+            break line;
+        }
+    };
+    let id = waiting
+        .split_whitespace()
+        .find(|w| w.starts_with("ap-"))
+        .unwrap()
+        .trim_end_matches(['`', ','])
+        .to_string();
+    assert!(
+        waiting.contains(&format!("approvals approve {id}")) && waiting.contains("waits"),
+        "{waiting}"
+    );
+    let approved = state.run(
+        &[
+            "--config",
+            &config,
+            "approvals",
+            "approve",
+            &id,
+            "--by",
+            "carol",
+        ],
+        "",
+    );
+    assert!(approved.status.success(), "{}", text(&approved.stderr));
+    let status = child.0.wait().unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let mut out = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(status.success(), "{said}{rest}{out}");
+    let o: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let task = o["result"]["ok"].as_str().unwrap_or_default();
+    assert!(task.contains(":qmstart:103:"), "{o}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(state.audit())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let count = |event: &str| lines.iter().filter(|l| l["event"] == event).count();
+    assert_eq!(
+        [
+            count("execution_start"),
+            count("execution_parked"),
+            count("execution_resumed"),
+            count("execution_end"),
+        ],
+        [1, 1, 1, 1]
+    );
+    let sent = lines
+        .iter()
+        .filter(|l| l["event"] == "call" && l["tool"] == "vm_start" && l["decision"] == "allowed")
+        .count();
+    assert_eq!(sent, 1, "started once");
 }

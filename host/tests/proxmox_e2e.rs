@@ -44,6 +44,7 @@ impl Deployment {
             caller: Caller::new(identity),
             runbooks: None,
             budget: None,
+            durable: false,
         };
         self.sandbox
             .execute(script, &Limits::default(), &tools)

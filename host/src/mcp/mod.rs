@@ -475,7 +475,7 @@ impl AirlockServer {
             .any(|w| w.details.get("request_id").is_none());
         let decided = later
             || tokio::select! {
-                d = decision_in(&self.shared.gateway, &requests, FOLLOW_WAIT) => d,
+                d = crate::durable::decision_in(&self.shared.gateway, &requests, FOLLOW_WAIT) => d,
                 _ = context.ct.cancelled() => false,
             };
         if !decided {
@@ -724,34 +724,6 @@ struct Run<'a> {
 /// Longest a follow-up waits for a decision before it answers that the
 /// execution still waits: well inside the 60 s clients give a request.
 pub(crate) const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Whether any of `requests` is decided (or gone), waiting at most
-/// `bound` for one. Decisions can be made on any replica, so the store is
-/// asked, every 200 ms.
-async fn decision_in(gateway: &Gateway, requests: &[String], bound: std::time::Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + bound;
-    loop {
-        // Gone (purged after it expired) counts as decided: sent again,
-        // the call files a new request. A store that cannot answer
-        // decides nothing.
-        let decided = requests.is_empty()
-            || requests.iter().any(|id| match gateway.approvals().get(id) {
-                Ok(r) => r.status != airlock_gateway::approval::Status::Pending,
-                Err(airlock_gateway::approval::ApprovalError::NotFound(_)) => true,
-                Err(_) => false,
-            });
-        if decided {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep_until(
-            deadline.min(tokio::time::Instant::now() + std::time::Duration::from_millis(200)),
-        )
-        .await;
-    }
-}
 
 impl ServerHandler for AirlockServer {
     #[allow(deprecated)] // enable_logging: see logging.rs
