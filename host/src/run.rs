@@ -121,10 +121,27 @@ impl Runner {
                     eprintln!("[airlock] waiting: {}: {how}", w.tool);
                 }
                 let (id, caller) = (execution.id().to_string(), execution.caller().clone());
+                let first = waiting.first().cloned();
                 execution.park(&requests, &o);
                 crate::durable::decision_in(&self.gateway, &requests, crate::durable::LIFETIME)
                     .await;
-                eprintln!("[airlock] decided; going on");
+                // Nobody decided before the requests expired: it ends
+                // here, as it would have without waiting (nothing is
+                // asked again unattended).
+                let decided = requests.iter().any(|r| {
+                    self.gateway
+                        .approvals()
+                        .get(r)
+                        .is_ok_and(|r| r.status != airlock_gateway::approval::Status::Pending)
+                });
+                eprintln!(
+                    "[airlock] {}",
+                    if decided {
+                        "decided; going on"
+                    } else {
+                        "nobody decided before the requests expired; ending"
+                    }
+                );
                 execution = loop {
                     match Execution::resume(&self.gateway, caller.clone(), &id) {
                         Ok(e) => break e,
@@ -135,6 +152,22 @@ impl Runner {
                         Err(e) => return Err(not_started(e)),
                     }
                 };
+                if !decided {
+                    let mut o = o;
+                    let field = |k: &str| {
+                        first
+                            .as_ref()
+                            .and_then(|w| w.details.get(k)?.as_str())
+                            .unwrap_or("")
+                            .to_string()
+                    };
+                    o.result = Err(airlock_sandbox::ExecError::ApprovalRequired {
+                        tool: first.as_ref().map(|w| w.tool.clone()).unwrap_or_default(),
+                        request_id: field("request_id"),
+                        how: "nobody decided before the request expired; run the script again to ask again (what it did before is done)".into(),
+                    });
+                    break o;
+                }
             }
         } else {
             self.sandbox.execute(source, &self.limits, &tools).await

@@ -219,7 +219,7 @@ fn the_command_line_keeps_four_eyes_and_records_the_decision() {
     let out = Command::new(BIN)
         .args(["--config"])
         .arg(&config)
-        .args(["exec", "--identity", "olga", "-"])
+        .args(["exec", "--no-wait", "--identity", "olga", "-"])
         .env_remove("AIRLOCK_CONFIG")
         .stdin(std::process::Stdio::piped())
         .spawn()
@@ -399,7 +399,11 @@ fn approvers_see_the_key_that_would_be_installed() {
     };
 
     // 1. One call, in `airlock approvals list`.
-    let (ok, said) = airlock(&config, &["exec", "--identity", "olga", "-"], &script);
+    let (ok, said) = airlock(
+        &config,
+        &["exec", "--no-wait", "--identity", "olga", "-"],
+        &script,
+    );
     assert!(!ok && said.contains("ApprovalRequired"), "{said}");
     let listed = approvals(&config, &["list"]);
     let listed = String::from_utf8_lossy(&listed.stdout).to_string();

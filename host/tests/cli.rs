@@ -1041,3 +1041,34 @@ fn exec_waits_for_a_decision_and_goes_on_as_one_execution() {
         .count();
     assert_eq!(sent, 1, "started once");
 }
+
+/// Unattended, `exec` does not wait for ever: once the requests it waits
+/// for expire undecided, it ends as it would have without waiting.
+#[test]
+fn exec_ends_when_nobody_decides_before_the_request_expires() {
+    let state = State::new();
+    let config = state.config(&format!("{CONFIG}[approval]\nttl_secs = 1\n"));
+    let out = state.run(
+        &[
+            "--config",
+            &config,
+            "exec",
+            "--json",
+            "--identity",
+            "alice",
+            "-",
+        ],
+        "await tools.vm_start({node: 'pve1', vmid: 103})",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let o = json_of(&out);
+    assert_eq!(o["result"]["error"]["kind"], "ApprovalRequired", "{o}");
+    assert!(
+        o["result"]["error"]["how"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nobody decided"),
+        "{o}"
+    );
+    assert!(text(&out.stderr).contains("[airlock] waiting: vm_start"));
+}

@@ -88,7 +88,12 @@ impl Deployment {
 
     /// Runs `script` as `identity`; the script's value (or the error).
     fn exec(&self, identity: &str, script: &str) -> Value {
-        let out = self.airlock(&["exec", "--json", "--identity", identity, "-"], script);
+        // Failing fast where a call waits for approval, as the tests
+        // below read it.
+        let out = self.airlock(
+            &["exec", "--json", "--no-wait", "--identity", identity, "-"],
+            script,
+        );
         let v: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
         v
