@@ -1322,6 +1322,7 @@ async fn exec_and_demo_keep_every_secret_out() {
                     "--config",
                     &config_str,
                     "exec",
+                    "--no-wait",
                     "--identity",
                     identity,
                     "--json",
@@ -1361,6 +1362,7 @@ async fn exec_and_demo_keep_every_secret_out() {
                 "--config",
                 &config_str,
                 "exec",
+                "--no-wait",
                 "--identity",
                 "alice",
                 &failing_str,
@@ -1379,6 +1381,7 @@ async fn exec_and_demo_keep_every_secret_out() {
                 "--config",
                 &config_str,
                 "exec",
+                "--no-wait",
                 "--identity",
                 "alice",
                 &script_str,
@@ -1401,6 +1404,7 @@ async fn exec_and_demo_keep_every_secret_out() {
                 "--log-file",
                 &demo_log,
                 "demo",
+                "--no-wait",
                 "--collector",
                 "--identity",
                 identity,
@@ -1416,7 +1420,7 @@ async fn exec_and_demo_keep_every_secret_out() {
             "{label}: {outcome}"
         );
     }
-    world.run("demo, failing", &["demo", &failing_str], &[]);
+    world.run("demo, failing", &["demo", "--no-wait", &failing_str], &[]);
 
     let out = world.run(
         "audit verify",
