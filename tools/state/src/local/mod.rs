@@ -11,6 +11,7 @@ mod parked;
 mod rate;
 mod runbooks;
 mod shares;
+mod sqlite_file;
 mod state_dir;
 
 pub use approvals::SqliteApprovals;

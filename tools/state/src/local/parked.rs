@@ -5,12 +5,9 @@
 
 use std::{path::Path, sync::Mutex};
 
-use airlock_gateway::{
-    parked::{
-        waiting_from_text, waiting_to_text, ParkCaps, ParkRefusal, ParkedInfo, ParkedRow,
-        ParkedStore, ParkedUnavailable, Take,
-    },
-    private_files::{parent_of, private_dir, private_file},
+use airlock_gateway::parked::{
+    waiting_from_text, waiting_to_text, ParkCaps, ParkRefusal, ParkedInfo, ParkedRow, ParkedStore,
+    ParkedUnavailable, Take,
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
@@ -81,25 +78,8 @@ impl SqliteParked {
     /// Opens (creating if needed) the store at `path`, private to this
     /// user as the approvals are.
     pub fn open(path: &Path) -> Result<Self, ParkedUnavailable> {
-        private_dir(parent_of(path)).map_err(sqlite)?;
-        private_file(path).map_err(sqlite)?;
-        let conn = Connection::open(path).map_err(sqlite)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(sqlite)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(sqlite)?;
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(sqlite)?;
-        if version > SCHEMA_VERSION {
-            return Err(ParkedUnavailable(format!(
-                "the executions database {} has schema version {version}, newer than the {SCHEMA_VERSION} this Airlock knows; run the newer Airlock",
-                path.display()
-            )));
-        }
-        conn.execute_batch(SCHEMA).map_err(sqlite)?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
-            .map_err(sqlite)?;
+        let conn = super::sqlite_file::open(path, "executions", SCHEMA, SCHEMA_VERSION)
+            .map_err(ParkedUnavailable)?;
         Ok(Self {
             conn: Mutex::new(conn),
         })

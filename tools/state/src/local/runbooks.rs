@@ -4,9 +4,8 @@
 
 use std::{path::Path, sync::Mutex};
 
-use airlock_gateway::{
-    private_files::{parent_of, private_dir, private_file},
-    runbook::{may_approve, pick_whole, version_of, RunbookStore, StoreError, Stored},
+use airlock_gateway::runbook::{
+    may_approve, pick_whole, version_of, RunbookStore, StoreError, Stored,
 };
 use rusqlite::{params, Connection, TransactionBehavior};
 
@@ -56,27 +55,8 @@ impl SqliteRunbooks {
     /// Opens (creating if needed) the store at `path`, private to this
     /// user as the approvals are.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        private_dir(parent_of(path)).map_err(sqlite)?;
-        private_file(path).map_err(sqlite)?;
-        Self::init(Connection::open(path).map_err(sqlite)?)
-    }
-
-    fn init(conn: Connection) -> Result<Self, StoreError> {
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(sqlite)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(sqlite)?;
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(sqlite)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::Storage(format!(
-                "the runbooks database has schema version {version}, newer than the {SCHEMA_VERSION} this Airlock knows; run the newer Airlock"
-            )));
-        }
-        conn.execute_batch(SCHEMA).map_err(sqlite)?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
-            .map_err(sqlite)?;
+        let conn = super::sqlite_file::open(path, "runbooks", SCHEMA, SCHEMA_VERSION)
+            .map_err(StoreError::Storage)?;
         Ok(Self {
             conn: Mutex::new(conn),
         })
