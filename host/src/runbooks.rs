@@ -130,7 +130,7 @@ impl Runner {
         }
         gateway
             .take_token(&caller.identity)
-            .map_err(|e| ToolFailure::new(e.code(), e.to_string()).with_details(e.details()))?;
+            .map_err(|e| crate::wiring::call_failure(gateway, &e, false))?;
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(refused(
                 "this execution is running a runbook already; await it before starting the next"

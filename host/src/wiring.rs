@@ -86,6 +86,30 @@ pub async fn wire(file: &ConfigFile) -> Result<Wired, String> {
     })
 }
 
+/// A refused or failed call as the script gets it — or, in a durable
+/// execution (`durable`), a call that needs another person's decision as
+/// the sandbox's `waiting`, so the execution parks until it is decided.
+pub fn call_failure(gateway: &Gateway, e: &CallError, durable: bool) -> ToolFailure {
+    match e {
+        CallError::ApprovalRequired {
+            tool,
+            request_id,
+            how,
+            summary,
+        } if durable => {
+            let how = gateway.wait_instruction(request_id, how);
+            ToolFailure::new(
+                airlock_sandbox::codes::WAITING,
+                format!("{tool} waits for approval request {request_id}: {how}"),
+            )
+            .with_details(
+                serde_json::json!({"request_id": request_id, "summary": summary, "how": how}),
+            )
+        }
+        e => ToolFailure::new(e.code(), e.to_string()).with_details(e.details()),
+    }
+}
+
 /// The tool host of one execution: every call goes through the gateway as
 /// the execution's caller.
 pub struct ScriptTools {
@@ -126,24 +150,7 @@ impl ToolHost for ScriptTools {
             .call(&self.caller, &call.name, call.args)
             .await
             .map(|called| called.value)
-            .map_err(|e| match e {
-                CallError::ApprovalRequired {
-                    tool,
-                    request_id,
-                    how,
-                    summary,
-                } if self.durable => {
-                    let how = self.gateway.wait_instruction(&request_id, &how);
-                    ToolFailure::new(
-                        airlock_sandbox::codes::WAITING,
-                        format!("{tool} waits for approval request {request_id}: {how}"),
-                    )
-                    .with_details(
-                        serde_json::json!({"request_id": request_id, "summary": summary, "how": how}),
-                    )
-                }
-                e => ToolFailure::new(e.code(), e.to_string()).with_details(e.details()),
-            })
+            .map_err(|e| call_failure(&self.gateway, &e, self.durable))
     }
 
     fn principal(&self) -> Option<&str> {

@@ -142,30 +142,11 @@ pub struct ClientTools {
 /// died sent it, and will not send it again blindly.
 pub const OUTCOME_UNKNOWN: &str = "outcome_unknown";
 
-fn failure(e: &CallError) -> ToolFailure {
-    ToolFailure::new(e.code(), e.to_string()).with_details(e.details())
-}
-
 impl ClientTools {
     /// A call's failure as the script (or, for a durable execution's call
     /// waiting for a decision, the sandbox) gets it.
     fn failure(&self, e: &CallError) -> ToolFailure {
-        match e {
-            CallError::ApprovalRequired {
-                tool,
-                request_id,
-                how,
-                summary,
-            } if self.durable => {
-                let how = self.gateway.wait_instruction(request_id, how);
-                ToolFailure::new(
-                    airlock_sandbox::codes::WAITING,
-                    format!("{tool} waits for approval request {request_id}: {how}"),
-                )
-                .with_details(json!({"request_id": request_id, "summary": summary, "how": how}))
-            }
-            e => failure(e),
-        }
+        crate::wiring::call_failure(&self.gateway, e, self.durable)
     }
 }
 
