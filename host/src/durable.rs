@@ -332,7 +332,6 @@ impl Durable {
             .store
             .park(&row, holder, &CAPS, now_ms())
             .map_err(|e| unavailable(&e))?;
-        self.counted();
         kept.map_err(|refused| match refused {
             ParkRefusal::PerIdentity => ParkError::PerIdentity(parked.identity.clone()),
             ParkRefusal::Total => ParkError::Total,
@@ -445,26 +444,16 @@ impl Durable {
         if let Err(e) = self.store.ended(execution, holder) {
             tracing::warn!(execution, error = %e, "an ended execution's row could not be removed: once its lease ends it can be followed again, as an orphan (no change of it is sent again)");
         }
-        self.counted();
     }
 
     /// Takes out the executions past [`LIFETIME`], for their end lines.
     pub fn expired(&self) -> Vec<ParkedInfo> {
         let now = now_ms();
         let before = now.saturating_sub(LIFETIME.as_millis() as i64);
-        let gone = self.store.expired(before, now).unwrap_or_else(|e| {
+        self.store.expired(before, now).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "parked executions past their lifetime could not be read");
             Vec::new()
-        });
-        self.counted();
-        gone
-    }
-
-    /// Tells the metrics how many are parked in the deployment now.
-    fn counted(&self) {
-        if let Ok(n) = self.store.count() {
-            crate::metrics::global().parked(n as usize);
-        }
+        })
     }
 }
 

@@ -332,7 +332,7 @@ impl Metrics {
         InSandbox(self.executions_in_sandbox.clone())
     }
 
-    /// Executions parked in the deployment now.
+    /// Executions parked in the deployment, as of a scrape.
     pub fn parked(&self, n: usize) {
         self.executions_parked.set(n.min(i64::MAX as usize) as i64);
     }
@@ -466,6 +466,11 @@ pub async fn serve(
                 }
             }
             let pending = tokio::task::spawn_blocking(move || {
+                // Counted where they are kept, as of the scrape: any
+                // replica parks and ends them.
+                if let Ok(n) = gateway.state().parked.count() {
+                    global().parked(n as usize);
+                }
                 let now = gateway.now_ms();
                 gateway.approvals().list(now, false).ok().map(|list| {
                     list.iter()
