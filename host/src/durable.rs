@@ -36,7 +36,9 @@ use airlock_gateway::{
     parked::{ParkCaps, ParkRefusal, ParkedInfo, ParkedRow, ParkedStore, Take},
     Gateway,
 };
-use airlock_sandbox::{Journal, Waiting};
+use std::collections::{BTreeMap, BTreeSet};
+
+use airlock_sandbox::{Journal, ToolFailure, Waiting};
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 use serde::{Deserialize, Serialize};
@@ -100,6 +102,43 @@ pub struct Parked {
     /// Parks in a row that took no new answer (a read still running each
     /// time the answer was due), for [`MAX_IDLE_PARKS`].
     pub idle: u32,
+    /// What it sent and was answered, as of its last record (see
+    /// [`crate::checkpoints`]).
+    pub sends: Sends,
+}
+
+/// The changes of a journaled execution that crossed to the backend, as
+/// its last record in the store says: written before each is sent and
+/// again once its answer is in, so the record always tells which changes
+/// a process that died may have sent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sends {
+    /// Every change of this execution was recorded before it was sent
+    /// (false for a row an older version parked: then nothing tells what a
+    /// dead holder sent past its last wait).
+    #[serde(default)]
+    pub recorded: bool,
+    /// Changes that may have been sent, with no answer recorded: each is
+    /// `outcome_unknown` to a replay.
+    #[serde(default)]
+    pub unanswered: BTreeSet<u32>,
+    /// Answers the host had that the journal may not hold yet (the guest
+    /// had not taken them): a replay hands them over instead of sending
+    /// the call again.
+    #[serde(default)]
+    pub answered: BTreeMap<u32, Result<serde_json::Value, ToolFailure>>,
+}
+
+impl Sends {
+    /// Drops what `journal` holds already: answers the guest took.
+    pub fn settle(&mut self, journal: &Journal) {
+        for e in &journal.entries {
+            if let airlock_sandbox::Entry::Done { id, .. } = e {
+                self.answered.remove(id);
+                self.unanswered.remove(id);
+            }
+        }
+    }
 }
 
 /// Parks in a row an execution may make without taking a single new
@@ -166,6 +205,8 @@ struct Body {
     waiting: Vec<Waiting>,
     #[serde(default)]
     idle: u32,
+    #[serde(default)]
+    sends: Sends,
 }
 
 pub struct Durable {
@@ -257,6 +298,7 @@ impl Durable {
             journal: p.journal.clone(),
             waiting: p.waiting.clone(),
             idle: p.idle,
+            sends: p.sends.clone(),
         })
         .map_err(|e| e.to_string())?;
         let mut nonce = [0u8; NONCE_LEN];
@@ -332,13 +374,63 @@ impl Durable {
             .store
             .park(&row, holder, &CAPS, now_ms())
             .map_err(|e| unavailable(&e))?;
-        kept.map_err(|refused| match refused {
-            ParkRefusal::PerIdentity => ParkError::PerIdentity(parked.identity.clone()),
+        kept.map_err(|refused| self.refusal(refused, &parked.identity))
+    }
+
+    /// A lease name of this process's own, for one take or one run.
+    fn new_holder(&self) -> String {
+        format!(
+            "{}-{}",
+            self.process,
+            self.takes.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Writes down where a running execution stands (its journal, what
+    /// it sent and was answered) under `holder`'s lease, renewed; the
+    /// first write (`holder` `None`) adds the row and returns the lease it
+    /// is held under.
+    pub fn checkpoint(
+        &self,
+        execution: &str,
+        parked: &Parked,
+        holder: Option<&str>,
+    ) -> Result<String, ParkError> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            tracing::warn!(execution, error = %e, "a running execution could not be journaled");
+            ParkError::Unavailable
+        };
+        let body = self.seal(execution, parked).map_err(|e| unavailable(&e))?;
+        let row = ParkedRow {
+            execution: execution.to_string(),
+            identity: parked.identity.clone(),
+            born_ms: parked.born_ms,
+            bytes: body.len().min(i64::MAX as usize) as i64,
+            waiting: Vec::new(),
+            body,
+            asked: parked.prompts.asked,
+            declined: parked.prompts.declined,
+            calls: parked.calls,
+        };
+        let holder = holder.map_or_else(|| (true, self.new_holder()), |h| (false, h.to_string()));
+        let now = now_ms();
+        let until = now.saturating_add(self.lease.as_millis().min(i64::MAX as u128) as i64);
+        let kept = self
+            .store
+            .checkpoint(&row, &holder.1, holder.0, until, &CAPS, now)
+            .map_err(|e| unavailable(&e))?;
+        kept.map_err(|refused| self.refusal(refused, &parked.identity))?;
+        Ok(holder.1)
+    }
+
+    fn refusal(&self, refused: ParkRefusal, identity: &str) -> ParkError {
+        match refused {
+            ParkRefusal::PerIdentity => ParkError::PerIdentity(identity.to_string()),
             ParkRefusal::Total => ParkError::Total,
-            ParkRefusal::BytesPerIdentity => ParkError::BytesPerIdentity(parked.identity.clone()),
+            ParkRefusal::BytesPerIdentity => ParkError::BytesPerIdentity(identity.to_string()),
             ParkRefusal::BytesTotal => ParkError::BytesTotal,
             ParkRefusal::LeaseLost => ParkError::LeaseLost,
-        })
+        }
     }
 
     /// Its parked line is written: its identity may follow it now.
@@ -354,11 +446,7 @@ impl Durable {
     pub fn take(&self, execution: &str, identity: &str) -> Result<Taken, FollowError> {
         let now = now_ms();
         let until = now.saturating_add(self.lease.as_millis().min(i64::MAX as u128) as i64);
-        let holder = format!(
-            "{}-{}",
-            self.process,
-            self.takes.fetch_add(1, Ordering::Relaxed)
-        );
+        let holder = self.new_holder();
         let taken = self
             .store
             .take(execution, identity, &holder, now, until)
@@ -385,6 +473,7 @@ impl Durable {
                         declined: row.declined,
                     },
                     idle: body.idle,
+                    sends: body.sends,
                 },
                 orphan,
                 holder,

@@ -723,15 +723,28 @@ const QUIET_BEFORE_STOP: std::time::Duration = std::time::Duration::from_millis(
 
 /// SIGTERM's drain, bounded by `grace`: new sessions are refused (503,
 /// for the load balancer to send elsewhere) and new executions too; the
-/// executions in flight finish and their answers are sent; then the open
-/// sessions are served until they have been quiet for
-/// [`QUIET_BEFORE_STOP`].
+/// executions in flight finish and their answers are sent (durable ones
+/// still running after half the grace park instead, answering that they
+/// wait); then the open sessions are served until they have been quiet
+/// for [`QUIET_BEFORE_STOP`].
 async fn drain(gate: &Gate, shared: &Shared, grace: std::time::Duration) {
     use std::sync::atomic::Ordering;
     gate.draining.store(true, Ordering::SeqCst);
     tracing::info!("stopping: no new sessions or executions; those in flight finish and answer");
     let deadline = tokio::time::Instant::now() + grace;
-    let left = shared.executions_ended(grace).await;
+    let mut left = shared.executions_ended(grace / 2).await;
+    if left > 0 {
+        // Half the grace is gone: durable executions still running answer
+        // now and park (a read in flight is dropped, a change in flight
+        // waited for), to go on when followed on another replica or after
+        // the restart. The others have the rest of the grace.
+        tracing::info!(
+            executions = left,
+            "executions still running after half the shutdown grace: durable ones answer now and wait to be followed"
+        );
+        shared.stopping.cancel();
+        left = shared.executions_ended(grace - grace / 2).await;
+    }
     // Their answers still travel to their clients.
     gate.answers.close();
     let sent = tokio::time::timeout_at(deadline, gate.answers.wait())

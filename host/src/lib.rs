@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod approvers;
 pub mod bench;
+pub mod checkpoints;
 pub mod demo;
 pub mod door;
 pub mod durable;

@@ -121,11 +121,11 @@ pub async fn shared(
     let sandbox = Sandbox::new(config)
         .await
         .map_err(|e| format!("cannot start the sandbox: {e}"))?;
-    let durable = crate::durable::Durable::new(
+    let durable = Arc::new(crate::durable::Durable::new(
         gateway.clone(),
         limits.wall_time(),
         std::time::Duration::from_millis(sandbox.config().capacity.queue_wait_ms),
-    );
+    ));
     let shared = Arc::new(Shared {
         gateway,
         sandbox,
@@ -135,6 +135,7 @@ pub async fn shared(
         executions: Default::default(),
         traces: Default::default(),
         durable,
+        stopping: Default::default(),
     });
     // Parked executions past their lifetime end even if nobody follows
     // them; the task ends with the server.

@@ -202,12 +202,14 @@ async fn a_waiting_execution_outlives_a_kill_of_its_server() {
     );
 }
 
-/// Killed while resuming, after the approved snapshot was sent and while
-/// the script waits for its task: the next process to take the execution
-/// (once the dead one's lease has run out) does not send the snapshot
-/// again; the script gets `outcome_unknown` naming the call.
+/// Killed while resuming, after the approved snapshot was sent and
+/// answered, while the script waits for its task: the next process to
+/// take the execution (once the dead one's lease has run out) finds the
+/// snapshot's answer in the execution's record and hands it over instead
+/// of sending the snapshot again; the task is waited for again (a read),
+/// and the execution goes on to its next change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_change_a_dead_process_may_have_sent_is_not_sent_again() {
+async fn a_change_a_dead_process_sent_and_recorded_is_not_sent_again() {
     // Tasks take long enough for the kill to land while one runs.
     let w = World::new(Duration::from_secs(600)).await;
     let first = w.serve().await;
@@ -266,14 +268,12 @@ async fn a_change_a_dead_process_may_have_sent_is_not_sent_again() {
     else {
         panic!("past its lease, an orphan")
     };
+    // The snapshot's task ends meanwhile.
+    w.sim.with_cluster(|c| c.finish_all()).await;
     let second = w.serve().await;
     let after = execute(&second, &w.alice, json!({"execution": id})).await;
-    assert_eq!(after["is_error"], true, "{after}");
-    let error = after["error"].to_string();
-    assert!(
-        error.contains("outcome_unknown") && error.contains("vm_snapshot_create"),
-        "{after}"
-    );
+    assert_eq!(after["execution"], id, "{after}");
+    waits_for(&after, "vm_shutdown");
     assert_eq!(w.sent().await, (1, 0), "the snapshot was not sent again");
     w.verify();
 }
@@ -386,11 +386,10 @@ async fn an_operator_lists_and_cancels_a_waiting_execution() {
 }
 
 /// A process that took the execution and died before sending anything:
-/// the approved call it waited for is still unused, so it goes (once);
-/// the change after it does not, as nothing tells which changes a dead
-/// process made past the execution's last wait.
+/// its record shows nothing sent, so the approved call it waited for goes
+/// (once), and the change after it asks for its approval as any would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_orphan_sends_what_was_never_sent_and_no_change_past_it() {
+async fn an_orphan_sends_what_its_record_shows_was_never_sent() {
     let w = World::new(Duration::from_millis(20)).await;
     let server = w.serve().await;
     let parked = execute(&server, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN})).await;
@@ -406,17 +405,210 @@ async fn an_orphan_sends_what_was_never_sent_and_no_change_past_it() {
         panic!("taken")
     };
     let after = execute(&server, &w.alice, json!({"execution": id})).await;
-    assert_eq!(after["is_error"], true, "{after}");
-    let error = after["error"].to_string();
-    assert!(
-        error.contains("outcome_unknown") && error.contains("vm_shutdown"),
-        "{after}"
-    );
+    waits_for(&after, "vm_shutdown");
     assert_eq!(
         w.sent().await,
         (1, 0),
-        "the snapshot once, the shutdown never"
+        "the snapshot once, the shutdown not before its approval"
     );
+    w.verify();
+}
+
+/// `execute` with `args` as `key`, in the background: its answer, once
+/// it comes (a client whose server was killed waits on: abort it).
+fn execute_in_background(
+    server: &Server,
+    key: &str,
+    args: Value,
+) -> tokio::task::JoinHandle<Option<Value>> {
+    let (url, key) = (server.url.clone(), key.to_string());
+    tokio::spawn(async move {
+        let config =
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                url,
+            )
+            .auth_header(key);
+        let client = rmcp::ServiceExt::serve(
+            (),
+            rmcp::transport::StreamableHttpClientTransport::from_config(config),
+        )
+        .await
+        .ok()?;
+        let r = client
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new("execute")
+                    .with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await
+            .ok()?;
+        let mut answer = r.structured_content.unwrap_or(Value::Null);
+        answer["is_error"] = json!(r.is_error == Some(true));
+        Some(answer)
+    })
+}
+
+/// The one execution of alice's the state holds, once its process died
+/// and its lease ran out (the store is asked as if that time had passed).
+fn orphaned(w: &World) -> Value {
+    let store = w.parked();
+    let rows = store.list(Some("alice"), 0, 10).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0].held, "held by the process that ran it");
+    let id = rows[0].execution.clone();
+    let Take::Taken { orphan: true, .. } = store
+        .take(&id, "alice", "a-later-clock", i64::MAX / 2, 0)
+        .unwrap()
+    else {
+        panic!("past its lease, an orphan")
+    };
+    json!(id)
+}
+
+/// The script of the kills below: no approvals, one change waited for,
+/// then another.
+const NO_APPROVALS: &str = "[approval]\ntiers = []\n";
+
+/// Killed with the snapshot at the cluster's door (sent, its answer not
+/// back): the execution, never answered, is in the state all the same,
+/// and its record says the snapshot may have gone. Taken up after the
+/// restart, it ends `outcome_unknown` naming the snapshot, which reached
+/// the cluster once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_with_a_change_in_flight_it_is_never_sent_again() {
+    let w = World::with(Duration::from_millis(20), NO_APPROVALS).await;
+    let first = w.serve().await;
+    let held = w.sim.hold("POST");
+    let running =
+        execute_in_background(&first, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN}));
+    held.arrived(1).await;
+    kill(first);
+    // Its client got no answer (rmcp's client keeps trying to reach the
+    // dead server).
+    assert!(!running.is_finished());
+    running.abort();
+    // The request that arrived is carried out, as pveproxy does.
+    drop(held);
+    for _ in 0..600 {
+        if w.sent().await.0 == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(w.sent().await, (1, 0), "the snapshot landed once");
+    let id = orphaned(&w);
+    let second = w.serve().await;
+    let after = execute(&second, &w.alice, json!({"execution": id})).await;
+    assert_eq!(after["is_error"], true, "{after}");
+    let error = after["error"].to_string();
+    assert!(
+        error.contains("outcome_unknown") && error.contains("vm_snapshot_create"),
+        "{after}"
+    );
+    assert_eq!(w.sent().await, (1, 0), "the snapshot was not sent again");
+    let lines = w.audit();
+    assert_eq!(count(&lines, "execution_start", &id), 1);
+    assert_eq!(count(&lines, "execution_end", &id), 1);
+    w.verify();
+    assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
+}
+
+/// Killed after the snapshot was answered, while the script waits for
+/// its task (no change in flight): taken up after the restart, the
+/// execution gets the snapshot's answer from its record, waits for the
+/// task again and goes on to the shutdown — one execution, each change
+/// sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_after_a_change_was_answered_it_goes_on_without_sending_it_again() {
+    let w = World::with(Duration::from_millis(20), NO_APPROVALS).await;
+    let first = w.serve().await;
+    let held = w.sim.hold("GET");
+    let running =
+        execute_in_background(&first, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN}));
+    // The task's first status read: the snapshot was answered.
+    held.arrived(1).await;
+    assert_eq!(w.sent().await, (1, 0));
+    kill(first);
+    assert!(!running.is_finished(), "its client got no answer");
+    running.abort();
+    drop(held);
+    let id = orphaned(&w);
+    let second = w.serve().await;
+    let done = execute(&second, &w.alice, json!({"execution": id})).await;
+    assert_eq!(
+        done["result"],
+        json!({"snapshot": "OK", "shutdown": "OK"}),
+        "{done}"
+    );
+    assert_eq!(
+        w.sent().await,
+        (1, 1),
+        "each change reached the cluster once"
+    );
+    let lines = w.audit();
+    assert_eq!(count(&lines, "execution_start", &id), 1);
+    assert_eq!(count(&lines, "execution_end", &id), 1);
+    w.verify();
+    assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
+}
+
+/// SIGTERM while the execution waits for a long task: half the shutdown
+/// grace on, its `execute` answers that it waits (the server is
+/// stopping) instead of being cancelled; the server stops; started again,
+/// the same execution goes on from where it was, each change sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_parks_a_running_execution_and_the_restart_goes_on_with_it() {
+    let w = World::with(Duration::from_secs(600), NO_APPROVALS).await;
+    let mut first = w
+        .serve_with(&["--shutdown-grace", "4s", "--answer-within-ms", "120000"])
+        .await;
+    let running =
+        execute_in_background(&first, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN}));
+    for _ in 0..600 {
+        if w.sent().await.0 == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(w.sent().await, (1, 0), "the snapshot's task runs");
+    let pid = first.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let answer = running.await.unwrap().expect("answered before it stopped");
+    assert_eq!(answer["status"], "waiting", "{answer}");
+    assert_eq!(answer["waiting"][0]["tool"], "wait_task", "{answer}");
+    assert!(answer.to_string().contains("stopping"), "{answer}");
+    let id = answer["execution"].clone();
+    let status = tokio::task::spawn_blocking(move || first.child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    w.sim.with_cluster(|c| c.finish_all()).await;
+    let second = w.serve_with(&["--answer-within-ms", "300"]).await;
+    let follow = json!({"execution": id});
+    let next = execute(&second, &w.alice, follow.clone()).await;
+    assert_eq!(next["execution"], id, "{next}");
+    assert_eq!(
+        next["waiting"][0]["tool"], "wait_task",
+        "the shutdown's task: {next}"
+    );
+    w.sim.with_cluster(|c| c.finish_all()).await;
+    let done = execute(&second, &w.alice, follow).await;
+    assert_eq!(
+        done["result"],
+        json!({"snapshot": "OK", "shutdown": "OK"}),
+        "{done}"
+    );
+    assert_eq!(
+        w.sent().await,
+        (1, 1),
+        "each change reached the cluster once"
+    );
+    let lines = w.audit();
+    assert_eq!(count(&lines, "execution_start", &id), 1);
+    assert_eq!(count(&lines, "execution_end", &id), 1);
     w.verify();
 }
 

@@ -27,7 +27,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use crate::{
     limits::{Limit, Limits},
     store::{Done, Failures, Request, Trace, STATUS_WAITING},
-    tool_host::{codes, CallNote, ToolCall, ToolFailure, ToolHost},
+    tool_host::{codes, CallNote, JournalTap, ToolCall, ToolFailure, ToolHost},
 };
 
 enum Finished {
@@ -60,6 +60,8 @@ pub struct Records<'a> {
     /// The execution is journaled: a call answered `codes::WAITING` waits
     /// (the execution may park) instead of failing.
     pub parks: bool,
+    /// Its journal, handed to each call.
+    pub journal: JournalTap,
 }
 
 pub async fn run(
@@ -76,6 +78,7 @@ pub async fn run(
         peak_in_flight,
         backlog,
         parks,
+        journal,
     } = records;
     let send = |done: Done| {
         backlog.fetch_add(done.payload.len() as u64, Ordering::Relaxed);
@@ -114,12 +117,14 @@ pub async fn run(
             rec.start_us = begun.duration_since(started).as_micros() as u64;
         }
         let note = CallNote::of(trace, id);
+        let journal = journal.clone();
         Box::pin(async move {
             let call = ToolCall {
                 name: name.clone(),
                 args,
                 note,
                 resumed,
+                journal,
             };
             let result = match tokio::time::timeout(call_timeout, host.call(call)).await {
                 Ok(r) => r,

@@ -151,6 +151,10 @@ pub async fn run_on(
                 peak_in_flight: &peak_in_flight,
                 backlog: &backlog,
                 parks: recorder.is_some(),
+                journal: recorder
+                    .as_ref()
+                    .map(crate::tool_host::JournalTap::of)
+                    .unwrap_or_default(),
             },
         );
         let backstop = tokio::time::sleep_until((started + limits.wall_time() + HOST_GRACE).into());

@@ -51,7 +51,7 @@ pub use outcome::{
     CallRecord, ExecError, JournalStats, LogEntry, LogLevel, Outcome, Stats, Truncation, Waiting,
 };
 pub use sandbox::{Mode, Sandbox, SandboxConfig};
-pub use tool_host::{codes, CallNote, ToolCall, ToolFailure, ToolHost};
+pub use tool_host::{codes, CallNote, JournalTap, ToolCall, ToolFailure, ToolHost};
 
 /// The guest module embedded in this build, for tests that want to poke at
 /// the ABI directly.

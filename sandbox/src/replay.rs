@@ -112,6 +112,12 @@ impl Recorder {
         std::mem::take(&mut self.journal)
     }
 
+    /// A copy of the journal as it stands, unless the recorder stopped the
+    /// execution.
+    pub fn journal_now(&self) -> Option<Journal> {
+        self.fault.is_none().then(|| self.journal.clone())
+    }
+
     /// Entries this run replayed.
     pub fn replayed(&self) -> usize {
         self.cursor.min(self.replay_len)

@@ -20,6 +20,9 @@ pub struct ToolCall {
     /// a crash, with no end: it may have reached the host already. A host
     /// that cannot tell whether it did must not make a change again.
     pub resumed: bool,
+    /// The execution's journal as it stands, for a host that writes it
+    /// down before it sends a change.
+    pub journal: JournalTap,
 }
 
 impl ToolCall {
@@ -30,7 +33,34 @@ impl ToolCall {
             args,
             note: CallNote::default(),
             resumed: false,
+            journal: JournalTap::default(),
         }
+    }
+}
+
+/// A look at a journaled execution's journal while it runs: everything
+/// that crossed its boundary so far, this call's start included. A host
+/// writes it where another process finds it before it sends a change
+/// (and again once the answer is in), so that a process that dies leaves
+/// a record of what it may have sent; replayed from there, the execution
+/// reaches the same call without sending anything. Empty for an
+/// execution that is not journaled; holds the journal weakly, so a tap
+/// kept past its execution keeps nothing alive.
+#[derive(Clone, Default)]
+pub struct JournalTap(Option<std::sync::Weak<std::sync::Mutex<crate::replay::Recorder>>>);
+
+impl JournalTap {
+    pub(crate) fn of(recorder: &crate::replay::Shared) -> Self {
+        Self(Some(std::sync::Arc::downgrade(recorder)))
+    }
+
+    /// A copy of the journal now; `None` when the execution is not
+    /// journaled, has ended, or its replay diverged (nothing more is
+    /// sent then).
+    pub fn snapshot(&self) -> Option<crate::Journal> {
+        let recorder = self.0.as_ref()?.upgrade()?;
+        let r = recorder.lock().unwrap_or_else(|p| p.into_inner());
+        r.journal_now()
     }
 }
 
@@ -139,6 +169,12 @@ pub(crate) fn nested_calls(trace: &crate::store::Trace) -> u32 {
 /// The trace id of calls made on a call's behalf.
 pub(crate) const NESTED: u32 = u32::MAX;
 
+impl std::fmt::Debug for JournalTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JournalTap")
+    }
+}
+
 impl std::fmt::Debug for CallNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CallNote")
@@ -147,7 +183,7 @@ impl std::fmt::Debug for CallNote {
 
 /// A failed tool call. The script sees it as a catchable `Error` named
 /// `ToolError` with the properties `tool`, `code`, `message` and `details`.
-#[derive(Clone, Debug, PartialEq, Serialize, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ToolFailure {
     /// Machine-readable; see [`codes`] for the ones the sandbox interprets.

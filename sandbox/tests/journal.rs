@@ -154,6 +154,81 @@ async fn a_journal_cut_anywhere_resumes_and_sends_only_what_it_does_not_hold() {
     }
 }
 
+/// What a host writes down before it sends a call: the journal as the
+/// call leaves, its start included. Resumed from that copy, the execution
+/// sends that call again (as resumed) and nothing before it.
+#[tokio::test]
+async fn a_journal_taken_as_a_call_leaves_resumes_at_that_call() {
+    struct Tapping {
+        inner: TestHost,
+        taps: std::sync::Mutex<Vec<Option<Journal>>>,
+    }
+    #[async_trait::async_trait]
+    impl airlock_sandbox::ToolHost for Tapping {
+        async fn call(
+            &self,
+            call: airlock_sandbox::ToolCall,
+        ) -> Result<serde_json::Value, airlock_sandbox::ToolFailure> {
+            self.taps.lock().unwrap().push(call.journal.snapshot());
+            self.inner.call(call).await
+        }
+    }
+    let sb = common::fresh().await;
+    let script = "const out = [];
+        for (let i = 1; i <= 3; i++) out.push((await tools.echo({i, r: Math.random()})).i);
+        [out, Math.random()]";
+    let host = Tapping {
+        inner: TestHost::default(),
+        taps: Default::default(),
+    };
+    let mut full = Journal::new();
+    let live = sb
+        .execute_journaled(script, &Limits::default(), &host, &mut full)
+        .await;
+    let value = ok(&live).clone();
+    let taps: Vec<Journal> = host
+        .taps
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.expect("a journaled execution's call sees its journal"))
+        .collect();
+    assert_eq!(taps.len(), 3);
+    for (k, tap) in taps.into_iter().enumerate() {
+        assert_eq!(
+            tap.calls(),
+            (k + 1, k),
+            "call {} has left, unanswered",
+            k + 1
+        );
+        assert_eq!(
+            tap.entries[..],
+            full.entries[..tap.entries.len()],
+            "a prefix"
+        );
+        let again = TestHost::default();
+        let mut journal = tap;
+        let o = sb
+            .execute_journaled(script, &Limits::default(), &again, &mut journal)
+            .await;
+        assert_eq!(ok(&o), &value, "resumed at call {}", k + 1);
+        let calls = again.calls.lock().unwrap();
+        assert_eq!(calls.len(), 3 - k, "nothing before call {} is sent", k + 1);
+        assert!(calls[0].resumed, "call {} again, as resumed", k + 1);
+        assert_eq!(calls[0].args["i"], k as u64 + 1);
+        assert!(calls[1..].iter().all(|c| !c.resumed));
+    }
+    // An execution that is not journaled shows no journal.
+    let plain = Tapping {
+        inner: TestHost::default(),
+        taps: Default::default(),
+    };
+    ok(&sb
+        .execute("await tools.echo({})", &Limits::default(), &plain)
+        .await);
+    assert_eq!(plain.taps.into_inner().unwrap(), vec![None]);
+}
+
 #[tokio::test]
 async fn a_journal_of_another_script_is_refused_before_anything_runs() {
     let sb = common::fresh().await;

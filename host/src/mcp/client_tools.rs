@@ -136,6 +136,12 @@ pub struct ClientTools {
     /// execution to be followed instead.
     pub answer_within: Option<std::time::Duration>,
     pub answer_by: std::sync::OnceLock<tokio::time::Instant>,
+    /// A durable execution's write-ahead records: each change is written
+    /// down before it is sent and once it is answered.
+    pub checkpoints: Option<Arc<crate::checkpoints::Checkpoints>>,
+    /// Cancelled when the server stops: a durable execution's answer is
+    /// due at once.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 /// The code a call gets when Airlock cannot tell whether a process that
@@ -158,8 +164,21 @@ impl ClientTools {
     /// (a request that cannot be read counts as used: fail closed). Reads
     /// go again; reading twice changes nothing.
     fn unknown_outcome(&self, name: &str, resumed: bool, call: Option<u32>) -> Option<ToolFailure> {
-        let waited = self.orphaned.as_ref()?;
         let tool = quote_name(name);
+        if let (Some(checkpoints), Some(id), true) = (&self.checkpoints, call, resumed) {
+            if checkpoints.unanswered(id) {
+                return Some(
+                    ToolFailure::new(
+                        OUTCOME_UNKNOWN,
+                        format!(
+                            "{tool} was sent (or about to be) by the Airlock process that ran this execution when it stopped, and no answer was recorded: it is not sent again blindly. Read the target's state to see whether the change happened, then go on from there"
+                        ),
+                    )
+                    .with_details(json!({"tool": name})),
+                );
+            }
+        }
+        let waited = self.orphaned.as_ref()?;
         if let Some(request) = call.filter(|_| resumed).and_then(|c| waited.get(&c)) {
             let used = match self.gateway.approvals().get(request) {
                 Ok(r) => r.status != airlock_gateway::approval::Status::Approved,
@@ -201,14 +220,21 @@ impl ClientTools {
     /// was a read, which is made again on the follow-up.
     fn later(&self, name: &str) -> ToolFailure {
         let tool = quote_name(name);
+        let (why, how) = match self.stopping.is_cancelled() {
+            true => (
+                "this server is stopping",
+                "this server is stopping: follow the execution on another server, or on this one once it is back; it goes on from here (a read still running is made again; nothing else was sent)",
+            ),
+            false => (
+                "this execute's answer was due (answer_within_ms)",
+                "follow the execution: it goes on from here (a read still running is made again; nothing else was sent)",
+            ),
+        };
         ToolFailure::new(
             airlock_sandbox::codes::WAITING,
-            format!("{tool} goes on when the execution is followed: this execute's answer was due (answer_within_ms)"),
+            format!("{tool} goes on when the execution is followed: {why}"),
         )
-        .with_details(json!({
-            "later": true,
-            "how": "follow the execution: it goes on from here (a read still running is made again; nothing else was sent)",
-        }))
+        .with_details(json!({"later": true, "how": how}))
     }
 
     /// Asks the person in the client whether to approve their own call;
@@ -283,9 +309,19 @@ impl ToolHost for ClientTools {
             args,
             note,
             resumed,
+            journal,
         } = call;
         self.runbooks.over_calls(&note)?;
-        if let Some(unknown) = self.unknown_outcome(&name, resumed, note.call_id()) {
+        let id = note.call_id();
+        // An earlier run had its answer: handed over, not sent again.
+        if let (Some(checkpoints), Some(id), true) = (&self.checkpoints, id, resumed) {
+            if let Some(kept) = checkpoints.kept_answer(id) {
+                let code = kept.as_ref().map_or_else(|f| f.code.as_str(), |_| "ok");
+                self.report_code(&name, code).await;
+                return kept;
+            }
+        }
+        if let Some(unknown) = self.unknown_outcome(&name, resumed, id) {
             self.report_code(&name, OUTCOME_UNKNOWN).await;
             return Err(unknown);
         }
@@ -294,11 +330,48 @@ impl ToolHost for ClientTools {
                 .answer_by
                 .get_or_init(|| tokio::time::Instant::now() + within)
         });
-        if answer_by.is_some_and(|by| tokio::time::Instant::now() >= by) {
+        let due = answer_by.is_some_and(|by| tokio::time::Instant::now() >= by)
+            || (self.durable && self.stopping.is_cancelled());
+        if due {
             self.report_code(&name, airlock_sandbox::codes::WAITING)
                 .await;
             return Err(self.later(&name));
         }
+        // A change of a journaled execution is written down before it is
+        // sent, and again with its answer.
+        let recorded = match (&self.checkpoints, id) {
+            (Some(checkpoints), Some(id)) if !self.is_read(&name, false) => {
+                if let Err(refused) = checkpoints.before_send(id, &journal, &name) {
+                    self.report_code(&name, &refused.code).await;
+                    return Err(refused);
+                }
+                Some((checkpoints, id))
+            }
+            _ => None,
+        };
+        let result = self.send(name, args, note, resumed, answer_by).await;
+        if let Some((checkpoints, id)) = recorded {
+            checkpoints.after(id, &journal, &result);
+        }
+        result
+    }
+
+    fn principal(&self) -> Option<&str> {
+        Some(&self.caller.identity)
+    }
+}
+
+impl ClientTools {
+    /// Sends one call on (a runbook, or the gateway), asking the person
+    /// in the client where it may.
+    async fn send(
+        &self,
+        name: String,
+        args: Value,
+        note: airlock_sandbox::CallNote,
+        resumed: bool,
+        answer_by: Option<tokio::time::Instant>,
+    ) -> Result<Value, ToolFailure> {
         if let Some(runbook) = crate::runbooks::runbook_name(&name) {
             let result = self
                 .runbooks
@@ -318,6 +391,7 @@ impl ToolHost for ClientTools {
                 let raced = tokio::select! {
                     r = called => Some(r),
                     _ = tokio::time::sleep_until(by) => None,
+                    _ = self.stopping.cancelled() => None,
                 };
                 match raced {
                     Some(r) => r,
@@ -376,10 +450,6 @@ impl ToolHost for ClientTools {
         };
         self.report(&name, result.as_ref().map(|_| ())).await;
         result.map(|c| c.value).map_err(|e| self.failure(&e))
-    }
-
-    fn principal(&self) -> Option<&str> {
-        Some(&self.caller.identity)
     }
 }
 

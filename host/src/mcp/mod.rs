@@ -54,7 +54,12 @@ pub struct Shared {
     pub traces: traces::Traces,
     /// Executions parked in the deployment's state, waiting for
     /// decisions.
-    pub durable: crate::durable::Durable,
+    pub durable: Arc<crate::durable::Durable>,
+    /// Cancelled when the server starts to stop: a durable execution's
+    /// answer is due at once (a read in flight is dropped, made again on
+    /// the follow-up; a change in flight is waited for), so it parks
+    /// instead of being ended.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl Shared {
@@ -238,6 +243,7 @@ impl AirlockServer {
             waited_for: Vec::new(),
             prompts: Default::default(),
             idle: 0,
+            sends: Default::default(),
         };
         self.run(execution, run, context).await
     }
@@ -505,6 +511,7 @@ impl AirlockServer {
             waited_for: parked.waiting,
             prompts: parked.prompts,
             idle: parked.idle,
+            sends: parked.sends,
         };
         self.run(execution, run, context).await
     }
@@ -527,6 +534,7 @@ impl AirlockServer {
             waited_for,
             prompts,
             idle,
+            sends,
         } = run;
         let resumed = journal.as_ref().is_some_and(|j| !j.entries.is_empty());
         let answers_before = journal.as_ref().map_or(0, crate::durable::answers);
@@ -542,6 +550,28 @@ impl AirlockServer {
                 .peer_info()
                 .is_some_and(|info| info.capabilities.elicitation.is_some());
         let log = self.log.for_request(stateless, context.meta.log_level());
+        // An execution an older version parked says nothing of what a
+        // dead holder sent past its last wait: the old rules hold.
+        let orphan = orphan && !sends.recorded;
+        let checkpoints = journal.as_ref().map(|_| {
+            let base = crate::durable::Parked {
+                identity: identity.clone(),
+                script: script.to_string(),
+                journal: Journal::new(),
+                waiting: Vec::new(),
+                calls: 0,
+                born_ms,
+                prompts,
+                idle,
+                sends,
+            };
+            Arc::new(crate::checkpoints::Checkpoints::new(
+                self.shared.durable.clone(),
+                execution.id(),
+                base,
+                holder.clone(),
+            ))
+        });
         let tools = ClientTools {
             gateway: self.shared.gateway.clone(),
             caller: execution.caller().clone(),
@@ -565,6 +595,8 @@ impl AirlockServer {
                     })
                     .collect()
             }),
+            checkpoints,
+            stopping: self.shared.stopping.clone(),
         };
         let (sandbox, limits) = (&self.shared.sandbox, &self.shared.limits);
         let mut journal = journal;
@@ -581,6 +613,12 @@ impl AirlockServer {
             _ = context.ct.cancelled() => None,
         };
         let mut outcome = outcome;
+        // The lease its records were written under (a new execution's
+        // first record added its row), and what it sent.
+        let (holder, mut sends) = match &tools.checkpoints {
+            Some(c) => c.finish(),
+            None => (holder, Default::default()),
+        };
         if let (Some(o), Some(journal)) = (outcome.as_mut(), journal) {
             // A resumed execution the sandbox did not admit (busy): nothing
             // of it ran, so it waits on, to be followed again shortly.
@@ -616,6 +654,7 @@ impl AirlockServer {
                 });
             }
             if let Err(ExecError::Parked { waiting }) = &o.result {
+                sends.settle(&journal);
                 let parked = crate::durable::Parked {
                     identity: identity.clone(),
                     script: script.to_string(),
@@ -625,6 +664,7 @@ impl AirlockServer {
                     born_ms,
                     prompts,
                     idle,
+                    sends,
                 };
                 let id = execution.id().to_string();
                 let requests = crate::durable::request_ids(waiting);
@@ -717,6 +757,8 @@ struct Run<'a> {
     waited_for: Vec<airlock_sandbox::Waiting>,
     /// The questions its person was put so far (2026-07-28 path).
     prompts: crate::durable::Prompts,
+    /// What it sent and was answered, as its row said.
+    sends: crate::durable::Sends,
     /// Parks in a row without a new answer.
     idle: u32,
 }

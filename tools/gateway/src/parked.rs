@@ -109,6 +109,24 @@ pub trait ParkedStore: Send + Sync {
         now_ms: i64,
     ) -> Result<Result<(), ParkRefusal>, ParkedUnavailable>;
 
+    /// Keeps `row` as the journal of an execution running under
+    /// `holder`'s lease, extended to `lease_until_ms`: written before each
+    /// change it sends and after each answer, so a holder that dies
+    /// leaves a row saying what it may have sent. With `new`, the row is
+    /// added within `caps`, ready and held from the start (its lease runs
+    /// out if the holder dies, and the next taker finds an orphan);
+    /// without, the row `holder` holds is replaced (`LeaseLost` when
+    /// another holds it now, or it is gone).
+    fn checkpoint(
+        &self,
+        row: &ParkedRow,
+        holder: &str,
+        new: bool,
+        lease_until_ms: i64,
+        caps: &ParkCaps,
+        now_ms: i64,
+    ) -> Result<Result<(), ParkRefusal>, ParkedUnavailable>;
+
     /// Its parked line is written: its identity may follow it now.
     fn ready(&self, execution: &str) -> Result<(), ParkedUnavailable>;
 

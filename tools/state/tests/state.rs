@@ -1569,6 +1569,79 @@ both!(
 );
 
 both!(
+    a_running_execution_journaled_by_its_holder_is_an_orphan_once_it_dies,
+    |f: Fixture| {
+        use airlock_gateway::parked::{ParkRefusal, Take};
+        let (a, b) = (f.open().parked, f.open().parked);
+        let mut row = parked_row("w1", "alice", 10);
+        row.waiting.clear();
+        // Its first journal: held from the start, within the caps.
+        a.checkpoint(&row, "h1", true, T0 + 100, &CAPS, T0)
+            .unwrap()
+            .unwrap();
+        let listed = b.list(None, T0 + 50, 10).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].held, "running, held by its process");
+        assert_eq!(
+            b.take("w1", "alice", "r2", T0 + 50, T0 + 200).unwrap(),
+            Take::Busy,
+            "nobody takes a running execution"
+        );
+        assert_eq!(b.cancel("w1", T0 + 50).unwrap(), None);
+        // Each later journal replaces it and extends the lease.
+        row.body = "sealed body, one more answer".into();
+        row.calls = 4;
+        a.checkpoint(&row, "h1", false, T0 + 300, &CAPS, T0 + 90)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            b.take("w1", "alice", "r2", T0 + 200, T0 + 400).unwrap(),
+            Take::Busy,
+            "the lease was extended"
+        );
+        // Another holder's journal never lands on it.
+        assert_eq!(
+            b.checkpoint(&row, "r2", false, T0 + 400, &CAPS, T0 + 200)
+                .unwrap(),
+            Err(ParkRefusal::LeaseLost)
+        );
+        // Its process dies: past the lease, the last journal is an
+        // orphan's.
+        let Take::Taken {
+            row: taken,
+            orphan: true,
+        } = b.take("w1", "alice", "r2", T0 + 301, T0 + 400).unwrap()
+        else {
+            panic!("an orphan")
+        };
+        assert_eq!(taken.body, "sealed body, one more answer");
+        assert_eq!(taken.calls, 4);
+        // The dead holder, waking late, writes nothing more.
+        assert_eq!(
+            a.checkpoint(&row, "h1", false, T0 + 500, &CAPS, T0 + 302)
+                .unwrap(),
+            Err(ParkRefusal::LeaseLost)
+        );
+        // A new one counts against the caps as a parked one does.
+        a.park(&parked_row("w2", "alice", 10), None, &CAPS, T0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            a.checkpoint(
+                &parked_row("w3", "alice", 10),
+                "h3",
+                true,
+                T0 + 100,
+                &CAPS,
+                T0
+            )
+            .unwrap(),
+            Err(ParkRefusal::PerIdentity)
+        );
+    }
+);
+
+both!(
     parking_is_capped_across_the_deployment_with_the_cap_named,
     |f: Fixture| {
         use airlock_gateway::parked::ParkRefusal;

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod cluster;
+pub mod hold;
 mod server;
 pub mod task_id;
 
@@ -136,6 +137,7 @@ impl Simulator {
                 .map(|t| (t.id.clone(), (t.secret.clone(), t.role)))
                 .collect::<HashMap<_, _>>(),
             apidata: config.api_viewer.clone(),
+            holds: hold::Holds::new(),
         });
         let (stop, stopped) = oneshot::channel();
         tokio::spawn(server::serve(
@@ -172,6 +174,14 @@ impl Simulator {
         let mut c = self.shared.cluster.lock().await;
         c.advance();
         f(&mut c)
+    }
+
+    /// Holds every request of `method` (`"POST"`, `"GET"`) that arrives
+    /// from now on, after it was received and before the cluster sees it,
+    /// until the hold is dropped: what a client does while its request is
+    /// in flight can be tested.
+    pub fn hold(&self, method: &str) -> hold::Hold<'_> {
+        self.shared.holds.hold(method)
     }
 
     /// Requests answered so far: method, `path?sorted&params`, token id.

@@ -23,6 +23,7 @@ pub struct Shared {
     /// token id → (secret, role)
     pub tokens: HashMap<String, (String, Role)>,
     pub apidata: Option<String>,
+    pub(crate) holds: super::hold::Holds,
 }
 
 pub async fn serve(
@@ -45,7 +46,21 @@ pub async fn serve(
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
             };
-            let service = service_fn(move |req| answer(req, shared.clone()));
+            // A request that arrived is carried out even if its client
+            // goes away meanwhile, as pveproxy's workers do.
+            let service = service_fn(move |req| {
+                let shared = shared.clone();
+                async move {
+                    tokio::spawn(answer(req, shared)).await.unwrap_or_else(|_| {
+                        Ok(respond(
+                            500,
+                            "Internal Server Error",
+                            String::new(),
+                            "text/plain",
+                        ))
+                    })
+                }
+            });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), service)
                 .await;
@@ -109,6 +124,7 @@ async fn answer(
         hyper::Method::DELETE => Method::Delete,
         _ => return Ok(respond(501, "Not Implemented", String::new(), "text/plain")),
     };
+    let verb = req.method().as_str().to_string();
     let Some((user, role)) = authenticate(&shared, &req) else {
         return Ok(json(api::Reply {
             status: 401,
@@ -140,6 +156,7 @@ async fn answer(
             .unwrap_or_default();
         add(&body);
     }
+    shared.holds.door(&verb).await;
     let reply = {
         let mut cluster = shared.cluster.lock().await;
         api::handle(&mut cluster, method, api_path, &params, &user, role)

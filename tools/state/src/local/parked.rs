@@ -186,6 +186,63 @@ impl ParkedStore for SqliteParked {
         })
     }
 
+    fn checkpoint(
+        &self,
+        row: &ParkedRow,
+        holder: &str,
+        new: bool,
+        lease_until_ms: i64,
+        caps: &ParkCaps,
+        now_ms: i64,
+    ) -> Result<Result<(), ParkRefusal>, ParkedUnavailable> {
+        self.step(|tx| {
+            if let Some(refused) = over_cap(tx, row, caps)? {
+                return Ok(Err(refused));
+            }
+            let waiting = waiting_to_text(&row.waiting);
+            if new {
+                tx.execute(
+                    "INSERT INTO parked (execution, identity, born_ms, parked_ms, bytes, \
+                     waiting, body, asked, declined, calls, ready, holder, lease_until_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1, ?11, ?12)",
+                    params![
+                        row.execution,
+                        row.identity,
+                        row.born_ms,
+                        now_ms,
+                        row.bytes,
+                        waiting,
+                        row.body,
+                        row.asked,
+                        row.declined,
+                        row.calls,
+                        holder,
+                        lease_until_ms
+                    ],
+                )?;
+                return Ok(Ok(()));
+            }
+            let n = tx.execute(
+                "UPDATE parked SET waiting = ?2, body = ?3, bytes = ?4, calls = ?5, \
+                 lease_until_ms = ?6 WHERE execution = ?1 AND holder = ?7",
+                params![
+                    row.execution,
+                    waiting,
+                    row.body,
+                    row.bytes,
+                    row.calls,
+                    lease_until_ms,
+                    holder
+                ],
+            )?;
+            Ok(if n == 1 {
+                Ok(())
+            } else {
+                Err(ParkRefusal::LeaseLost)
+            })
+        })
+    }
+
     fn ready(&self, execution: &str) -> Result<(), ParkedUnavailable> {
         self.step(|tx| {
             tx.execute(

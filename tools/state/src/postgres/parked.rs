@@ -51,6 +51,27 @@ fn info(r: &tokio_postgres::Row) -> ParkedInfo {
     }
 }
 
+/// Which cap, if any, `row` passes, the rows other than its own counted
+/// (under the parking lock).
+async fn over_cap(
+    tx: &tokio_postgres::Transaction<'_>,
+    row: &ParkedRow,
+    caps: &ParkCaps,
+) -> Result<Option<ParkRefusal>, tokio_postgres::Error> {
+    let sums = tx
+        .query_one(
+            "SELECT count(*), COALESCE(SUM(bytes), 0)::BIGINT, \
+             count(*) FILTER (WHERE identity = $2), \
+             COALESCE(SUM(bytes) FILTER (WHERE identity = $2), 0)::BIGINT \
+             FROM airlock_parked WHERE execution != $1",
+            &[&row.execution, &row.identity],
+        )
+        .await?;
+    let all = (sums.get::<_, i64>(0), sums.get::<_, i64>(1));
+    let own = (sums.get::<_, i64>(2), sums.get::<_, i64>(3));
+    Ok(cap_hit(caps, own, all, row.bytes))
+}
+
 pub struct PgParked {
     db: Arc<Postgres>,
 }
@@ -78,19 +99,7 @@ impl ParkedStore for PgParked {
                 lock_key(&tx, LOCK_CLASS_PARKED, "parked")
                     .await
                     .map_err(e)?;
-                let sums = tx
-                    .query_one(
-                        "SELECT count(*), COALESCE(SUM(bytes), 0)::BIGINT, \
-                     count(*) FILTER (WHERE identity = $2), \
-                     COALESCE(SUM(bytes) FILTER (WHERE identity = $2), 0)::BIGINT \
-                     FROM airlock_parked WHERE execution != $1",
-                        &[&row.execution, &row.identity],
-                    )
-                    .await
-                    .map_err(e)?;
-                let all = (sums.get::<_, i64>(0), sums.get::<_, i64>(1));
-                let own = (sums.get::<_, i64>(2), sums.get::<_, i64>(3));
-                if let Some(refused) = cap_hit(&caps, own, all, row.bytes) {
+                if let Some(refused) = over_cap(&tx, &row, &caps).await.map_err(e)? {
                     return Ok(Err(refused));
                 }
                 let waiting = waiting_to_text(&row.waiting);
@@ -149,6 +158,80 @@ impl ParkedStore for PgParked {
                 tx.commit().await.map_err(e)?;
                 Ok(done)
             })
+    }
+
+    fn checkpoint(
+        &self,
+        row: &ParkedRow,
+        holder: &str,
+        new: bool,
+        lease_until_ms: i64,
+        caps: &ParkCaps,
+        now_ms: i64,
+    ) -> Result<Result<(), ParkRefusal>, ParkedUnavailable> {
+        let (row, holder, caps) = (row.clone(), holder.to_string(), *caps);
+        self.db.run(
+            "journaling a running execution",
+            move |pool, at| async move {
+                let e = |e| ParkedUnavailable::from(unavailable(&at, e));
+                let mut conn = connection(&pool, &at).await?;
+                let tx = conn.transaction().await.map_err(e)?;
+                lock_key(&tx, LOCK_CLASS_PARKED, "parked")
+                    .await
+                    .map_err(e)?;
+                if let Some(refused) = over_cap(&tx, &row, &caps).await.map_err(e)? {
+                    return Ok(Err(refused));
+                }
+                let waiting = waiting_to_text(&row.waiting);
+                let (asked, calls) = (row.asked as i64, row.calls as i64);
+                let n = if new {
+                    tx.execute(
+                        "INSERT INTO airlock_parked (execution, identity, born_ms, parked_ms, \
+                         bytes, waiting, body, asked, declined, calls, ready, holder, \
+                         lease_until_ms) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true, $11, $12)",
+                        &[
+                            &row.execution,
+                            &row.identity,
+                            &row.born_ms,
+                            &now_ms,
+                            &row.bytes,
+                            &waiting,
+                            &row.body,
+                            &asked,
+                            &row.declined,
+                            &calls,
+                            &holder,
+                            &lease_until_ms,
+                        ],
+                    )
+                    .await
+                    .map_err(e)?
+                } else {
+                    tx.execute(
+                        "UPDATE airlock_parked SET waiting = $2, body = $3, bytes = $4, \
+                         calls = $5, lease_until_ms = $6 WHERE execution = $1 AND holder = $7",
+                        &[
+                            &row.execution,
+                            &waiting,
+                            &row.body,
+                            &row.bytes,
+                            &calls,
+                            &lease_until_ms,
+                            &holder,
+                        ],
+                    )
+                    .await
+                    .map_err(e)?
+                };
+                tx.commit().await.map_err(e)?;
+                Ok(if n == 1 {
+                    Ok(())
+                } else {
+                    Err(ParkRefusal::LeaseLost)
+                })
+            },
+        )
     }
 
     fn ready(&self, execution: &str) -> Result<(), ParkedUnavailable> {
