@@ -17,22 +17,37 @@
 //! The first record adds the execution's row (held, ready: once the
 //! lease runs out the next follow-up takes it as an orphan); a run that
 //! parks or ends replaces or removes it as a resumed one does. A first
-//! record the state refuses (a cap, the store down) leaves the execution
-//! running as it did before it could be journaled: nothing of it is in
-//! the state, so nothing of it can be sent twice. A later record that
-//! fails stops the change it was for (`journal_unavailable`): the row
-//! would no longer say what was sent.
+//! record a cap refuses leaves the execution running as it did before it
+//! could be journaled: nothing of it is in the state, so nothing of it
+//! can be sent twice. Any other failed record stops the change it was for
+//! (`journal_unavailable`): a record that may or may not have landed
+//! (the store timed out) is taken as landed, and the row is written again,
+//! under the same lease, by the next record.
+//!
+//! What records cost is bounded: each run writes at most [`RECORD_BYTES`]
+//! of them (each holds the whole journal), and keeps at most
+//! [`ANSWERS_BYTES`] of answers the guest has not taken yet (past it an
+//! answer is not kept, and its change counts as unanswered: a crash makes
+//! it `outcome_unknown`, never a second send).
 
 use std::sync::{Arc, Mutex};
 
 use airlock_sandbox::{codes, JournalTap, ToolFailure};
 use serde_json::{json, Value};
 
-use crate::durable::{Durable, Parked, Sends};
+use crate::durable::{Durable, ParkError, Parked, Sends};
 
 /// The code of a change not sent because the record of it could not be
 /// written.
 pub const JOURNAL_UNAVAILABLE: &str = "journal_unavailable";
+
+/// Record bytes one run of an execution may write (each record is the
+/// sealed journal, so a run that makes many changes after taking large
+/// results writes its journal many times).
+pub const RECORD_BYTES: u64 = 128 * 1024 * 1024;
+
+/// Answers a run keeps for its records before the guest takes them.
+pub const ANSWERS_BYTES: usize = 1024 * 1024;
 
 /// One running execution's records.
 pub struct Checkpoints {
@@ -43,18 +58,32 @@ pub struct Checkpoints {
     state: Mutex<State>,
 }
 
+/// Whether the execution has a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Row {
+    /// None was written (nor tried).
+    None,
+    /// A first record failed in a way that may have written it.
+    Maybe,
+    /// Written, held under the lease.
+    Held,
+}
+
 struct State {
-    /// The lease the row is held under; `None` until the first record.
-    holder: Option<String>,
-    /// The first record was refused: the execution is not journaled.
+    /// The lease the row is (to be) held under.
+    holder: String,
+    row: Row,
+    /// A cap refused the first record: the execution is not journaled.
     off: bool,
     sends: Sends,
+    /// Record bytes this run wrote.
+    written: u64,
 }
 
 impl Checkpoints {
     /// Records for `execution`, described by `base` (identity, script,
     /// birth; its journal is replaced by each record's). `holder`: the
-    /// lease of the take that resumed it.
+    /// lease of the take that resumed it (its row exists).
     pub fn new(
         durable: Arc<Durable>,
         execution: &str,
@@ -63,15 +92,21 @@ impl Checkpoints {
     ) -> Self {
         let mut sends = base.sends.clone();
         sends.recorded = true;
+        let row = match holder {
+            Some(_) => Row::Held,
+            None => Row::None,
+        };
         Self {
-            durable,
             execution: execution.to_string(),
             base,
             state: Mutex::new(State {
-                holder,
+                holder: holder.unwrap_or_else(|| durable.new_holder()),
+                row,
                 off: false,
                 sends,
+                written: 0,
             }),
+            durable,
         }
     }
 
@@ -82,12 +117,21 @@ impl Checkpoints {
     /// The answer a replay hands over for call `id` instead of sending
     /// it, if an earlier run had it.
     pub fn kept_answer(&self, id: u32) -> Option<Result<Value, ToolFailure>> {
-        self.state().sends.answered.get(&id).cloned()
+        let s = self.state();
+        let text = s.sends.answered.get(&id)?;
+        // A kept answer that does not read back (it cannot: the body was
+        // sealed) is no answer: the call counts as unanswered.
+        serde_json::from_str(text).ok()
     }
 
-    /// Whether an earlier run may have sent call `id` and has no answer.
+    /// Whether an earlier run may have sent call `id` with no answer
+    /// kept.
     pub fn unanswered(&self, id: u32) -> bool {
-        self.state().sends.unanswered.contains(&id)
+        let s = self.state();
+        s.sends.unanswered.contains(&id)
+            || (s.sends.answered.contains_key(&id)
+                && serde_json::from_str::<Result<Value, ToolFailure>>(&s.sends.answered[&id])
+                    .is_err())
     }
 
     /// Records change `id` as sent, before it is. `Err`: it must not be
@@ -110,22 +154,30 @@ impl Checkpoints {
         match self.write(&mut s, journal) {
             Ok(()) => Ok(()),
             Err(e) => {
+                // Not sent; should the record have landed all the same, a
+                // crash now makes it `outcome_unknown`, never a send.
                 s.sends.unanswered.remove(&id);
-                if s.holder.is_none() {
+                let cap = matches!(
+                    e,
+                    ParkError::PerIdentity(_)
+                        | ParkError::Total
+                        | ParkError::BytesPerIdentity(_)
+                        | ParkError::BytesTotal
+                );
+                if s.row == Row::None && cap {
                     // Nothing of it is in the state: it runs on as before
                     // executions were journaled, and cannot park either.
-                    tracing::warn!(execution = %self.execution, error = %e, "the execution runs unjournaled: its first record was refused");
+                    tracing::warn!(execution = %self.execution, error = %e, "the execution runs unjournaled: a cap refused its first record");
                     s.off = true;
-                    Ok(())
-                } else {
-                    let why = match e {
-                        crate::durable::ParkError::Unavailable => {
-                            "the store of durable executions cannot be reached".to_string()
-                        }
-                        e => e.to_string(),
-                    };
-                    Err(unavailable(tool, &why))
+                    return Ok(());
                 }
+                let why = match e {
+                    ParkError::Unavailable => {
+                        "the store of durable executions cannot be reached".to_string()
+                    }
+                    e => e.to_string(),
+                };
+                Err(unavailable(tool, &why))
             }
         }
     }
@@ -135,12 +187,19 @@ impl Checkpoints {
     /// is made again when the execution goes on.
     pub fn after(&self, id: u32, journal: &JournalTap, result: &Result<Value, ToolFailure>) {
         let mut s = self.state();
-        s.sends.unanswered.remove(&id);
         let waits = matches!(result, Err(f) if f.code == codes::WAITING);
-        if !waits {
-            s.sends.answered.insert(id, result.clone());
+        if waits {
+            s.sends.unanswered.remove(&id);
+        } else if let Ok(text) = serde_json::to_string(result) {
+            let kept: usize = s.sends.answered.values().map(String::len).sum();
+            // Past the bound the answer is not kept: the change stays
+            // unanswered in the record until the guest takes its answer.
+            if kept + text.len() <= ANSWERS_BYTES {
+                s.sends.answered.insert(id, text);
+                s.sends.unanswered.remove(&id);
+            }
         }
-        if s.off || s.holder.is_none() {
+        if s.off || s.row == Row::None {
             return;
         }
         let Some(journal) = journal.snapshot() else {
@@ -154,11 +213,7 @@ impl Checkpoints {
         }
     }
 
-    fn write(
-        &self,
-        s: &mut State,
-        journal: airlock_sandbox::Journal,
-    ) -> Result<(), crate::durable::ParkError> {
+    fn write(&self, s: &mut State, journal: airlock_sandbox::Journal) -> Result<(), ParkError> {
         s.sends.settle(&journal);
         let record = Parked {
             calls: journal.calls().0 as u32,
@@ -167,18 +222,35 @@ impl Checkpoints {
             waiting: Vec::new(),
             ..self.base.clone()
         };
-        let holder = self
-            .durable
-            .checkpoint(&self.execution, &record, s.holder.as_deref())?;
-        s.holder = Some(holder);
+        let budget = RECORD_BYTES.saturating_sub(s.written);
+        let write = |new: bool| {
+            self.durable
+                .checkpoint(&self.execution, &record, &s.holder, new, budget)
+        };
+        let written = match s.row {
+            Row::Held => write(false),
+            Row::None => write(true).inspect_err(|e| {
+                if matches!(e, ParkError::Unavailable) {
+                    s.row = Row::Maybe;
+                }
+            }),
+            // Landed or not: replaced if it did, added if it did not.
+            Row::Maybe => match write(false) {
+                Err(ParkError::LeaseLost) => write(true),
+                other => other,
+            },
+        }?;
+        s.row = Row::Held;
+        s.written += written;
         Ok(())
     }
 
-    /// The lease the row is held under, if there is a row; and what was
+    /// The lease the row is held under, if it may have one; and what was
     /// sent and answered, for the park that ends this run.
     pub fn finish(&self) -> (Option<String>, Sends) {
         let s = self.state();
-        (s.holder.clone(), s.sends.clone())
+        let holder = (s.row != Row::None).then(|| s.holder.clone());
+        (holder, s.sends.clone())
     }
 }
 
@@ -187,7 +259,7 @@ fn unavailable(tool: &str, why: &str) -> ToolFailure {
     ToolFailure::new(
         JOURNAL_UNAVAILABLE,
         format!(
-            "{quoted} was not sent: a change of a durable execution is written down before it is sent (so that no process sends it twice), and that record could not be written now ({why}). Try again shortly; nothing of it reached the backend"
+            "{quoted} was not sent: a change of a durable execution is written down before it is sent (so that no process sends it twice), and that record could not be written now ({why}). Nothing of it reached the backend"
         ),
     )
     .with_details(json!({"tool": tool}))

@@ -38,7 +38,7 @@ use airlock_gateway::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-use airlock_sandbox::{Journal, ToolFailure, Waiting};
+use airlock_sandbox::{Journal, Waiting};
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 use serde::{Deserialize, Serialize};
@@ -123,10 +123,10 @@ pub struct Sends {
     #[serde(default)]
     pub unanswered: BTreeSet<u32>,
     /// Answers the host had that the journal may not hold yet (the guest
-    /// had not taken them): a replay hands them over instead of sending
-    /// the call again.
+    /// had not taken them), as JSON text of `Result<Value, ToolFailure>`:
+    /// a replay hands them over instead of sending the call again.
     #[serde(default)]
-    pub answered: BTreeMap<u32, Result<serde_json::Value, ToolFailure>>,
+    pub answered: BTreeMap<u32, String>,
 }
 
 impl Sends {
@@ -179,6 +179,8 @@ pub enum ParkError {
     BytesTotal,
     #[error("this server held the execution longer than its lease and another took it over; that one goes on with it")]
     LeaseLost,
+    #[error("limit `durable.record_bytes` ({} bytes): this run of the execution has written that much of its journal down, once before each change it sent and once after; make the rest of the changes in a new execution, or take narrower results before them", crate::checkpoints::RECORD_BYTES)]
+    RecordBytes,
     /// The detail is the operator's (the log has it), not the agent's.
     #[error("the store of parked executions cannot be reached, so the execution cannot wait")]
     Unavailable,
@@ -312,8 +314,11 @@ impl Durable {
             .map_err(|_| "sealing failed".to_string())?;
         let mut out = nonce.to_vec();
         out.extend_from_slice(&data);
+        // v3: a body with `sends`. A version that knows only v2 would
+        // resume it ignoring them, and send no records: it waits for this
+        // one instead.
         Ok(format!(
-            "v2.{}",
+            "v3.{}",
             base64::engine::general_purpose::STANDARD_NO_PAD.encode(out)
         ))
     }
@@ -323,9 +328,12 @@ impl Durable {
         let cipher = self.cipher().map_err(Unsealed::NoKey)?;
         // Another version's format is not a forgery: it waits for that
         // version.
-        let body = row.body.strip_prefix("v2.").ok_or_else(|| {
-            Unsealed::Unreadable("a body format this version does not know".into())
-        })?;
+        let body = ["v3.", "v2."]
+            .iter()
+            .find_map(|v| row.body.strip_prefix(v))
+            .ok_or_else(|| {
+                Unsealed::Unreadable("a body format this version does not know".into())
+            })?;
         let sealed = base64::engine::general_purpose::STANDARD_NO_PAD
             .decode(body)
             .ok()
@@ -378,7 +386,7 @@ impl Durable {
     }
 
     /// A lease name of this process's own, for one take or one run.
-    fn new_holder(&self) -> String {
+    pub fn new_holder(&self) -> String {
         format!(
             "{}-{}",
             self.process,
@@ -387,20 +395,25 @@ impl Durable {
     }
 
     /// Writes down where a running execution stands (its journal, what
-    /// it sent and was answered) under `holder`'s lease, renewed; the
-    /// first write (`holder` `None`) adds the row and returns the lease it
-    /// is held under.
+    /// it sent and was answered) under `holder`'s lease, renewed; `new`
+    /// adds the row (held by `holder` from the start). A record of more
+    /// than `budget` bytes is not written. The bytes written, when it is.
     pub fn checkpoint(
         &self,
         execution: &str,
         parked: &Parked,
-        holder: Option<&str>,
-    ) -> Result<String, ParkError> {
+        holder: &str,
+        new: bool,
+        budget: u64,
+    ) -> Result<u64, ParkError> {
         let unavailable = |e: &dyn std::fmt::Display| {
             tracing::warn!(execution, error = %e, "a running execution could not be journaled");
             ParkError::Unavailable
         };
         let body = self.seal(execution, parked).map_err(|e| unavailable(&e))?;
+        if body.len() as u64 > budget {
+            return Err(ParkError::RecordBytes);
+        }
         let row = ParkedRow {
             execution: execution.to_string(),
             identity: parked.identity.clone(),
@@ -412,15 +425,20 @@ impl Durable {
             declined: parked.prompts.declined,
             calls: parked.calls,
         };
-        let holder = holder.map_or_else(|| (true, self.new_holder()), |h| (false, h.to_string()));
         let now = now_ms();
         let until = now.saturating_add(self.lease.as_millis().min(i64::MAX as u128) as i64);
-        let kept = self
-            .store
-            .checkpoint(&row, &holder.1, holder.0, until, &CAPS, now)
-            .map_err(|e| unavailable(&e))?;
+        // A SQLite file is written on this thread: its other tasks move to
+        // another worker meanwhile (PostgreSQL's store does the same).
+        let write = || self.store.checkpoint(&row, holder, new, until, &CAPS, now);
+        let kept = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(write)
+            }
+            _ => write(),
+        }
+        .map_err(|e| unavailable(&e))?;
         kept.map_err(|refused| self.refusal(refused, &parked.identity))?;
-        Ok(holder.1)
+        Ok(row.bytes as u64)
     }
 
     fn refusal(&self, refused: ParkRefusal, identity: &str) -> ParkError {

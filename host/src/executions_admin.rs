@@ -22,8 +22,9 @@ const LIST_LIMIT: u32 = crate::durable::PARKED_TOTAL as u32;
 
 #[derive(Subcommand)]
 pub enum ExecutionsAction {
-    /// Executions waiting for decisions, oldest first: whose, since when,
-    /// for which approval requests, and whether a follow-up holds one now.
+    /// Durable executions, oldest first: waiting (for which approval
+    /// requests, or to be followed), running (journaled by their server),
+    /// or being resumed; whose, and since when.
     List {
         /// Only this identity's.
         #[arg(long)]
@@ -142,7 +143,19 @@ fn as_json(r: &ParkedInfo, now: i64) -> Value {
         "bytes": r.bytes,
         "tool_calls": r.calls,
         "held": r.held,
+        "state": standing(r),
     })
+}
+
+/// Where the execution stands: `running` (held, nothing waited for: its
+/// server writes it down as it goes), `resuming` (held by a follow-up),
+/// `waiting`.
+fn standing(r: &ParkedInfo) -> &'static str {
+    match (r.held, r.waiting.is_empty()) {
+        (true, true) => "running",
+        (true, false) => "resuming",
+        (false, _) => "waiting",
+    }
 }
 
 /// One row for a terminal, every stored field escaped (a row is the
@@ -156,23 +169,19 @@ fn describe(r: &ParkedInfo, now: i64) -> String {
         .to_string()
     };
     let waiting: Vec<String> = r.waiting.iter().map(|w| visible(w)).collect();
+    let what = match (standing(r), waiting.is_empty()) {
+        ("running", _) => "running".to_string(),
+        ("resuming", _) => format!("being resumed, was waiting for {}", waiting.join(", ")),
+        (_, true) => "waiting to be followed (a long task, a server that stopped)".to_string(),
+        (_, false) => format!("waiting for {}", waiting.join(", ")),
+    };
     format!(
-        "{}  {}  started {} ago, parked {} ago, {} tool calls, {} bytes; {}: {}",
+        "{}  {}  started {} ago, written {} ago, {} tool calls, {} bytes; {what}",
         visible(&r.execution),
         visible(&r.identity),
         ago(r.born_ms),
         ago(r.parked_ms),
         r.calls,
         r.bytes,
-        if r.held {
-            "being resumed, was waiting for"
-        } else {
-            "waiting for"
-        },
-        if waiting.is_empty() {
-            "nothing named".to_string()
-        } else {
-            waiting.join(", ")
-        }
     )
 }

@@ -737,13 +737,15 @@ async fn drain(gate: &Gate, shared: &Shared, grace: std::time::Duration) {
         // Half the grace is gone: durable executions still running answer
         // now and park (a read in flight is dropped, a change in flight
         // waited for), to go on when followed on another replica or after
-        // the restart. The others have the rest of the grace.
+        // the restart. The others go on meanwhile.
         tracing::info!(
             executions = left,
             "executions still running after half the shutdown grace: durable ones answer now and wait to be followed"
         );
         shared.stopping.cancel();
-        left = shared.executions_ended(grace - grace / 2).await;
+        // A quarter for them to park (or the rest to end), a quarter kept
+        // for the answers to reach their clients.
+        left = shared.executions_ended(grace / 4).await;
     }
     // Their answers still travel to their clients.
     gate.answers.close();

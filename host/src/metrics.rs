@@ -192,7 +192,7 @@ impl Metrics {
         let executions_parked = Gauge::default();
         registry.register(
             "executions_parked",
-            "Durable executions waiting in the deployment's state (decisions, or a follow-up): no instance, no slot, only their sealed journal",
+            "Durable executions in the deployment's state: those waiting (for decisions, or a follow-up), which hold no instance and no slot, only their sealed journal; and running ones, which their servers journal as they go",
             executions_parked.clone(),
         );
         let executions_in_sandbox = Gauge::default();

@@ -702,3 +702,59 @@ done"#;
     assert!(count(&lines, "execution_parked", &id) >= 3);
     w.verify();
 }
+
+/// A script that fills its journal (clock readings, 5 MB) and then makes
+/// change after change makes its server write the whole journal down
+/// twice per change: past `durable.record_bytes` its next change is not
+/// sent (`journal_unavailable`, the limit named) and the script can catch
+/// that. The host wrote at most the limit, and the store's files stay the
+/// size of one record, not of all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_of_a_run_are_bounded_and_the_change_past_the_bound_is_not_sent() {
+    const FILL_THEN_CHANGE: &str = r#"const node = "pve1", vmid = 101;
+let t = 0;
+for (let i = 0; i < 100000; i++) t += Date.now() % 2;
+let made = 0, stopped = null;
+for (let i = 0; i < 60 && !stopped; i++) {
+  try { await tools.vm_snapshot_create({node, vmid, snapname: "s" + i}); made++; }
+  catch (e) { stopped = {code: e.code, message: e.message}; }
+}
+({made, stopped})"#;
+    let w = World::with(Duration::from_millis(20), NO_APPROVALS).await;
+    let server = w.serve().await;
+    let answer = execute(&server, &w.alice, json!({"script": FILL_THEN_CHANGE})).await;
+    let made = answer["result"]["made"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    let stopped = &answer["result"]["stopped"];
+    assert_eq!(stopped["code"], "journal_unavailable", "{answer}");
+    assert!(
+        stopped["message"]
+            .as_str()
+            .unwrap()
+            .contains("durable.record_bytes"),
+        "{answer}"
+    );
+    assert!((5..60).contains(&made), "{made} changes before the bound");
+    assert_eq!(
+        w.sent().await.0 as u64,
+        made,
+        "the change past the bound was not sent"
+    );
+    let files: u64 = std::fs::read_dir(w.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("executions.db"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    eprintln!("record bound: {made} changes made, the store's files {files} bytes");
+    assert!(
+        files < 48 * 1024 * 1024,
+        "{files} bytes of store for a run that wrote up to 128 MiB of records"
+    );
+    assert!(
+        w.parked().list(None, 0, 10).unwrap().is_empty(),
+        "ended, its row gone"
+    );
+    w.verify();
+}

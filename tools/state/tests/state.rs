@@ -1582,6 +1582,7 @@ both!(
         let listed = b.list(None, T0 + 50, 10).unwrap();
         assert_eq!(listed.len(), 1);
         assert!(listed[0].held, "running, held by its process");
+        assert!(listed[0].waiting.is_empty());
         assert_eq!(
             b.take("w1", "alice", "r2", T0 + 50, T0 + 200).unwrap(),
             Take::Busy,
@@ -1598,6 +1599,11 @@ both!(
             b.take("w1", "alice", "r2", T0 + 200, T0 + 400).unwrap(),
             Take::Busy,
             "the lease was extended"
+        );
+        assert_eq!(
+            b.list(None, T0 + 200, 10).unwrap()[0].parked_ms,
+            T0 + 90,
+            "last written"
         );
         // Another holder's journal never lands on it.
         assert_eq!(

@@ -224,7 +224,7 @@ impl ParkedStore for SqliteParked {
             }
             let n = tx.execute(
                 "UPDATE parked SET waiting = ?2, body = ?3, bytes = ?4, calls = ?5, \
-                 lease_until_ms = ?6 WHERE execution = ?1 AND holder = ?7",
+                 lease_until_ms = ?6, parked_ms = ?8 WHERE execution = ?1 AND holder = ?7",
                 params![
                     row.execution,
                     waiting,
@@ -232,7 +232,8 @@ impl ParkedStore for SqliteParked {
                     row.bytes,
                     row.calls,
                     lease_until_ms,
-                    holder
+                    holder,
+                    now_ms
                 ],
             )?;
             Ok(if n == 1 {

@@ -210,7 +210,8 @@ impl ParkedStore for PgParked {
                 } else {
                     tx.execute(
                         "UPDATE airlock_parked SET waiting = $2, body = $3, bytes = $4, \
-                         calls = $5, lease_until_ms = $6 WHERE execution = $1 AND holder = $7",
+                         calls = $5, lease_until_ms = $6, parked_ms = $8 \
+                         WHERE execution = $1 AND holder = $7",
                         &[
                             &row.execution,
                             &waiting,
@@ -219,6 +220,7 @@ impl ParkedStore for PgParked {
                             &calls,
                             &lease_until_ms,
                             &holder,
+                            &now_ms,
                         ],
                     )
                     .await
