@@ -553,6 +553,15 @@ impl Durable {
         }
     }
 
+    /// `identity`'s executions in the store, oldest first.
+    pub fn list(
+        &self,
+        identity: &str,
+    ) -> Result<Vec<ParkedInfo>, airlock_gateway::parked::ParkedUnavailable> {
+        self.store
+            .list(Some(identity), now_ms(), PARKED_PER_IDENTITY as u32 * 2)
+    }
+
     /// Takes out the executions past [`LIFETIME`], for their end lines.
     pub fn expired(&self) -> Vec<ParkedInfo> {
         let now = now_ms();

@@ -533,6 +533,25 @@ async fn killed_after_a_change_was_answered_it_goes_on_without_sending_it_again(
     drop(held);
     let id = orphaned(&w);
     let second = w.serve().await;
+    // The agent, whose execute never answered, finds it among its own.
+    let client = second.connect(&w.alice).await;
+    let mine = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "airlock://executions",
+        ))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&mine.contents[0]).unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mine: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        mine["executions"][0]["follow"],
+        json!({"execution": id}),
+        "{mine}"
+    );
+    let _ = client.cancel().await;
     let done = execute(&second, &w.alice, json!({"execution": id})).await;
     assert_eq!(
         done["result"],

@@ -849,7 +849,8 @@ async fn resources_prompts_completion_and_log_messages() {
         [
             "airlock://catalog",
             "airlock://limits",
-            "airlock://identity"
+            "airlock://identity",
+            "airlock://executions"
         ]
     );
     let read = |uri: &str| {

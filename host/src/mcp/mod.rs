@@ -888,7 +888,12 @@ impl ServerHandler for AirlockServer {
         resources::read(&self.shared, &caller, &request.uri)
             .await
             .map(Into::into)
-            .map_err(|e| McpError::resource_not_found(e.to_string(), None))
+            .map_err(|e| match e {
+                resources::ResourceError::Unavailable => {
+                    McpError::internal_error(e.to_string(), None)
+                }
+                e => McpError::resource_not_found(e.to_string(), None),
+            })
     }
 
     async fn list_prompts(

@@ -26,6 +26,7 @@ pub const LIMITS: &str = "airlock://limits";
 pub const IDENTITY: &str = "airlock://identity";
 const TOOL_PREFIX: &str = "airlock://tools/";
 pub const TOOL_TEMPLATE: &str = "airlock://tools/{name}";
+pub const EXECUTIONS: &str = "airlock://executions";
 pub const EXECUTION_PREFIX: &str = "airlock://executions/";
 pub const EXECUTION_TEMPLATE: &str = "airlock://executions/{id}";
 
@@ -40,9 +41,13 @@ const QUOTED_URI_CHARS: usize = 128;
 #[derive(Debug, thiserror::Error)]
 pub enum ResourceError {
     #[error(
-        "no resource {0}; this server has {CATALOG}, {LIMITS}, {IDENTITY}, {TOOL_TEMPLATE} and {EXECUTION_TEMPLATE}"
+        "no resource {0}; this server has {CATALOG}, {LIMITS}, {IDENTITY}, {EXECUTIONS}, {TOOL_TEMPLATE} and {EXECUTION_TEMPLATE}"
     )]
     Unknown(String),
+    #[error(
+        "the store of durable executions cannot be reached now; read {EXECUTIONS} again shortly"
+    )]
+    Unavailable,
     #[error(transparent)]
     Trace(#[from] super::traces::TraceError),
     #[error("{0}")]
@@ -99,6 +104,12 @@ fn own() -> Vec<Resource> {
                 "Who tool calls run as, which tiers that mode may call, and which need approval.",
             )
             .with_mime_type(JSON),
+        Resource::new(EXECUTIONS, "executions")
+            .with_title("Your durable executions")
+            .with_description(
+                "This identity's executions the deployment holds: waiting (for decisions, or to be followed), running, or cut off when their server stopped, each with the arguments that follow it. An execute whose answer never came is here.",
+            )
+            .with_mime_type(JSON),
     ]
 }
 
@@ -142,6 +153,7 @@ pub async fn read(
             JSON,
         ),
         IDENTITY => (pretty(whoami(shared, caller)), JSON),
+        EXECUTIONS => (pretty(executions(shared, caller)?), JSON),
         _ => {
             if let Some(name) = uri.strip_prefix(TOOL_PREFIX) {
                 (tool(shared, name)?, TYPESCRIPT)
@@ -186,6 +198,37 @@ fn complete_in(catalog: &Catalog, prefix: &str) -> CompletionInfo {
         total > CompletionInfo::MAX_VALUES,
     )
     .unwrap_or_default()
+}
+
+/// The caller's rows in the store of durable executions, oldest first.
+fn executions(shared: &Shared, caller: &Caller) -> Result<Value, ResourceError> {
+    let rows = shared
+        .durable
+        .list(&caller.identity)
+        .map_err(|_| ResourceError::Unavailable)?;
+    let now = crate::durable::born_now();
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let state = match (r.held, r.waiting.is_empty()) {
+                (true, true) => "running",
+                (true, false) => "resuming",
+                (false, _) => "waiting",
+            };
+            json!({
+                "execution": r.execution,
+                "state": state,
+                "started_s_ago": now.saturating_sub(r.born_ms).max(0) / 1000,
+                "waiting_for": r.waiting,
+                "tool_calls": r.calls,
+                "follow": {"execution": r.execution},
+            })
+        })
+        .collect();
+    Ok(json!({
+        "executions": rows,
+        "how": "follow one with execute({\"execution\": ID}): it goes on where it stopped and sends no change twice. One shown running whose server stopped can be followed once its lease has run out (a few minutes).",
+    }))
 }
 
 fn pretty(v: Value) -> String {
