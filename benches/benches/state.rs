@@ -159,6 +159,41 @@ fn bench(c: &mut Criterion) {
             });
         }
 
+        // What a change of a running durable execution costs the store:
+        // its record before it is sent and again once answered, the row
+        // held by this process.
+        for (label, size) in [("10KiB", 10 * 1024), ("1MiB", 1024 * 1024)] {
+            let mut row = ParkedRow {
+                execution: format!("bench-running-{label}"),
+                identity: "alice".into(),
+                born_ms: 1,
+                bytes: size as i64,
+                waiting: Vec::new(),
+                body: "r".repeat(size),
+                asked: 0,
+                declined: false,
+                calls: 1,
+            };
+            state
+                .parked
+                .checkpoint(&row, "h", true, i64::MAX, &caps, 2)
+                .unwrap()
+                .unwrap();
+            c.bench_function(&format!("state/{kind}/record_change_{label}"), |b| {
+                b.iter(|| {
+                    row.calls += 1;
+                    for _ in 0..2 {
+                        state
+                            .parked
+                            .checkpoint(&row, "h", false, i64::MAX, &caps, 3)
+                            .unwrap()
+                            .unwrap();
+                    }
+                })
+            });
+            state.parked.ended(&row.execution, "h").unwrap();
+        }
+
         let mut config = config.clone();
         config.rate.calls_per_minute = 1_000_000_000;
         let name = format!("state/{kind}/gateway_call_vm_list");

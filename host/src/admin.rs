@@ -496,9 +496,13 @@ fn report(
                 );
             }
             let people = four_eyes(&v);
+            let sends = sent_twice(&v);
             let runbooks = runbook_claims(&v, runbooks);
             if people != ExitCode::SUCCESS {
                 return people;
+            }
+            if sends != ExitCode::SUCCESS {
+                return sends;
             }
             runbooks
         }
@@ -532,6 +536,30 @@ fn four_eyes(v: &audit::Verdict) -> ExitCode {
         println!("... and {} more", all - 20);
     }
     println!("{all} approval(s) were given by the person who asked, wrote or ran what was approved, under another spelling of their name; the chain itself verifies");
+    ExitCode::from(1)
+}
+
+/// Lines where an execution sent one of its changes a second time
+/// (`audit_sends`).
+fn sent_twice(v: &audit::Verdict) -> ExitCode {
+    if v.sends_unchecked > 0 {
+        println!(
+            "note: {} change(s) were not checked for being sent twice: more than {} were open at once",
+            v.sends_unchecked,
+            airlock_gateway::audit_sends::MAX_CALLS
+        );
+    }
+    if v.sent_twice.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for (line, why) in v.sent_twice.iter().take(20) {
+        println!("SENT TWICE line {line}: {}", visible(why));
+    }
+    let all = v.sent_twice.len() as u64 + v.sent_twice_more;
+    if all > 20 {
+        println!("... and {} more", all - 20);
+    }
+    println!("{all} change(s) were sent a second time by the execution that made them; the chain itself verifies");
     ExitCode::from(1)
 }
 

@@ -147,7 +147,14 @@ impl ToolHost for ScriptTools {
             };
         }
         self.gateway
-            .call(&self.caller, &call.name, call.args)
+            .call(
+                &Caller {
+                    script_call: call.note.call_id(),
+                    ..self.caller.clone()
+                },
+                &call.name,
+                call.args,
+            )
             .await
             .map(|called| called.value)
             .map_err(|e| call_failure(&self.gateway, &e, self.durable))

@@ -217,35 +217,11 @@ async fn a_change_a_dead_process_sent_and_recorded_is_not_sent_again() {
     let request = waits_for(&parked, "vm_snapshot_create").to_string();
     let id = parked["execution"].clone();
     w.approve(&request);
-    let resuming = {
-        let (url, key) = (first.url.clone(), w.alice.clone());
-        let follow = json!({"execution": id});
-        tokio::spawn(async move {
-            let config =
-                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
-                    .auth_header(key);
-            let client = rmcp::ServiceExt::serve(
-                (),
-                rmcp::transport::StreamableHttpClientTransport::from_config(config),
-            )
-            .await
-            .unwrap();
-            let _ = client
-                .call_tool(
-                    rmcp::model::CallToolRequestParams::new("execute")
-                        .with_arguments(follow.as_object().unwrap().clone()),
-                )
-                .await;
-        })
-    };
-    // The snapshot reached the cluster: the resumed script now waits for
-    // its task (600 s).
-    for _ in 0..600 {
-        if w.sent().await.0 == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The task's first status read comes once the snapshot's answer is
+    // recorded: the kill lands while the resumed script waits for it.
+    let held = w.sim.hold("GET");
+    let resuming = execute_in_background(&first, &w.alice, json!({"execution": id}));
+    held.arrived(1).await;
     assert_eq!(
         w.sent().await.0,
         1,
@@ -253,6 +229,7 @@ async fn a_change_a_dead_process_sent_and_recorded_is_not_sent_again() {
     );
     kill(first);
     resuming.abort();
+    drop(held);
 
     // Its lease runs out (the store is asked as if its time had passed).
     let store = w.parked();

@@ -381,7 +381,11 @@ impl ClientTools {
             self.report_code(&name, code).await;
             return result;
         }
-        let called = self.gateway.call_keeping_args(&self.caller, &name, args);
+        let caller = Caller {
+            script_call: note.call_id(),
+            ..self.caller.clone()
+        };
+        let called = self.gateway.call_keeping_args(&caller, &name, args);
         // A read still running when the answer is due is dropped, and
         // made again when the execution goes on (a `wait_task` on a long
         // task, until the task ends; `MAX_IDLE_PARKS` bounds a read that
@@ -519,7 +523,13 @@ impl ClientTools {
                 // execution end while it runs, it was cut short.
                 note.status(airlock_sandbox::codes::CANCELLED);
                 let result = match self.gateway.decide(id, &decider, Status::Approved) {
-                    Ok(_) => self.gateway.call(&self.caller, name, args).await,
+                    Ok(_) => {
+                        let caller = Caller {
+                            script_call: note.call_id(),
+                            ..self.caller.clone()
+                        };
+                        self.gateway.call(&caller, name, args).await
+                    }
                     Err(e) => Err(CallError::ApprovalUnavailable(e.to_string())),
                 };
                 (result, None)

@@ -187,6 +187,13 @@ pub struct Verdict {
     pub four_eyes: Vec<(u64, String)>,
     /// Such lines past `audit_people::MAX_FINDINGS`, not kept.
     pub four_eyes_more: u64,
+    /// Lines where an execution sent one of its changes a second time
+    /// (`audit_sends`): line, why.
+    pub sent_twice: Vec<(u64, String)>,
+    /// Such lines past `audit_sends::MAX_FINDINGS`, not kept.
+    pub sent_twice_more: u64,
+    /// Changes not checked (past `audit_sends::MAX_CALLS` open at once).
+    pub sends_unchecked: u64,
 }
 
 /// An execution whose start line has no end line (yet).
@@ -251,6 +258,8 @@ pub struct Verifier {
     runbooks: crate::audit_runbooks::RunbookLedger,
     /// Four eyes kept in every spelling of a name.
     people: crate::audit_people::PeopleLedger,
+    /// Each change of an execution sent once.
+    sends: crate::audit_sends::SendsLedger,
 }
 
 impl Default for Verifier {
@@ -266,6 +275,7 @@ impl Default for Verifier {
             plans: Default::default(),
             runbooks: Default::default(),
             people: Default::default(),
+            sends: Default::default(),
         }
     }
 }
@@ -287,6 +297,7 @@ impl Verifier {
                 self.head = head;
                 self.runbooks.note(self.lines, &record);
                 self.people.note(self.lines, &record);
+                self.sends.note(self.lines, &record);
                 self.track(&record);
                 true
             }
@@ -306,6 +317,7 @@ impl Verifier {
         unfinished.sort_by_key(|(at, _)| *at);
         let (runbook_claims, runbooks_unchecked) = self.runbooks.finish();
         let (four_eyes, four_eyes_more) = self.people.finish();
+        let (sent_twice, sent_twice_more, sends_unchecked) = self.sends.finish();
         Verdict {
             good_lines,
             head: self.head,
@@ -316,6 +328,9 @@ impl Verifier {
             runbooks_unchecked,
             four_eyes,
             four_eyes_more,
+            sent_twice,
+            sent_twice_more,
+            sends_unchecked,
         }
     }
 

@@ -30,6 +30,11 @@ pub struct Caller {
     /// calls are held to the runbook's file, and an approved version's
     /// changes inside it need no approval of their own.
     pub runbook: Option<Arc<RunbookRun>>,
+    /// The call's number in its script (1, 2, ... in the order the
+    /// script made them; a durable execution resumed by replay makes each
+    /// call under the number it had), for the audit: `audit verify` finds
+    /// a change one execution sent twice under one number.
+    pub script_call: Option<u32>,
 }
 
 impl Caller {
@@ -42,6 +47,7 @@ impl Caller {
             plan: None,
             approve_own: false,
             runbook: None,
+            script_call: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod audit_fields;
 pub mod audit_people;
 mod audit_plans;
 pub mod audit_runbooks;
+pub mod audit_sends;
 pub mod backend;
 pub mod caller;
 pub mod catalog;

@@ -743,6 +743,46 @@ async fn policy_lists_naming_unknown_tools_fail_startup() {
     );
 }
 
+/// A script's calls carry their number into the audit: `audit verify`
+/// finds a change one execution sent twice under one number, and not a
+/// read sent again (as a replay after a crash does).
+#[tokio::test]
+async fn verify_finds_a_change_an_execution_sent_twice() {
+    let s = setup_with(policy(&[("alice", Mode::Operator)]), vec![]);
+    let id = s
+        .gateway
+        .execution_started(&Caller::new("alice"), "a script")
+        .unwrap();
+    let call = |n: u32| Caller {
+        execution: Some(id.clone()),
+        script_call: Some(n),
+        ..Caller::new("alice")
+    };
+    let args = json!({"node": "pve1"});
+    s.gateway
+        .call(&call(1), "read_status", args.clone())
+        .await
+        .unwrap();
+    s.gateway
+        .call(&call(1), "read_status", args.clone())
+        .await
+        .unwrap();
+    s.gateway
+        .call(&call(2), "op_start", args.clone())
+        .await
+        .unwrap();
+    let v = audit::verify(s.audit()).unwrap();
+    assert!(v.ok() && v.sent_twice.is_empty(), "{v:?}");
+    s.gateway.call(&call(2), "op_start", args).await.unwrap();
+    let v = audit::verify(s.audit()).unwrap();
+    assert!(v.ok(), "the chain itself holds");
+    assert_eq!(v.sent_twice.len(), 1, "{v:?}");
+    assert!(v.sent_twice[0].1.contains("#2 (op_start)"), "{v:?}");
+    s.gateway
+        .execution_finished(&id, "ok", 4, std::time::Duration::from_millis(5))
+        .unwrap();
+}
+
 #[tokio::test]
 async fn executions_are_audited() {
     let s = setup_with(policy(&[]), vec![]);
@@ -759,6 +799,7 @@ async fn executions_are_audited() {
         plan: None,
         approve_own: false,
         runbook: None,
+        script_call: None,
     };
     s.gateway
         .call(&c, "read_status", json!({"node": "pve1"}))
@@ -975,6 +1016,7 @@ async fn rate_limited_refusals_leave_one_line_and_a_count() {
         plan: None,
         approve_own: false,
         runbook: None,
+        script_call: None,
     };
     for _ in 0..5 {
         gateway.call(&mallory, "read_status", args()).await.unwrap();

@@ -369,6 +369,11 @@ impl Gateway {
             line.insert("execution".into(), Value::String(e.clone()));
         }
         line.insert("tool".into(), audit_fields::tool(name));
+        // A runbook's own script numbers its calls apart from its caller.
+        let script_call = caller.script_call.filter(|_| caller.runbook.is_none());
+        if let Some(n) = script_call {
+            line.insert("script_call".into(), Value::from(n));
+        }
         audit_fields::add_arg_keys(&args, &mut line);
         let args_hash = sha256_json(&args);
         line.insert("args_sha256".into(), Value::String(args_hash.clone()));
@@ -397,6 +402,12 @@ impl Gateway {
         };
         let spec = entry.spec.clone();
         line.insert("backend".into(), Value::String(spec.backend.clone()));
+        if script_call.is_some() {
+            line.insert(
+                "tier".into(),
+                serde_json::to_value(spec.tier).unwrap_or(Value::Null),
+            );
+        }
         if let Some(PlanRun::Record(recorder)) = &caller.plan {
             return self
                 .planned_call(caller, recorder, &spec, args, &args_hash, line)
