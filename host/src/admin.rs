@@ -542,15 +542,21 @@ fn four_eyes(v: &audit::Verdict) -> ExitCode {
 /// Lines where an execution sent one of its changes a second time
 /// (`audit_sends`).
 fn sent_twice(v: &audit::Verdict) -> ExitCode {
-    if v.sends_unchecked > 0 {
+    // Not checked is not passed: fail closed.
+    let unchecked = v.sends_unchecked > 0;
+    if unchecked {
         println!(
-            "note: {} change(s) were not checked for being sent twice: more than {} were open at once",
+            "UNCHECKED: {} change(s) were not checked for being sent twice: executions with more than {} changes were open at once (`airlock audit close` ends the ones that will never end; then verify again)",
             v.sends_unchecked,
             airlock_gateway::audit_sends::MAX_CALLS
         );
     }
     if v.sent_twice.is_empty() {
-        return ExitCode::SUCCESS;
+        return if unchecked {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        };
     }
     for (line, why) in v.sent_twice.iter().take(20) {
         println!("SENT TWICE line {line}: {}", visible(why));

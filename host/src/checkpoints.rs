@@ -63,8 +63,11 @@ pub struct Checkpoints {
 enum Row {
     /// None was written (nor tried).
     None,
-    /// A first record failed in a way that may have written it.
-    Maybe,
+    /// A first record failed in a way that may have written it, at the
+    /// instant given: had it landed, its lease runs out a lease later,
+    /// and past that no row of it may be added again (another may have
+    /// taken it, gone on and ended it).
+    Maybe(std::time::Instant),
     /// Written, held under the lease.
     Held,
 }
@@ -187,6 +190,11 @@ impl Checkpoints {
     /// is made again when the execution goes on.
     pub fn after(&self, id: u32, journal: &JournalTap, result: &Result<Value, ToolFailure>) {
         let mut s = self.state();
+        let journal = journal.snapshot();
+        // Answers the guest took are in the journal: they count no more.
+        if let Some(j) = &journal {
+            s.sends.settle(j);
+        }
         let waits = matches!(result, Err(f) if f.code == codes::WAITING);
         if waits {
             s.sends.unanswered.remove(&id);
@@ -202,7 +210,7 @@ impl Checkpoints {
         if s.off || s.row == Row::None {
             return;
         }
-        let Some(journal) = journal.snapshot() else {
+        let Some(journal) = journal else {
             return;
         };
         // Should this fail, the last record still names the change as
@@ -229,14 +237,18 @@ impl Checkpoints {
         };
         let written = match s.row {
             Row::Held => write(false),
-            Row::None => write(true).inspect_err(|e| {
-                if matches!(e, ParkError::Unavailable) {
-                    s.row = Row::Maybe;
-                }
-            }),
-            // Landed or not: replaced if it did, added if it did not.
-            Row::Maybe => match write(false) {
-                Err(ParkError::LeaseLost) => write(true),
+            Row::None => {
+                let tried = std::time::Instant::now();
+                write(true).inspect_err(|e| {
+                    if matches!(e, ParkError::Unavailable) {
+                        s.row = Row::Maybe(tried);
+                    }
+                })
+            }
+            // Landed or not: replaced if it did, added if it did not —
+            // while the lease it would hold has not run out.
+            Row::Maybe(tried) => match write(false) {
+                Err(ParkError::LeaseLost) if tried.elapsed() < self.durable.lease() => write(true),
                 other => other,
             },
         }?;
@@ -251,6 +263,13 @@ impl Checkpoints {
         let s = self.state();
         let holder = (s.row != Row::None).then(|| s.holder.clone());
         (holder, s.sends.clone())
+    }
+
+    /// Whether the row may not exist (its only record failed): a park
+    /// that finds no row under the lease adds one instead, while the
+    /// lease it would hold has not run out.
+    pub fn row_uncertain(&self) -> bool {
+        matches!(self.state().row, Row::Maybe(tried) if tried.elapsed() < self.durable.lease())
     }
 }
 

@@ -385,6 +385,11 @@ impl Durable {
         kept.map_err(|refused| self.refusal(refused, &parked.identity))
     }
 
+    /// How long a take or a run holds an execution.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
     /// A lease name of this process's own, for one take or one run.
     pub fn new_holder(&self) -> String {
         format!(
@@ -399,6 +404,33 @@ impl Durable {
     /// adds the row (held by `holder` from the start). A record of more
     /// than `budget` bytes is not written. The bytes written, when it is.
     pub fn checkpoint(
+        &self,
+        execution: &str,
+        parked: &Parked,
+        holder: &str,
+        new: bool,
+        budget: u64,
+    ) -> Result<u64, ParkError> {
+        // Refused before anything is sealed when it cannot fit: its
+        // journal's bytes as counted, its script and kept answers, and
+        // base64's third.
+        let estimate = (parked.journal.bytes()
+            + parked.script.len() as u64
+            + parked
+                .sends
+                .answered
+                .values()
+                .map(|a| a.len() as u64)
+                .sum::<u64>())
+            / 3
+            * 4;
+        if estimate > budget {
+            return Err(ParkError::RecordBytes);
+        }
+        off_worker(|| self.seal_and_write(execution, parked, holder, new, budget))
+    }
+
+    fn seal_and_write(
         &self,
         execution: &str,
         parked: &Parked,
@@ -427,16 +459,10 @@ impl Durable {
         };
         let now = now_ms();
         let until = now.saturating_add(self.lease.as_millis().min(i64::MAX as u128) as i64);
-        // A SQLite file is written on this thread: its other tasks move to
-        // another worker meanwhile (PostgreSQL's store does the same).
-        let write = || self.store.checkpoint(&row, holder, new, until, &CAPS, now);
-        let kept = match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(write)
-            }
-            _ => write(),
-        }
-        .map_err(|e| unavailable(&e))?;
+        let kept = self
+            .store
+            .checkpoint(&row, holder, new, until, &CAPS, now)
+            .map_err(|e| unavailable(&e))?;
         kept.map_err(|refused| self.refusal(refused, &parked.identity))?;
         Ok(row.bytes as u64)
     }
@@ -558,8 +584,10 @@ impl Durable {
         &self,
         identity: &str,
     ) -> Result<Vec<ParkedInfo>, airlock_gateway::parked::ParkedUnavailable> {
-        self.store
-            .list(Some(identity), now_ms(), PARKED_PER_IDENTITY as u32 * 2)
+        off_worker(|| {
+            self.store
+                .list(Some(identity), now_ms(), PARKED_PER_IDENTITY as u32 * 2)
+        })
     }
 
     /// Takes out the executions past [`LIFETIME`], for their end lines.
@@ -570,6 +598,19 @@ impl Durable {
             tracing::warn!(error = %e, "parked executions past their lifetime could not be read");
             Vec::new()
         })
+    }
+}
+
+/// Runs `f`, which takes this thread a while (sealing a large journal,
+/// a SQLite file waiting for its lock), telling a multi-threaded runtime
+/// so, so the worker's other tasks move to another one meanwhile
+/// (PostgreSQL's store does the same for its own wait).
+fn off_worker<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 

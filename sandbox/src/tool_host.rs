@@ -47,20 +47,37 @@ impl ToolCall {
 /// execution that is not journaled; holds the journal weakly, so a tap
 /// kept past its execution keeps nothing alive.
 #[derive(Clone, Default)]
-pub struct JournalTap(Option<std::sync::Weak<std::sync::Mutex<crate::replay::Recorder>>>);
+pub struct JournalTap(Option<Tap>);
+
+#[derive(Clone)]
+enum Tap {
+    Live(std::sync::Weak<std::sync::Mutex<crate::replay::Recorder>>),
+    Fixed(std::sync::Arc<crate::Journal>),
+}
 
 impl JournalTap {
     pub(crate) fn of(recorder: &crate::replay::Shared) -> Self {
-        Self(Some(std::sync::Arc::downgrade(recorder)))
+        Self(Some(Tap::Live(std::sync::Arc::downgrade(recorder))))
+    }
+
+    /// A tap that always shows `journal`: for a tool host's own tests,
+    /// which call it without a sandbox.
+    pub fn fixed(journal: crate::Journal) -> Self {
+        Self(Some(Tap::Fixed(std::sync::Arc::new(journal))))
     }
 
     /// A copy of the journal now; `None` when the execution is not
     /// journaled, has ended, or its replay diverged (nothing more is
     /// sent then).
     pub fn snapshot(&self) -> Option<crate::Journal> {
-        let recorder = self.0.as_ref()?.upgrade()?;
-        let r = recorder.lock().unwrap_or_else(|p| p.into_inner());
-        r.journal_now()
+        match self.0.as_ref()? {
+            Tap::Live(recorder) => {
+                let recorder = recorder.upgrade()?;
+                let r = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                r.journal_now()
+            }
+            Tap::Fixed(journal) => Some(journal.as_ref().clone()),
+        }
     }
 }
 

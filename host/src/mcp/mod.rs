@@ -668,7 +668,18 @@ impl AirlockServer {
                 };
                 let id = execution.id().to_string();
                 let requests = crate::durable::request_ids(waiting);
-                match self.shared.durable.park(&id, &parked, holder.as_deref()) {
+                let mut parked_now = self.shared.durable.park(&id, &parked, holder.as_deref());
+                // Its only record may never have landed: then there is no
+                // row to replace, and it is added.
+                if matches!(parked_now, Err(crate::durable::ParkError::LeaseLost))
+                    && tools
+                        .checkpoints
+                        .as_ref()
+                        .is_some_and(|c| c.row_uncertain())
+                {
+                    parked_now = self.shared.durable.park(&id, &parked, None);
+                }
+                match parked_now {
                     Ok(()) => {
                         // Logged as parked (its place given back) before
                         // its identity may follow it.

@@ -61,8 +61,8 @@ impl SendsLedger {
                 else {
                     return;
                 };
-                let calls = self.sent.entry(execution.to_string()).or_default();
-                if let Some(first) = calls.get(&number) {
+                let first = self.sent.get(execution).and_then(|c| c.get(&number));
+                if let Some(first) = first {
                     let tool = text(record, "tool").unwrap_or("?");
                     let why = format!(
                         "execution {execution} sent its change #{number} ({tool}) a second time; line {first} sent it first"
@@ -73,7 +73,10 @@ impl SendsLedger {
                         self.more += 1;
                     }
                 } else if self.remembered < MAX_CALLS {
-                    calls.insert(number, line);
+                    self.sent
+                        .entry(execution.to_string())
+                        .or_default()
+                        .insert(number, line);
                     self.remembered += 1;
                 } else {
                     self.unchecked += 1;
