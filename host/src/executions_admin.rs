@@ -33,6 +33,17 @@ pub enum ExecutionsAction {
         #[arg(long)]
         json: bool,
     },
+    /// One execution: whose, since when, where it stands (running,
+    /// resuming, waiting), what it waits for, its calls and stored bytes.
+    /// Exits 1 when the state holds no such execution (it ended, or never
+    /// waited).
+    Show {
+        /// The execution's id (as `list` and the agent's answer show it).
+        id: String,
+        /// Print it as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// End a waiting execution: it never goes on, its identity's
     /// follow-up is told it is unknown, and the audit gets its end line
     /// (outcome `Cancelled`, and who). The approval requests it waited
@@ -74,6 +85,28 @@ pub fn executions(file: &ConfigFile, action: ExecutionsAction) -> ExitCode {
                 for r in &rows {
                     println!("{}", describe(r, now));
                 }
+            }
+            ExitCode::SUCCESS
+        }
+        ExecutionsAction::Show { id, json } => {
+            let rows = match s.parked.list(None, now, LIST_LIMIT) {
+                Ok(rows) => rows,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let Some(r) = rows.iter().find(|r| r.execution == id) else {
+                eprintln!(
+                    "error: the state holds no execution {} (it ended, or never waited or ran journaled); its lines are in the audit chain (`airlock audit export`)",
+                    visible(&id)
+                );
+                return ExitCode::from(1);
+            };
+            if json {
+                println!("{}", as_json(r, now));
+            } else {
+                println!("{}", describe(r, now));
             }
             ExitCode::SUCCESS
         }

@@ -341,10 +341,21 @@ async fn an_operator_lists_and_cancels_a_waiting_execution() {
         "{text}"
     );
 
+    let shown = airlock(&["executions", "show", id.as_str().unwrap(), "--json"]);
+    assert!(shown.status.success(), "{shown:?}");
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(
+        (&shown["execution"], &shown["identity"], &shown["state"]),
+        (&id, &json!("alice"), &json!("waiting"))
+    );
+    assert_eq!(shown["waiting"], json!([request]), "{shown}");
+
     let cancelled = airlock(&["executions", "cancel", id.as_str().unwrap(), "--by", "olga"]);
     assert!(cancelled.status.success(), "{cancelled:?}");
     let again = airlock(&["executions", "cancel", id.as_str().unwrap(), "--by", "olga"]);
     assert_eq!(again.status.code(), Some(1), "{again:?}");
+    let gone = airlock(&["executions", "show", id.as_str().unwrap()]);
+    assert_eq!(gone.status.code(), Some(1), "{gone:?}");
     w.approve(&request);
     let after = execute(&server, &w.alice, json!({"execution": id})).await;
     assert_eq!(after["error"]["kind"], "UnknownExecution", "{after}");
