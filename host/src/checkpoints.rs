@@ -72,6 +72,14 @@ enum Row {
     Held,
 }
 
+impl Row {
+    /// A first record that may have landed, and whose lease would still
+    /// hold: a row of it may be added (again).
+    fn may_add(self, lease: std::time::Duration) -> bool {
+        matches!(self, Row::Maybe(tried) if tried.elapsed() < lease)
+    }
+}
+
 struct State {
     /// The lease the row is (to be) held under.
     holder: String,
@@ -247,8 +255,8 @@ impl Checkpoints {
             }
             // Landed or not: replaced if it did, added if it did not —
             // while the lease it would hold has not run out.
-            Row::Maybe(tried) => match write(false) {
-                Err(ParkError::LeaseLost) if tried.elapsed() < self.durable.lease() => write(true),
+            Row::Maybe(_) => match write(false) {
+                Err(ParkError::LeaseLost) if s.row.may_add(self.durable.lease()) => write(true),
                 other => other,
             },
         }?;
@@ -269,7 +277,7 @@ impl Checkpoints {
     /// that finds no row under the lease adds one instead, while the
     /// lease it would hold has not run out.
     pub fn row_uncertain(&self) -> bool {
-        matches!(self.state().row, Row::Maybe(tried) if tried.elapsed() < self.durable.lease())
+        self.state().row.may_add(self.durable.lease())
     }
 }
 

@@ -323,6 +323,27 @@ impl Durable {
         ))
     }
 
+    /// The row that keeps `parked` under `execution`, its body sealed.
+    fn sealed_row(&self, execution: &str, parked: &Parked) -> Result<ParkedRow, String> {
+        let body = self.seal(execution, parked)?;
+        Ok(ParkedRow {
+            execution: execution.to_string(),
+            identity: parked.identity.clone(),
+            born_ms: parked.born_ms,
+            bytes: body.len().min(i64::MAX as usize) as i64,
+            waiting: request_ids(&parked.waiting),
+            body,
+            asked: parked.prompts.asked,
+            declined: parked.prompts.declined,
+            calls: parked.calls,
+        })
+    }
+
+    /// When a lease taken at `now` (ms since the epoch) runs out.
+    fn lease_until(&self, now: i64) -> i64 {
+        now.saturating_add(self.lease.as_millis().min(i64::MAX as u128) as i64)
+    }
+
     /// The body of `row`, if its seal holds.
     fn open(&self, row: &ParkedRow) -> Result<Body, Unsealed> {
         let cipher = self.cipher().map_err(Unsealed::NoKey)?;
@@ -366,18 +387,9 @@ impl Durable {
             tracing::warn!(execution, error = %e, "an execution could not park");
             ParkError::Unavailable
         };
-        let body = self.seal(execution, parked).map_err(|e| unavailable(&e))?;
-        let row = ParkedRow {
-            execution: execution.to_string(),
-            identity: parked.identity.clone(),
-            born_ms: parked.born_ms,
-            bytes: body.len().min(i64::MAX as usize) as i64,
-            waiting: request_ids(&parked.waiting),
-            body,
-            asked: parked.prompts.asked,
-            declined: parked.prompts.declined,
-            calls: parked.calls,
-        };
+        let row = self
+            .sealed_row(execution, parked)
+            .map_err(|e| unavailable(&e))?;
         let kept = self
             .store
             .park(&row, holder, &CAPS, now_ms())
@@ -442,23 +454,14 @@ impl Durable {
             tracing::warn!(execution, error = %e, "a running execution could not be journaled");
             ParkError::Unavailable
         };
-        let body = self.seal(execution, parked).map_err(|e| unavailable(&e))?;
-        if body.len() as u64 > budget {
+        let row = self
+            .sealed_row(execution, parked)
+            .map_err(|e| unavailable(&e))?;
+        if row.bytes as u64 > budget {
             return Err(ParkError::RecordBytes);
         }
-        let row = ParkedRow {
-            execution: execution.to_string(),
-            identity: parked.identity.clone(),
-            born_ms: parked.born_ms,
-            bytes: body.len().min(i64::MAX as usize) as i64,
-            waiting: Vec::new(),
-            body,
-            asked: parked.prompts.asked,
-            declined: parked.prompts.declined,
-            calls: parked.calls,
-        };
         let now = now_ms();
-        let until = now.saturating_add(self.lease.as_millis().min(i64::MAX as u128) as i64);
+        let until = self.lease_until(now);
         let kept = self
             .store
             .checkpoint(&row, holder, new, until, &CAPS, now)
@@ -489,7 +492,7 @@ impl Durable {
     /// back.
     pub fn take(&self, execution: &str, identity: &str) -> Result<Taken, FollowError> {
         let now = now_ms();
-        let until = now.saturating_add(self.lease.as_millis().min(i64::MAX as u128) as i64);
+        let until = self.lease_until(now);
         let holder = self.new_holder();
         let taken = self
             .store

@@ -176,19 +176,8 @@ fn as_json(r: &ParkedInfo, now: i64) -> Value {
         "bytes": r.bytes,
         "tool_calls": r.calls,
         "held": r.held,
-        "state": standing(r),
+        "state": r.standing(),
     })
-}
-
-/// Where the execution stands: `running` (held, nothing waited for: its
-/// server writes it down as it goes), `resuming` (held by a follow-up),
-/// `waiting`.
-fn standing(r: &ParkedInfo) -> &'static str {
-    match (r.held, r.waiting.is_empty()) {
-        (true, true) => "running",
-        (true, false) => "resuming",
-        (false, _) => "waiting",
-    }
 }
 
 /// One row for a terminal, every stored field escaped (a row is the
@@ -202,7 +191,7 @@ fn describe(r: &ParkedInfo, now: i64) -> String {
         .to_string()
     };
     let waiting: Vec<String> = r.waiting.iter().map(|w| visible(w)).collect();
-    let what = match (standing(r), waiting.is_empty()) {
+    let what = match (r.standing(), waiting.is_empty()) {
         ("running", _) => "running".to_string(),
         ("resuming", _) => format!("being resumed, was waiting for {}", waiting.join(", ")),
         (_, true) => "waiting to be followed (a long task, a server that stopped)".to_string(),

@@ -93,6 +93,17 @@ impl World {
         (count("/snapshot"), count("/status/shutdown"))
     }
 
+    /// Waits (30 s at most) until the cluster has been asked for `n`
+    /// snapshots: its request log is all a client outside it can watch.
+    async fn snapshots_reached(&self, n: usize) {
+        for _ in 0..600 {
+            if self.sent().await.0 >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The shutdowns the cluster was asked for, by guest.
     async fn shutdowns(&self) -> Vec<String> {
         let mut sent: Vec<String> = self
@@ -476,12 +487,7 @@ async fn killed_with_a_change_in_flight_it_is_never_sent_again() {
     running.abort();
     // The request that arrived is carried out, as pveproxy does.
     drop(held);
-    for _ in 0..600 {
-        if w.sent().await.0 == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    w.snapshots_reached(1).await;
     assert_eq!(w.sent().await, (1, 0), "the snapshot landed once");
     let id = orphaned(&w);
     let second = w.serve().await;
@@ -570,12 +576,7 @@ async fn sigterm_parks_a_running_execution_and_the_restart_goes_on_with_it() {
         .await;
     let running =
         execute_in_background(&first, &w.alice, json!({"script": SNAPSHOT_THEN_SHUTDOWN}));
-    for _ in 0..600 {
-        if w.sent().await.0 == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    w.snapshots_reached(1).await;
     assert_eq!(w.sent().await, (1, 0), "the snapshot's task runs");
     let pid = first.child.id().to_string();
     assert!(Command::new("kill")

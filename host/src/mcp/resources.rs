@@ -210,14 +210,9 @@ fn executions(shared: &Shared, caller: &Caller) -> Result<Value, ResourceError> 
     let rows: Vec<Value> = rows
         .iter()
         .map(|r| {
-            let state = match (r.held, r.waiting.is_empty()) {
-                (true, true) => "running",
-                (true, false) => "resuming",
-                (false, _) => "waiting",
-            };
             json!({
                 "execution": r.execution,
-                "state": state,
+                "state": r.standing(),
                 "started_s_ago": now.saturating_sub(r.born_ms).max(0) / 1000,
                 "waiting_for": r.waiting,
                 "tool_calls": r.calls,

@@ -51,6 +51,19 @@ pub struct ParkedInfo {
     pub held: bool,
 }
 
+impl ParkedInfo {
+    /// Where the execution stands: `running` (held, nothing waited for:
+    /// its holder records it as it goes), `resuming` (held by a
+    /// follow-up), `waiting`.
+    pub fn standing(&self) -> &'static str {
+        match (self.held, self.waiting.is_empty()) {
+            (true, true) => "running",
+            (true, false) => "resuming",
+            (false, _) => "waiting",
+        }
+    }
+}
+
 /// The caps a park is checked against, all rows of the deployment
 /// counted (held ones too: a resumed execution keeps its place).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

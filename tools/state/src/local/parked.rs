@@ -124,6 +124,37 @@ fn over_cap(
     ))
 }
 
+/// Adds `row`: parked (not ready until its line is written), or `held`
+/// by a running execution's holder until its lease ends (ready at once).
+fn insert(
+    tx: &rusqlite::Transaction<'_>,
+    row: &ParkedRow,
+    now_ms: i64,
+    held: Option<(&str, i64)>,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO parked (execution, identity, born_ms, parked_ms, bytes, \
+         waiting, body, asked, declined, calls, ready, holder, lease_until_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![
+            row.execution,
+            row.identity,
+            row.born_ms,
+            now_ms,
+            row.bytes,
+            waiting_to_text(&row.waiting),
+            row.body,
+            row.asked,
+            row.declined,
+            row.calls,
+            held.is_some(),
+            held.map(|h| h.0),
+            held.map(|h| h.1)
+        ],
+    )?;
+    Ok(())
+}
+
 impl ParkedStore for SqliteParked {
     fn park(
         &self,
@@ -163,23 +194,7 @@ impl ParkedStore for SqliteParked {
                     })
                 }
                 None => {
-                    tx.execute(
-                        "INSERT INTO parked (execution, identity, born_ms, parked_ms, bytes, \
-                         waiting, body, asked, declined, calls) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                        params![
-                            row.execution,
-                            row.identity,
-                            row.born_ms,
-                            now_ms,
-                            row.bytes,
-                            waiting,
-                            row.body,
-                            row.asked,
-                            row.declined,
-                            row.calls
-                        ],
-                    )?;
+                    insert(tx, row, now_ms, None)?;
                     Ok(Ok(()))
                 }
             }
@@ -199,29 +214,11 @@ impl ParkedStore for SqliteParked {
             if let Some(refused) = over_cap(tx, row, caps)? {
                 return Ok(Err(refused));
             }
-            let waiting = waiting_to_text(&row.waiting);
             if new {
-                tx.execute(
-                    "INSERT INTO parked (execution, identity, born_ms, parked_ms, bytes, \
-                     waiting, body, asked, declined, calls, ready, holder, lease_until_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1, ?11, ?12)",
-                    params![
-                        row.execution,
-                        row.identity,
-                        row.born_ms,
-                        now_ms,
-                        row.bytes,
-                        waiting,
-                        row.body,
-                        row.asked,
-                        row.declined,
-                        row.calls,
-                        holder,
-                        lease_until_ms
-                    ],
-                )?;
+                insert(tx, row, now_ms, Some((holder, lease_until_ms)))?;
                 return Ok(Ok(()));
             }
+            let waiting = waiting_to_text(&row.waiting);
             let n = tx.execute(
                 "UPDATE parked SET waiting = ?2, body = ?3, bytes = ?4, calls = ?5, \
                  lease_until_ms = ?6, parked_ms = ?8 WHERE execution = ?1 AND holder = ?7",

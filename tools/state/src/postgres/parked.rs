@@ -72,6 +72,39 @@ async fn over_cap(
     Ok(cap_hit(caps, own, all, row.bytes))
 }
 
+/// Adds `row`: parked (not ready until its line is written), or `held`
+/// by a running execution's holder until its lease ends (ready at once).
+async fn insert(
+    tx: &tokio_postgres::Transaction<'_>,
+    row: &ParkedRow,
+    now_ms: i64,
+    held: Option<(&str, i64)>,
+) -> Result<u64, tokio_postgres::Error> {
+    let (asked, calls) = (row.asked as i64, row.calls as i64);
+    let (holder, lease_until_ms) = (held.map(|h| h.0), held.map(|h| h.1));
+    tx.execute(
+        "INSERT INTO airlock_parked (execution, identity, born_ms, parked_ms, bytes, \
+         waiting, body, asked, declined, calls, ready, holder, lease_until_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        &[
+            &row.execution,
+            &row.identity,
+            &row.born_ms,
+            &now_ms,
+            &row.bytes,
+            &waiting_to_text(&row.waiting),
+            &row.body,
+            &asked,
+            &row.declined,
+            &calls,
+            &held.is_some(),
+            &holder,
+            &lease_until_ms,
+        ],
+    )
+    .await
+}
+
 pub struct PgParked {
     db: Arc<Postgres>,
 }
@@ -133,25 +166,7 @@ impl ParkedStore for PgParked {
                         }
                     }
                     None => {
-                        tx.execute(
-                            "INSERT INTO airlock_parked (execution, identity, born_ms, parked_ms, \
-                         bytes, waiting, body, asked, declined, calls) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                            &[
-                                &row.execution,
-                                &row.identity,
-                                &row.born_ms,
-                                &now_ms,
-                                &row.bytes,
-                                &waiting,
-                                &row.body,
-                                &asked,
-                                &row.declined,
-                                &calls,
-                            ],
-                        )
-                        .await
-                        .map_err(e)?;
+                        insert(&tx, &row, now_ms, None).await.map_err(e)?;
                         Ok(())
                     }
                 };
@@ -182,32 +197,12 @@ impl ParkedStore for PgParked {
                 if let Some(refused) = over_cap(&tx, &row, &caps).await.map_err(e)? {
                     return Ok(Err(refused));
                 }
-                let waiting = waiting_to_text(&row.waiting);
-                let (asked, calls) = (row.asked as i64, row.calls as i64);
                 let n = if new {
-                    tx.execute(
-                        "INSERT INTO airlock_parked (execution, identity, born_ms, parked_ms, \
-                         bytes, waiting, body, asked, declined, calls, ready, holder, \
-                         lease_until_ms) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true, $11, $12)",
-                        &[
-                            &row.execution,
-                            &row.identity,
-                            &row.born_ms,
-                            &now_ms,
-                            &row.bytes,
-                            &waiting,
-                            &row.body,
-                            &asked,
-                            &row.declined,
-                            &calls,
-                            &holder,
-                            &lease_until_ms,
-                        ],
-                    )
-                    .await
-                    .map_err(e)?
+                    insert(&tx, &row, now_ms, Some((&holder, lease_until_ms)))
+                        .await
+                        .map_err(e)?
                 } else {
+                    let (waiting, calls) = (waiting_to_text(&row.waiting), row.calls as i64);
                     tx.execute(
                         "UPDATE airlock_parked SET waiting = $2, body = $3, bytes = $4, \
                          calls = $5, lease_until_ms = $6, parked_ms = $8 \
