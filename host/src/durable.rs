@@ -575,6 +575,16 @@ impl Durable {
         }
     }
 
+    /// This process stops without running `holder`'s execution further:
+    /// its row is left for the next follow-up to resume at once, as an
+    /// orphan (a change its last record names as unanswered is not sent
+    /// again), instead of when the lease would have run out.
+    pub fn let_go(&self, execution: &str, holder: &str) {
+        if let Err(e) = off_worker(|| self.store.let_go(execution, holder)) {
+            tracing::warn!(execution, error = %e, "a running execution could not be let go of; it can be followed again once its lease ends");
+        }
+    }
+
     /// An execution a take (`holder`) resumed ended: its row goes.
     pub fn ended(&self, execution: &str, holder: &str) {
         if let Err(e) = self.store.ended(execution, holder) {

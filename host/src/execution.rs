@@ -129,13 +129,22 @@ impl Execution {
     /// ids): logged as parked, its place given back. No end line: it goes
     /// on later under the same id, and ends once.
     pub fn park(self, waiting: &[String], ran: &Outcome) {
-        // The run is over (the execution is not): counted as one, ending
-        // `Parked`, with the wait for its slot.
-        let metrics = crate::metrics::global();
-        metrics.execution("Parked", None, self.started.elapsed());
         let waited = Duration::from_micros(ran.stats.queue_us);
-        metrics.admission(&self.caller.identity, waited, None);
-        let calls = ran.stats.tool_calls;
+        crate::metrics::global().admission(&self.caller.identity, waited, None);
+        self.parked(waiting, ran.stats.tool_calls);
+    }
+
+    /// The server stopped while the execution ran, and let go of it to be
+    /// resumed from its last record: logged as parked, waiting for
+    /// nothing but to be followed. No end line, as for [`Self::park`].
+    pub fn let_go(self, calls: u32) {
+        self.parked(&[], calls);
+    }
+
+    fn parked(self, waiting: &[String], calls: u32) {
+        // The run is over (the execution is not): counted as one, ending
+        // `Parked`.
+        crate::metrics::global().execution("Parked", None, self.started.elapsed());
         let id = self.id().to_string();
         if let Err(e) = self
             .gateway

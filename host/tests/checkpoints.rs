@@ -82,6 +82,9 @@ impl ParkedStore for Flaky {
     fn put_back(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable> {
         self.inner.put_back(execution, holder)
     }
+    fn let_go(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable> {
+        self.inner.let_go(execution, holder)
+    }
     fn ended(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable> {
         self.inner.ended(execution, holder)
     }

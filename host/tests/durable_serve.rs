@@ -620,6 +620,65 @@ async fn sigterm_parks_a_running_execution_and_the_restart_goes_on_with_it() {
     w.verify();
 }
 
+/// SIGTERM while the script computes past the shutdown grace, with no
+/// call to park at: the server lets go of it, and started again, the same
+/// execution goes on at once (not when its lease would have run out),
+/// from its last change, which is not sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_go_of_a_computing_execution_and_the_restart_goes_on_at_once() {
+    const SNAPSHOT_THEN_COMPUTE: &str = r#"const node = "pve1", vmid = 101;
+const upid = await tools.vm_snapshot_create({node, vmid, snapname: "before_work"});
+const until = Date.now() + 5000;
+let ticks = 0;
+while (Date.now() < until) { await new Promise((r) => setTimeout(r, 100)); ticks += 1; }
+({upid: typeof upid, ticked: ticks > 0})"#;
+    let w = World::with(Duration::from_millis(20), NO_APPROVALS).await;
+    let mut first = w.serve_with(&["--shutdown-grace", "2s"]).await;
+    let held = w.sim.hold("POST");
+    let running = execute_in_background(&first, &w.alice, json!({"script": SNAPSHOT_THEN_COMPUTE}));
+    held.arrived(1).await;
+    let pid = first.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // The change in flight is answered and recorded; the script then
+    // computes for longer than the whole grace.
+    drop(held);
+    let status = tokio::task::spawn_blocking(move || first.child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    running.abort();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let rows = w.parked().list(Some("alice"), now, 10).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(!rows[0].held, "let go of, not held until its lease ends");
+    let id = json!(rows[0].execution);
+    let second = w.serve().await;
+    let done = execute(&second, &w.alice, json!({"execution": id})).await;
+    assert_eq!(
+        done["result"],
+        json!({"upid": "string", "ticked": true}),
+        "{done}"
+    );
+    assert_eq!(
+        w.sent().await,
+        (1, 0),
+        "the snapshot reached the cluster once"
+    );
+    let lines = w.audit();
+    assert_eq!(count(&lines, "execution_start", &id), 1);
+    assert_eq!(count(&lines, "execution_parked", &id), 1, "let go of");
+    assert_eq!(count(&lines, "execution_end", &id), 1);
+    w.verify();
+    assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
+}
+
 /// A Prometheus gauge's value in a scrape of `url`.
 async fn gauge(url: &str, name: &str) -> f64 {
     let text = reqwest::get(url).await.unwrap().text().await.unwrap();

@@ -704,6 +704,16 @@ impl AirlockServer {
             }
         }
         if let Some(holder) = &holder {
+            // The server stopped under it (its shutdown grace ran out while
+            // the script computed, with no call to park at): nothing more
+            // of it runs here, and its last record is what it did. The
+            // next follow-up, on another replica or after the restart,
+            // resumes it from there at once.
+            if outcome.is_none() && self.shared.stopping.is_cancelled() {
+                self.shared.durable.let_go(execution.id(), holder);
+                execution.let_go(tools.done.load(std::sync::atomic::Ordering::SeqCst));
+                return Self::invalid("this server stopped while the execution ran; follow it (execute with `execution`) on another server, or on this one once it is back, and it goes on from its last change");
+            }
             self.shared.durable.ended(execution.id(), holder);
         }
         let succeeded = outcome.as_ref().is_some_and(|o| o.result.is_ok());

@@ -158,6 +158,12 @@ pub trait ParkedStore: Send + Sync {
     /// follow-up found nothing decided, or could not start.
     fn put_back(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable>;
 
+    /// Ends `holder`'s lease on `execution` now, as if the holder had
+    /// died: its process stops without running it further, and the next
+    /// taker (at once, not when the lease would have run out) resumes it
+    /// as an orphan, from its last record.
+    fn let_go(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable>;
+
     /// The execution `holder` resumed ended: its row goes, only while that
     /// take still holds it (a holder whose lease ran out, and whose row
     /// another take parked again meanwhile, deletes nothing).

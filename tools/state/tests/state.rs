@@ -1569,6 +1569,41 @@ both!(
 );
 
 both!(
+    a_running_execution_its_holder_lets_go_of_is_an_orphan_at_once,
+    |f: Fixture| {
+        use airlock_gateway::parked::{ParkRefusal, Take};
+        let (a, b) = (f.open().parked, f.open().parked);
+        let mut row = parked_row("w1", "alice", 10);
+        row.waiting.clear();
+        a.checkpoint(&row, "h1", true, T0 + 1000, &CAPS, T0)
+            .unwrap()
+            .unwrap();
+        // Only its holder lets go of it.
+        b.let_go("w1", "r2").unwrap();
+        assert_eq!(
+            b.take("w1", "alice", "r2", T0 + 10, T0 + 200).unwrap(),
+            Take::Busy,
+            "another process's let-go changes nothing"
+        );
+        a.let_go("w1", "h1").unwrap();
+        assert!(!b.list(None, T0 + 10, 10).unwrap()[0].held);
+        // Long before its lease would have ended, the next taker has it,
+        // told its holder may have sent what its record names.
+        let Take::Taken { orphan: true, .. } =
+            b.take("w1", "alice", "r2", T0 + 10, T0 + 200).unwrap()
+        else {
+            panic!("an orphan at once")
+        };
+        // The holder that let go writes nothing more on it.
+        assert_eq!(
+            a.checkpoint(&row, "h1", false, T0 + 1000, &CAPS, T0 + 20)
+                .unwrap(),
+            Err(ParkRefusal::LeaseLost)
+        );
+    }
+);
+
+both!(
     a_running_execution_journaled_by_its_holder_is_an_orphan_once_it_dies,
     |f: Fixture| {
         use airlock_gateway::parked::{ParkRefusal, Take};

@@ -301,6 +301,16 @@ impl ParkedStore for SqliteParked {
         })
     }
 
+    fn let_go(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable> {
+        self.step(|tx| {
+            tx.execute(
+                "UPDATE parked SET lease_until_ms = 0 WHERE execution = ?1 AND holder = ?2",
+                params![execution, holder],
+            )
+            .map(|_| ())
+        })
+    }
+
     fn ended(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable> {
         self.step(|tx| {
             tx.execute(

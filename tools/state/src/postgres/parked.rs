@@ -299,6 +299,24 @@ impl ParkedStore for PgParked {
             })
     }
 
+    fn let_go(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable> {
+        let (execution, holder) = (execution.to_string(), holder.to_string());
+        self.db.run(
+            "letting go of a running execution",
+            move |pool, at| async move {
+                let conn = connection(&pool, &at).await?;
+                conn.execute(
+                    "UPDATE airlock_parked SET lease_until_ms = 0 \
+                     WHERE execution = $1 AND holder = $2",
+                    &[&execution, &holder],
+                )
+                .await
+                .map_err(|e| ParkedUnavailable::from(unavailable(&at, e)))?;
+                Ok(())
+            },
+        )
+    }
+
     fn put_back(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable> {
         let (execution, holder) = (execution.to_string(), holder.to_string());
         self.db.run(
