@@ -38,7 +38,7 @@ use airlock_gateway::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-use airlock_sandbox::{Journal, Waiting};
+use airlock_sandbox::{Journal, Limits, Waiting};
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 use serde::{Deserialize, Serialize};
@@ -61,10 +61,6 @@ pub const PARKED_BYTES_PER_IDENTITY: u64 = 64 * 1024 * 1024;
 
 /// Bytes all parked executions of the deployment may hold.
 pub const PARKED_BYTES_TOTAL: u64 = 512 * 1024 * 1024;
-
-/// How long a parked execution waits, from its first start, before it is
-/// ended (its approval requests expire sooner by default).
-pub const LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// How long past the wall-time limit, the queue wait and the follow-up's
 /// own wait for a decision a follow-up holds an execution it took
@@ -96,7 +92,7 @@ pub struct Parked {
     pub waiting: Vec<Waiting>,
     /// Tool calls it made so far, its replays not counted twice.
     pub calls: u32,
-    /// When it first started (ms since the epoch), for [`LIFETIME`].
+    /// When it first started (ms since the epoch), for `lifetime_ms`.
     pub born_ms: i64,
     pub prompts: Prompts,
     /// Parks in a row that took no new answer (a read still running each
@@ -195,6 +191,8 @@ pub enum FollowError {
     Running(String),
     #[error("execution {0} was altered in the store (its seal does not match), so none of it runs again; it is ended. Run the script again with `script`")]
     Tampered(String),
+    #[error("execution {0} lived longer than it may (limit `lifetime_ms`, {1} ms from its first start, waiting included), so it ended and none of it runs again; what it changed before is done (see its trace): run only what is left, with `script`")]
+    Expired(String, u64),
     #[error("the store of parked executions cannot be reached, so execution {0} cannot be followed now; try again shortly")]
     Unavailable(String),
 }
@@ -219,6 +217,8 @@ pub struct Durable {
     process: String,
     takes: AtomicU64,
     lease: Duration,
+    /// `lifetime_ms`: how long an execution lives from its first start.
+    lifetime: Duration,
     key: OnceLock<[u8; 32]>,
 }
 
@@ -244,7 +244,8 @@ impl Durable {
     /// Parks in `gateway`'s state; a follow-up holds what it takes for
     /// `wall_time` (the execution's limit), `queue_wait` (the longest it
     /// may wait for a slot) and [`LEASE_MARGIN`].
-    pub fn new(gateway: Arc<Gateway>, wall_time: Duration, queue_wait: Duration) -> Self {
+    pub fn new(gateway: Arc<Gateway>, limits: &Limits, queue_wait: Duration) -> Self {
+        let wall_time = limits.wall_time();
         let mut process = [0u8; 8];
         getrandom::fill(&mut process).expect("the system's random numbers");
         Self {
@@ -253,6 +254,7 @@ impl Durable {
             process: hex::encode(process),
             takes: AtomicU64::new(0),
             lease: crate::mcp::FOLLOW_WAIT + wall_time + queue_wait + LEASE_MARGIN,
+            lifetime: limits.lifetime(),
             key: OnceLock::new(),
         }
     }
@@ -506,6 +508,23 @@ impl Durable {
             Take::Busy => return Err(FollowError::Running(execution.to_string())),
             Take::Unknown => return Err(FollowError::Unknown(execution.to_string())),
         };
+        if now.saturating_sub(row.born_ms) > self.lifetime.as_millis() as i64 {
+            // Past its lifetime before the periodic sweep found it: it
+            // ends here, in the log as the sweep would have ended it.
+            self.ended(execution, &holder);
+            if let Err(e) = self.gateway.execution_finished(
+                execution,
+                "LifetimeExceeded",
+                row.calls,
+                since(row.born_ms),
+            ) {
+                tracing::warn!(execution, error = %e, "could not record the end of an execution past its lifetime");
+            }
+            return Err(FollowError::Expired(
+                execution.to_string(),
+                self.lifetime.as_millis() as u64,
+            ));
+        }
         match self.open(&row) {
             Ok(body) => Ok(Taken {
                 parked: Parked {
@@ -603,10 +622,10 @@ impl Durable {
         })
     }
 
-    /// Takes out the executions past [`LIFETIME`], for their end lines.
+    /// Takes out the executions past their lifetime, for their end lines.
     pub fn expired(&self) -> Vec<ParkedInfo> {
         let now = now_ms();
-        let before = now.saturating_sub(LIFETIME.as_millis() as i64);
+        let before = now.saturating_sub(self.lifetime.as_millis() as i64);
         self.store.expired(before, now).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "parked executions past their lifetime could not be read");
             Vec::new()

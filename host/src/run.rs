@@ -123,8 +123,7 @@ impl Runner {
                 let (id, caller) = (execution.id().to_string(), execution.caller().clone());
                 let first = waiting.first().cloned();
                 execution.park(&requests, &o);
-                crate::durable::decision_in(&self.gateway, &requests, crate::durable::LIFETIME)
-                    .await;
+                crate::durable::decision_in(&self.gateway, &requests, self.limits.lifetime()).await;
                 // Nobody decided before the requests expired: it ends
                 // here, as it would have without waiting (nothing is
                 // asked again unattended).

@@ -123,7 +123,7 @@ pub async fn shared(
         .map_err(|e| format!("cannot start the sandbox: {e}"))?;
     let durable = Arc::new(crate::durable::Durable::new(
         gateway.clone(),
-        limits.wall_time(),
+        &limits,
         std::time::Duration::from_millis(sandbox.config().capacity.queue_wait_ms),
     ));
     let shared = Arc::new(Shared {

@@ -452,6 +452,10 @@ pub struct SandboxFlags {
     /// ms; then it says what the execution waits for, to be followed.
     #[arg(long, env = "AIRLOCK_ANSWER_WITHIN_MS")]
     pub answer_within_ms: Option<u64>,
+    /// Longest a durable execution lives from its first start, waiting
+    /// included, in ms; then it ends (`LifetimeExceeded`).
+    #[arg(long, env = "AIRLOCK_LIFETIME_MS")]
+    pub lifetime_ms: Option<u64>,
 }
 
 impl SandboxFlags {
@@ -491,6 +495,7 @@ impl SandboxFlags {
         set(&mut limits.timers, self.timers);
         set(&mut limits.journal_bytes, self.journal_bytes);
         set(&mut limits.answer_within_ms, self.answer_within_ms);
+        set(&mut limits.lifetime_ms, self.lifetime_ms);
         if self.fuel.is_some() {
             limits.fuel = self.fuel;
         }
@@ -590,6 +595,34 @@ mod tests {
         };
         let (sandbox, _) = flags.resolve(&file).unwrap();
         assert_eq!(sandbox.capacity.executions_per_identity, Some(2));
+    }
+
+    #[test]
+    fn a_lifetime_shorter_than_a_run_or_longer_than_thirty_days_is_refused() {
+        let (_d, path) = write("[limits]\nwall_time_ms = 60000\nlifetime_ms = 30000\n");
+        let file = load_file(Some(&path)).unwrap();
+        let e = SandboxFlags::default()
+            .resolve(&file)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`lifetime_ms` is 30000") && e.contains("`wall_time_ms` (60000)"),
+            "{e}"
+        );
+        let flags = SandboxFlags {
+            lifetime_ms: Some(31 * 24 * 3600 * 1000),
+            ..SandboxFlags::default()
+        };
+        let e = flags.resolve(&file).unwrap_err().to_string();
+        assert!(e.contains("lifetime_ms") && e.contains("2592000000"), "{e}");
+        let flags = SandboxFlags {
+            lifetime_ms: Some(3_600_000),
+            ..SandboxFlags::default()
+        };
+        assert_eq!(
+            flags.resolve(&file).unwrap().1.lifetime(),
+            std::time::Duration::from_secs(3600)
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! not, never leaves a change unrecorded nor an execution that cannot
 //! park. The store here is the real SQLite one, wrapped so its next
 //! record fails in the way a timed-out database does: after writing, or
-//! before.
+//! before. And a follow-up that comes after an execution's lifetime
+//! ends it without running any of it.
 
 use std::sync::{
     atomic::{AtomicU8, Ordering},
@@ -12,7 +13,7 @@ use std::sync::{
 
 use airlock::{
     checkpoints::{Checkpoints, JOURNAL_UNAVAILABLE},
-    durable::{Durable, ParkError, Parked},
+    durable::{Durable, FollowError, ParkError, Parked},
 };
 use airlock_gateway::{
     config::ApprovalConfig,
@@ -167,7 +168,7 @@ fn world() -> World {
     let flaky = place.flaky.lock().unwrap().clone().unwrap();
     let durable = Arc::new(Durable::new(
         Arc::new(gateway),
-        std::time::Duration::from_secs(60),
+        &airlock_sandbox::Limits::default(),
         std::time::Duration::from_secs(10),
     ));
     World {
@@ -272,4 +273,48 @@ async fn a_first_record_a_cap_refuses_leaves_the_run_unjournaled() {
     c.before_send(2, &leaving(2), "vm_shutdown").unwrap();
     assert_eq!(c.finish().0, None, "no row, no lease");
     assert_eq!(rows(&w).len(), airlock::durable::PARKED_PER_IDENTITY);
+}
+
+/// A follow-up that comes after the execution's lifetime (counted from its
+/// first start, waiting included), before the periodic sweep ended it:
+/// nothing of it runs, its row goes, and its end is in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_past_the_lifetime_ends_the_execution_and_runs_nothing() {
+    let w = world();
+    let lifetime = airlock_sandbox::Limits::default().lifetime_ms as i64;
+    let old = Parked {
+        born_ms: airlock::durable::born_now() - lifetime - 1000,
+        calls: 3,
+        ..base()
+    };
+    w.durable.park("x1-9", &old, None).unwrap();
+    w.durable.ready("x1-9");
+    let young = Parked {
+        born_ms: airlock::durable::born_now() - lifetime + 60_000,
+        ..base()
+    };
+    w.durable.park("x1-10", &young, None).unwrap();
+    w.durable.ready("x1-10");
+    let Err(e) = w.durable.take("x1-9", "alice") else {
+        panic!("an execution past its lifetime was taken")
+    };
+    assert_eq!(e, FollowError::Expired("x1-9".into(), lifetime as u64));
+    assert!(e.to_string().contains("`lifetime_ms`"), "{e}");
+    let left: Vec<String> = rows(&w).into_iter().map(|r| r.execution).collect();
+    assert_eq!(
+        left,
+        vec!["x1-10".to_string()],
+        "only the young one waits on"
+    );
+    assert!(w.durable.take("x1-10", "alice").is_ok());
+    let ends: Vec<serde_json::Value> = std::fs::read_to_string(w._dir.path().join("audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["event"] == "execution_end")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["execution"], "x1-9");
+    assert_eq!(ends[0]["outcome"], "LifetimeExceeded");
+    assert_eq!(ends[0]["tool_calls"], 3);
 }

@@ -68,6 +68,12 @@ pub struct Limits {
     /// task of minutes never outlasts a client's request timeout. Not
     /// read by the sandbox; the host applies it.
     pub answer_within_ms: u64,
+    /// How long a durable execution may live from its first start, its
+    /// time waiting (for decisions, long tasks, a follow-up) included:
+    /// past it, it ends (`LifetimeExceeded`) followed or not, so a parked
+    /// execution nobody follows does not hold its row for ever. Not read
+    /// by the sandbox; the host applies it.
+    pub lifetime_ms: u64,
 }
 
 /// `4096`, `64KiB`, `256MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of
@@ -132,6 +138,7 @@ impl Default for Limits {
             timers: 1000,
             journal_bytes: 32 * 1024 * 1024,
             answer_within_ms: 20_000,
+            lifetime_ms: 24 * 3600 * 1000,
         }
     }
 }
@@ -149,6 +156,10 @@ impl Limits {
         Duration::from_millis(self.answer_within_ms)
     }
 
+    pub fn lifetime(&self) -> Duration {
+        Duration::from_millis(self.lifetime_ms)
+    }
+
     /// Rejects values that cannot work, naming the field and the rule.
     pub fn validate(&self) -> Result<(), LimitsError> {
         let positive = [
@@ -163,6 +174,7 @@ impl Limits {
             ("timers", self.timers as u64),
             ("journal_bytes", self.journal_bytes),
             ("answer_within_ms", self.answer_within_ms),
+            ("lifetime_ms", self.lifetime_ms),
         ];
         for (field, v) in positive {
             if v == 0 {
@@ -195,12 +207,32 @@ impl Limits {
                 max: MAX_JOURNAL_BYTES,
             });
         }
+        if self.lifetime_ms > MAX_LIFETIME_MS {
+            return Err(LimitsError::TooLarge {
+                field: "lifetime_ms",
+                value: self.lifetime_ms,
+                max: MAX_LIFETIME_MS,
+            });
+        }
+        if self.lifetime_ms < self.wall_time_ms {
+            return Err(LimitsError::BelowIncluded {
+                field: "lifetime_ms",
+                value: self.lifetime_ms,
+                of: "wall_time_ms",
+                min: self.wall_time_ms,
+            });
+        }
         if self.fuel == Some(0) {
             return Err(LimitsError::Zero { field: "fuel" });
         }
         Ok(())
     }
 }
+
+/// The most `lifetime_ms` may be (30 days): a parked execution holds a
+/// row and a place under the parking caps for as long as it lives, and
+/// the approvals it waits for last 30 days at most.
+pub const MAX_LIFETIME_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// A 32-bit guest cannot address more.
 pub const MAX_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
@@ -325,6 +357,13 @@ pub enum LimitsError {
         value: u32,
         of: &'static str,
         max: u32,
+    },
+    #[error("limit `{field}` is {value}, below `{of}` ({min}), which it includes; raise it or lower `{of}`")]
+    BelowIncluded {
+        field: &'static str,
+        value: u64,
+        of: &'static str,
+        min: u64,
     },
     #[error("limit `fuel` is set but the sandbox was built without fuel metering; build it with `fuel_metering: true` (CLI: --fuel)")]
     FuelNotMetered,

@@ -464,6 +464,13 @@ impl AirlockServer {
                     "message": airlock_gateway::visible::visible(&e.to_string()),
                 }}));
             }
+            Err(e @ crate::durable::FollowError::Expired(..)) => {
+                return CallToolResult::structured_error(json!({"error": {
+                    "kind": "LifetimeExceeded",
+                    "execution": airlock_gateway::visible::visible(id),
+                    "message": airlock_gateway::visible::visible(&e.to_string()),
+                }}));
+            }
             Err(e) => {
                 return CallToolResult::structured_error(json!({"error": {
                     "kind": "UnknownExecution",
