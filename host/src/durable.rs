@@ -512,12 +512,12 @@ impl Durable {
             // Past its lifetime before the periodic sweep found it: it
             // ends here, in the log as the sweep would have ended it.
             self.ended(execution, &holder);
-            if let Err(e) = self.gateway.execution_finished(
-                execution,
-                "LifetimeExceeded",
-                row.calls,
-                since(row.born_ms),
-            ) {
+            let lived = since(row.born_ms);
+            crate::metrics::global().execution("LifetimeExceeded", None, Default::default());
+            if let Err(e) =
+                self.gateway
+                    .execution_finished(execution, "LifetimeExceeded", row.calls, lived)
+            {
                 tracing::warn!(execution, error = %e, "could not record the end of an execution past its lifetime");
             }
             return Err(FollowError::Expired(

@@ -84,15 +84,17 @@ impl Shared {
     }
 
     /// Writes the end lines of parked executions taken out of waiting.
-    pub fn end_parked(&self, ended: Vec<airlock_gateway::parked::ParkedInfo>, outcome: &str) {
+    pub fn end_parked(
+        &self,
+        ended: Vec<airlock_gateway::parked::ParkedInfo>,
+        outcome: &'static str,
+    ) {
         for p in ended {
             let id = &p.execution;
-            if let Err(e) = self.gateway.execution_finished(
-                id,
-                outcome,
-                p.calls,
-                crate::durable::since(p.born_ms),
-            ) {
+            let lived = crate::durable::since(p.born_ms);
+            // Counted, not timed: its life is not a run.
+            crate::metrics::global().execution(outcome, None, Default::default());
+            if let Err(e) = self.gateway.execution_finished(id, outcome, p.calls, lived) {
                 tracing::warn!(execution = %id, error = %e, "could not record the end of a parked execution");
             }
         }
