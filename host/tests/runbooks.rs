@@ -816,3 +816,110 @@ fn the_author_in_another_spelling_cannot_approve_and_free_text_stays_out_of_the_
         (&json!("bob"), &json!("alice"))
     );
 }
+
+/// A runbook of one change, within its bounds.
+const ONE_SHUTDOWN: &str = r#"name = "stop_once"
+description = "Shut one web VM down, once."
+tiers = ["read", "operate"]
+max_changes = 1
+
+[input]
+type = "object"
+required = ["vmid"]
+properties.vmid = { type = "integer" }
+
+[[calls]]
+tool = "vm_shutdown"
+args.vmid = { enum = [101] }
+args.node = { const = "pve1" }
+
+[script]
+source = '''
+const upid = await tools.vm_shutdown({ node: "pve1", vmid: input.vmid, timeout: 10, forceStop: true });
+({ upid: typeof upid })
+'''
+"#;
+
+/// A script runs an approved runbook, then waits for a person to decide
+/// its next change: when the execution goes on, by replay, the runbook's
+/// run is what the journal says it was, not a new run, so its change is
+/// not made again (and a new run's `max_changes` would not have stopped
+/// it: each run has its own).
+#[test]
+fn a_runbook_run_before_a_wait_is_not_run_again_when_the_execution_goes_on() {
+    use std::io::{BufRead, Write};
+    let d = Deployment::new("");
+    let file = d.dir.path().join("stop_once.toml");
+    std::fs::write(&file, ONE_SHUTDOWN).unwrap();
+    let version = d.add(&file, "alice");
+    d.ok(&["runbook", "approve", "stop_once", &version, "--by", "bob"]);
+    let script = r#"const stopped = await runbooks.stop_once({ vmid: 101 });
+const snap = await tools.vm_snapshot_create({ node: "pve1", vmid: 102, snapname: "after_stop" });
+({ stopped, snap: typeof snap })"#;
+    let mut exec = Command::new(BIN)
+        .arg("--config")
+        .arg(d.config())
+        .args(["exec", "--json", "--identity", "alice", "-"])
+        .env_remove("AIRLOCK_STATE_URL")
+        .env_remove("AIRLOCK_AUDIT_FILE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    exec.stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(exec.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let out = exec.wait_with_output().unwrap();
+            panic!("exec ended without waiting: {said}{}", text(&out.stdout));
+        }
+        said.push_str(&line);
+        if line.starts_with("[airlock] waiting: vm_snapshot_create") {
+            break;
+        }
+    }
+    let pending = d.approvals_pending();
+    let ids: Vec<&str> = pending.split_whitespace().collect();
+    assert_eq!(ids.len(), 1, "only the snapshot asks: {pending}");
+    d.ok(&["approvals", "approve", ids[0], "--by", "bob"]);
+    let out = exec.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{said}", text(&out.stdout)));
+    assert_eq!(
+        v["result"]["ok"],
+        json!({"stopped": {"upid": "string"}, "snap": "string"}),
+        "{v}"
+    );
+    let lines = d.audit();
+    let decisions = |tool: &str| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| {
+                l["event"] == "call" && l["tool"] == tool && l["execution"] == v["execution"]
+            })
+            .map(|l| l["decision"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(
+        decisions("vm_shutdown"),
+        ["allowed"],
+        "the runbook's change, once"
+    );
+    assert!(
+        decisions("vm_snapshot_create").contains(&"allowed".to_string()),
+        "{:?}",
+        decisions("vm_snapshot_create")
+    );
+    let ends = lines
+        .iter()
+        .filter(|l| l["event"] == "execution_end" && l["execution"] == v["execution"])
+        .count();
+    assert_eq!(ends, 1, "one execution");
+}
