@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use airlock_gateway::{parked::ParkedInfo, visible::visible};
 use clap::Subcommand;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::{
     admin::{now_ms, state},
@@ -125,13 +125,16 @@ pub fn executions(file: &ConfigFile, action: ExecutionsAction) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let gone = match s.parked.cancel(&id, now) {
-                Ok(Some(gone)) => gone,
-                Ok(None) => {
-                    eprintln!(
-                        "error: no execution {} is waiting (it ended, or a follow-up is resuming it right now: try again once that one answers)",
-                        visible(&id)
-                    );
+            let gone = match airlock_gateway::parked::cancel(
+                s.parked.as_ref(),
+                s.audit.as_ref(),
+                &id,
+                by.as_str(),
+                now,
+            ) {
+                Ok(gone) => gone,
+                Err(e @ airlock_gateway::parked::CancelError::NotWaiting(_)) => {
+                    eprintln!("error: {e}");
                     return ExitCode::from(1);
                 }
                 Err(e) => {
@@ -139,23 +142,6 @@ pub fn executions(file: &ConfigFile, action: ExecutionsAction) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let mut line = Map::new();
-            line.insert("execution".into(), gone.execution.clone().into());
-            line.insert("identity".into(), gone.identity.clone().into());
-            line.insert("outcome".into(), "Cancelled".into());
-            line.insert("tool_calls".into(), gone.calls.into());
-            line.insert(
-                "wall_ms".into(),
-                (now.saturating_sub(gone.born_ms).max(0) as u64).into(),
-            );
-            line.insert("cancelled_by".into(), by.as_str().into());
-            if let Err(e) = s.audit.append("execution_end", line) {
-                eprintln!(
-                    "error: execution {} is cancelled, but its end line could not be written: {e}; `airlock audit close` writes it later",
-                    visible(&gone.execution)
-                );
-                return ExitCode::from(2);
-            }
             println!(
                 "cancelled execution {} of {}",
                 visible(&gone.execution),

@@ -228,8 +228,9 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("The chain verifies"), "{page}");
     let starts = log.matches("\"event\":\"execution_start\"").count();
+    let chain = page.split("In the audit chain").nth(1).unwrap();
     assert_eq!(
-        page.matches("<tr>").count(),
+        chain.matches("<tr>").count(),
         1 + starts.min(100),
         "one row each: {page}"
     );
@@ -277,6 +278,96 @@ async fn people_decide_in_the_console_and_the_agent_meets_it() {
     );
     agent.cancel().await.unwrap();
     olga_agent.cancel().await.unwrap();
+}
+
+/// Durable executions on the executions page: what each waits for,
+/// linked to its request; an approver cancels one that waits (the end
+/// line says who, its agent's follow-up finds nothing), an auditor and a
+/// forged form cannot, and a second cancel is told it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_sees_what_executions_wait_for_and_cancels_one() {
+    let (_sim, server, enrolled, audit) =
+        serve_enrolled(Duration::ZERO, CONSOLE, &[], &["alice"], &["olga", "local"]).await;
+    let (agents, keys) = (enrolled.agents, enrolled.people);
+    let agent = server.connect(&agents["alice"]).await;
+    let (request, execution) = asks_in(&agent, 103).await;
+    let mut olga = ConsoleUser::new(&server.base());
+    assert_eq!(
+        olga.sign_in(&keys["olga"]).await.status(),
+        StatusCode::SEE_OTHER
+    );
+    let mut local = ConsoleUser::new(&server.base());
+    assert_eq!(
+        local.sign_in(&keys["local"]).await.status(),
+        StatusCode::SEE_OTHER
+    );
+    let cancel = format!("/console/executions/{execution}/cancel");
+
+    let (status, page) = olga.get("/console/executions").await;
+    assert_eq!(status, StatusCode::OK);
+    let kept = page
+        .split("Durable executions kept to go on")
+        .nth(1)
+        .unwrap()
+        .split("In the audit chain")
+        .next()
+        .unwrap();
+    assert!(kept.contains("1 kept"), "{kept}");
+    assert!(
+        kept.contains(&execution) && kept.contains(">alice<"),
+        "{kept}"
+    );
+    assert!(
+        kept.contains(&format!("href=\"/console/requests/{request}\"")),
+        "what it waits for, linked: {kept}"
+    );
+    assert!(kept.contains(&format!("action=\"{cancel}\"")), "{kept}");
+    // An auditor sees it, and cannot cancel it.
+    let (_, seen) = local.get("/console/executions").await;
+    assert!(
+        seen.contains(&execution) && !seen.contains(&cancel),
+        "{seen}"
+    );
+    let (status, said) = local
+        .post(&cancel, &[("csrf", &ConsoleUser::csrf(&seen))])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(said.contains("Only approvers cancel executions"), "{said}");
+    // A form without the session's token cancels nothing.
+    let (status, _) = olga.post(&cancel, &[("csrf", "forged")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (_, page) = olga.get("/console/executions").await;
+    assert!(page.contains(&cancel), "still there");
+
+    let (status, _) = olga
+        .post(&cancel, &[("csrf", &ConsoleUser::csrf(&page))])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (_, page) = olga.get("/console/executions").await;
+    assert!(
+        page.contains("None: no execution waits") && !page.contains(&cancel),
+        "{page}"
+    );
+    let ends: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["event"] == "execution_end" && l["execution"] == execution.as_str())
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["outcome"], "Cancelled");
+    assert_eq!(ends[0]["cancelled_by"], "olga");
+    // Its agent's follow-up finds nothing to go on with.
+    let r = call(&agent, "execute", json!({"execution": execution})).await;
+    let answer = r.structured_content.unwrap();
+    assert_eq!(answer["error"]["kind"], "UnknownExecution", "{answer}");
+    // Cancelled twice: told it is gone.
+    let (status, said) = olga
+        .post(&cancel, &[("csrf", &ConsoleUser::csrf(&page))])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(said.contains("is waiting"), "{said}");
+    agent.cancel().await.unwrap();
 }
 
 /// The provider's sign-in refuses what did not start here: a callback

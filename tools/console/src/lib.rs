@@ -157,6 +157,7 @@ impl Console {
             .route("/console/executions", get(executions))
             .route("/console/audit", get(audit_trail))
             .route("/console/requests/{id}/decide", post(decide))
+            .route("/console/executions/{id}/cancel", post(cancel))
             .route("/console/{*rest}", get(nowhere).post(nowhere))
             // A form is a key, a reason and a token: kilobytes at most,
             // read before anyone is known.
@@ -352,11 +353,95 @@ async fn executions(State(c): State<Arc<Console>>, headers: HeaderMap) -> Respon
     let Some((_, s)) = c.session(&headers) else {
         return see_other("/console/login");
     };
+    // The durable executions kept in the state, beside the chain.
+    let (store, now) = (c.gateway.state().parked.clone(), c.gateway.now_ms());
+    let parked =
+        tokio::task::spawn_blocking(move || store.list(None, now, trail::MAX_SHOWN as u32)).await;
+    let parked = match parked {
+        Ok(Ok(rows)) => Some(rows),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the console could not read the durable executions");
+            None
+        }
+        Err(_) => None,
+    };
     let who = s.clone();
     read_trail(&c, &s, trail::Search::default(), move |t| {
-        trail_pages::executions(&who, t)
+        trail_pages::executions(&who, t, parked.as_deref(), now)
     })
     .await
+}
+
+/// An approver ends a durable execution that waits: it never goes on,
+/// and its end line says `Cancelled` and who, as `airlock executions
+/// cancel` writes it. The approval requests it waited for stay open.
+async fn cancel(
+    State(c): State<Arc<Console>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let Some((_, s)) = c.session(&headers) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            c.login_page(Some("Sign in first.")),
+        )
+            .into_response();
+    };
+    if cross_site(&headers) || !s.csrf_matches(form.get("csrf").map_or("", |t| t)) {
+        tracing::warn!(identity = %s.identity, "a console cancel without this session's CSRF token was refused");
+        return forbidden(&s, "That form did not come from this console's page; open the executions page again and cancel there.");
+    }
+    if s.role != Role::Approver {
+        return forbidden(&s, "Only approvers cancel executions.");
+    }
+    if !plausible_execution(&id) {
+        return not_found(&s);
+    }
+    let state = c.gateway.state();
+    let (parked, audit, now) = (
+        state.parked.clone(),
+        state.audit.clone(),
+        c.gateway.now_ms(),
+    );
+    let by = s.identity.clone();
+    let cancelled = tokio::task::spawn_blocking(move || {
+        airlock_gateway::parked::cancel(parked.as_ref(), audit.as_ref(), &id, &by, now)
+    })
+    .await;
+    use airlock_gateway::parked::CancelError;
+    match cancelled {
+        Ok(Ok(gone)) => {
+            tracing::info!(execution = %gone.execution, identity = %s.identity, "execution cancelled in the console");
+            see_other("/console/executions")
+        }
+        Ok(Err(e @ CancelError::NotWaiting(_))) => page(
+            StatusCode::CONFLICT,
+            pages::message("Not cancelled", Some(&s), &e.to_string(), true),
+        ),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the console could not cancel an execution");
+            page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                pages::message("Unavailable", Some(&s), &e.to_string(), true),
+            )
+        }
+        Err(_) => page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            pages::message(
+                "Unavailable",
+                Some(&s),
+                "The cancel did not finish; look at the executions page again.",
+                true,
+            ),
+        ),
+    }
+}
+
+/// An execution id as the host makes them (`<process>-x<n>`): short,
+/// letters, digits and dashes.
+fn plausible_execution(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 async fn audit_trail(

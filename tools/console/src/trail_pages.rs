@@ -2,11 +2,12 @@
 //! pass. Every value comes from the audit chain, which holds what agents
 //! sent: all of it is escaped by maud and spelled out by `visible`.
 
-use airlock_gateway::visible::visible;
+use airlock_gateway::{parked::ParkedInfo, visible::visible};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
 use crate::{
+    config::Role,
     pages::layout,
     sessions::Session,
     trail::{Search, Trail, MAX_SHOWN},
@@ -128,8 +129,68 @@ fn url_encode(v: &str) -> String {
     url::form_urlencoded::byte_serialize(v.as_bytes()).collect()
 }
 
-/// Executions: those with no end line yet, then the newest ones.
-pub fn executions(who: &Session, t: &Trail) -> Markup {
+/// How long ago `since_ms` was, as `1h02m`, `3m05s` or `12s`.
+fn age(since_ms: i64, now_ms: i64) -> String {
+    let s = (now_ms - since_ms).max(0) / 1000;
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
+/// Durable executions kept in the state, as `airlock executions list`
+/// shows them: what each waits for, and (for approvers) a way to end one
+/// that waits. `None`: the store could not be read just now.
+fn durable(who: &Session, parked: Option<&[ParkedInfo]>, now_ms: i64) -> Markup {
+    let approver = who.role == Role::Approver;
+    html! {
+        h2 { "Durable executions kept to go on" }
+        @match parked {
+            None => p.verdict.broken { "The store of durable executions cannot be read just now; try again shortly." },
+            Some([]) => p { "None: no execution waits for a decision, a task or its agent." },
+            Some(rows) => {
+                p { (rows.len()) " kept (oldest first"
+                    @if rows.len() >= MAX_SHOWN { "; the first " (MAX_SHOWN) " shown, all with " code { "airlock executions list" } }
+                    "). Its agent follows one with " code { "execute({\"execution\": ID})" } "; one that waits ends when its lifetime does." }
+                table {
+                    thead { tr { th { "execution" } th { "identity" } th { "started" } th { "stands" } th { "waits for" } th { "calls" } th { "kept" } @if approver { th { "" } } } }
+                    tbody {
+                        @for r in rows {
+                            tr {
+                                td { a href={ "/console/audit?execution=" (url_encode(&r.execution)) } { code { (visible(&r.execution)) } } }
+                                td { (visible(&r.identity)) }
+                                td { (age(r.born_ms, now_ms)) " ago" }
+                                td { span class={ "status " @if r.standing() == "waiting" { "pending" } @else { "approved" } } { (r.standing()) } }
+                                td {
+                                    @if r.waiting.is_empty() { "its agent to follow it" }
+                                    @for id in &r.waiting { a href={ "/console/requests/" (url_encode(id)) } { (visible(id)) } " " }
+                                }
+                                td { (r.calls) }
+                                td { (r.bytes / 1024) " KiB" }
+                                @if approver {
+                                    td {
+                                        @if r.held { small { "running now" } }
+                                        @else {
+                                            form.decide method="post" action={ "/console/executions/" (url_encode(&r.execution)) "/cancel" } {
+                                                input type="hidden" name="csrf" value=(who.csrf);
+                                                button type="submit" { "Cancel" }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Executions: the durable ones kept in the state, those with no end
+/// line yet, then the newest ones.
+pub fn executions(who: &Session, t: &Trail, parked: Option<&[ParkedInfo]>, now_ms: i64) -> Markup {
     // From the whole chain's check, not only the newest executions.
     let running = &t.verdict.unfinished;
     layout(
@@ -138,6 +199,8 @@ pub fn executions(who: &Session, t: &Trail) -> Markup {
         html! {
             h1 { "Executions" }
             (verdict(t))
+            (durable(who, parked, now_ms))
+            h2 { "In the audit chain" }
             p { (running.len()) " without an end line (running, or their process stopped)"
                 @if !running.is_empty() { ":" } @else { "." } }
             @if !running.is_empty() {

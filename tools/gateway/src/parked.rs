@@ -249,3 +249,49 @@ pub fn cap_hit(
         None
     }
 }
+
+/// Why an operator's cancel of a waiting execution did not end it.
+#[derive(Debug, thiserror::Error)]
+pub enum CancelError {
+    #[error("no execution {0} is waiting (it ended, or a follow-up is resuming it right now: try again once that one answers)")]
+    NotWaiting(String),
+    #[error(transparent)]
+    Unavailable(#[from] ParkedUnavailable),
+    /// The row is gone (the execution never goes on); only its end line
+    /// is owed.
+    #[error("execution {execution} is cancelled, but its end line could not be written: {error}; `airlock audit close` writes it later")]
+    EndLine { execution: String, error: String },
+}
+
+/// An operator (`by`, a person the deployment knows) ends a waiting
+/// execution: its row goes, so it never goes on, and its end line says
+/// `Cancelled` and who. The command line and the console both cancel
+/// here, so the line is the same wherever it was done.
+pub fn cancel(
+    parked: &dyn ParkedStore,
+    audit: &dyn crate::audit::AuditStore,
+    execution: &str,
+    by: &str,
+    now_ms: i64,
+) -> Result<ParkedInfo, CancelError> {
+    let gone = parked
+        .cancel(execution, now_ms)?
+        .ok_or_else(|| CancelError::NotWaiting(crate::visible::visible(execution)))?;
+    let mut line = serde_json::Map::new();
+    line.insert("execution".into(), gone.execution.clone().into());
+    line.insert("identity".into(), gone.identity.clone().into());
+    line.insert("outcome".into(), "Cancelled".into());
+    line.insert("tool_calls".into(), gone.calls.into());
+    line.insert(
+        "wall_ms".into(),
+        (now_ms.saturating_sub(gone.born_ms).max(0) as u64).into(),
+    );
+    line.insert("cancelled_by".into(), by.into());
+    audit
+        .append("execution_end", line)
+        .map_err(|e| CancelError::EndLine {
+            execution: crate::visible::visible(&gone.execution),
+            error: e.to_string(),
+        })?;
+    Ok(gone)
+}
