@@ -297,7 +297,9 @@ async fn a_person_decides_in_a_real_browser() {
         json!({"script": "await tools.vm_start({node: 'pve1', vmid: 104})"}),
     )
     .await;
-    let own = own.structured_content.unwrap()["waiting"][0]["request_id"]
+    let own = own.structured_content.unwrap();
+    let own_execution = own["execution"].as_str().unwrap().to_string();
+    let own = own["waiting"][0]["request_id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -331,7 +333,30 @@ async fn a_person_decides_in_a_real_browser() {
         text.contains("The chain verifies") && text.contains("vm_stop ×2"),
         "{text}"
     );
+    // Her own execution waits for the request she may not approve; she
+    // cancels it.
+    assert!(
+        text.contains("1 kept") && text.contains(&own_execution),
+        "{text}"
+    );
     photograph(&browser, "executions").await;
+    click(
+        &browser,
+        Locator::Css(&format!(
+            "form[action='/console/executions/{own_execution}/cancel'] button"
+        )),
+    )
+    .await;
+    browser
+        .wait()
+        .for_element(Locator::Css("p.kept-none"))
+        .await
+        .unwrap();
+    let text = main_text(&browser).await;
+    assert!(
+        !text.contains(&own_execution) || text.contains("Cancelled"),
+        "{text}"
+    );
     browser
         .goto(&format!("{base}/console/audit"))
         .await

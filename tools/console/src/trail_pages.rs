@@ -148,7 +148,7 @@ fn durable(who: &Session, parked: Option<&[ParkedInfo]>, now_ms: i64) -> Markup 
         h2 { "Durable executions kept to go on" }
         @match parked {
             None => p.verdict.broken { "The store of durable executions cannot be read just now; try again shortly." },
-            Some([]) => p { "None: no execution waits for a decision, a task or its agent." },
+            Some([]) => p.kept-none { "None: no execution waits for a decision, a task or its agent." },
             Some(rows) => {
                 p { (rows.len()) " kept (oldest first"
                     @if rows.len() >= MAX_SHOWN { "; the first " (MAX_SHOWN) " shown, all with " code { "airlock executions list" } }
