@@ -510,8 +510,12 @@ impl Durable {
         };
         if now.saturating_sub(row.born_ms) > self.lifetime.as_millis() as i64 {
             // Past its lifetime before the periodic sweep found it: it
-            // ends here, in the log as the sweep would have ended it.
-            self.ended(execution, &holder);
+            // ends here, in the log as the sweep would have ended it. A
+            // row that stays (the store failed) is the sweep's to end,
+            // once the lease runs out: one end line either way.
+            if !self.ended(execution, &holder) {
+                return Err(FollowError::Unavailable(execution.to_string()));
+            }
             let lived = since(row.born_ms);
             crate::metrics::global().execution("LifetimeExceeded", None, Default::default());
             if let Err(e) =
@@ -605,9 +609,15 @@ impl Durable {
     }
 
     /// An execution a take (`holder`) resumed ended: its row goes.
-    pub fn ended(&self, execution: &str, holder: &str) {
-        if let Err(e) = self.store.ended(execution, holder) {
-            tracing::warn!(execution, error = %e, "an ended execution's row could not be removed: once its lease ends it can be followed again, as an orphan (no change of it is sent again)");
+    /// False when the store could not be asked (the row stays, held
+    /// until the lease ends).
+    pub fn ended(&self, execution: &str, holder: &str) -> bool {
+        match self.store.ended(execution, holder) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(execution, error = %e, "an ended execution's row could not be removed: once its lease ends it can be followed again, as an orphan (no change of it is sent again)");
+                false
+            }
         }
     }
 

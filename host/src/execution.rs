@@ -154,6 +154,11 @@ impl Execution {
         }
     }
 
+    /// How long it has run here (since its start or resume).
+    pub fn ran_for(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     /// The caller every tool call of this execution is made as.
     pub fn caller(&self) -> &Caller {
         &self.caller

@@ -614,8 +614,10 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
         stop.received().await;
         drain(&gate, &draining, grace).await;
         // Stop accepting, and end the MCP sessions: what still runs
-        // ends as Cancelled in the audit, and open event streams
-        // close so the server can stop.
+        // ends as Cancelled in the audit (a durable execution that has
+        // recorded a change is let go of instead, to be resumed), and
+        // open event streams close so the server can stop.
+        draining.closing.cancel();
         cancel.cancel();
         let _ = closed.send(());
     });

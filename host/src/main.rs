@@ -66,6 +66,12 @@ enum Command {
         /// and goes on once decided, nothing done twice.
         #[arg(long)]
         no_wait: bool,
+        /// When the script waits for another person's decision, keep the
+        /// execution in the deployment's state, print its id and exit:
+        /// its identity follows it from an MCP client
+        /// (`execute({"execution": ID})`) on any server sharing the state.
+        #[arg(long, conflicts_with_all = ["no_wait", "plan", "apply"])]
+        detach: bool,
         #[command(flatten)]
         sandbox: SandboxFlags,
     },
@@ -297,6 +303,7 @@ fn main() -> ExitCode {
                 plan,
                 apply,
                 no_wait,
+                detach,
                 sandbox,
             } => {
                 let _simulated = match demo::or_simulated(&mut file).await {
@@ -309,7 +316,12 @@ fn main() -> ExitCode {
                     (false, None) => PlanArg::Run,
                 };
                 let script = run::Script::File(script);
-                run::exec(&file, script, &identity, json, &plan, !no_wait, &sandbox).await
+                let on_wait = match (detach, no_wait) {
+                    (true, _) => run::OnWait::Detach,
+                    (false, true) => run::OnWait::Fail,
+                    (false, false) => run::OnWait::Wait,
+                };
+                run::exec(&file, script, &identity, json, &plan, on_wait, &sandbox).await
             }
             Command::Demo {
                 file: script,
@@ -480,7 +492,11 @@ async fn demo_command(
         Some(path) => run::Script::File(path),
         None => run::Script::Demo,
     };
-    run::exec(&file, script, identity, json, &PlanArg::Run, wait, flags).await
+    let on_wait = match wait {
+        true => run::OnWait::Wait,
+        false => run::OnWait::Fail,
+    };
+    run::exec(&file, script, identity, json, &PlanArg::Run, on_wait, flags).await
 }
 
 async fn sim_command(port: u16, dir: &std::path::Path, task_delay_ms: u64) -> ExitCode {

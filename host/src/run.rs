@@ -5,6 +5,7 @@
 
 use std::{io::Read, path::PathBuf, process::ExitCode, sync::Arc};
 
+use airlock_gateway::visible::visible;
 use airlock_gateway::{
     approval::Status,
     decision::{Channel, Decider},
@@ -52,6 +53,20 @@ pub enum Output {
     Stderr,
 }
 
+/// What `exec` does when its script waits for another person's decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnWait {
+    /// The call fails at once (`ApprovalRequired`, with the request id).
+    Fail,
+    /// This process waits for the decision, then goes on by replay.
+    Wait,
+    /// The execution is kept in the deployment's state, as a server
+    /// parks it; its id is printed and this process ends. Its identity
+    /// follows it from an MCP client (`execute({"execution": ID})`), on
+    /// any server sharing the state.
+    Detach,
+}
+
 /// A gateway and a sandbox, ready for scripts.
 pub struct Runner {
     pub gateway: Arc<Gateway>,
@@ -84,7 +99,7 @@ impl Runner {
         identity: &str,
         plan: &PlanArg,
         output: Output,
-        wait: bool,
+        on_wait: OnWait,
     ) -> Result<(bool, Option<plans::Report>), String> {
         let caller = plans::prepare(&self.gateway, Caller::new(identity), plan)
             .map_err(|e| format!("{}: {e}", e.code()))?;
@@ -95,9 +110,11 @@ impl Runner {
         }
         };
         let mut execution = Execution::start(&self.gateway, caller, source).map_err(not_started)?;
+        // `lifetime_ms` counts from here, waits included.
+        let born = std::time::Instant::now();
         // A plan has its own way to wait for a person (one approval of the
         // whole plan); reused instances cannot be replayed.
-        let durable = wait
+        let durable = on_wait != OnWait::Fail
             && execution.caller().plan.is_none()
             && self.sandbox.config().mode == airlock_sandbox::Mode::Fresh;
         let mut tools = execution.tools_running_runbooks(&self.sandbox, &self.limits);
@@ -121,9 +138,13 @@ impl Runner {
                     eprintln!("[airlock] waiting: {}: {how}", w.tool);
                 }
                 let (id, caller) = (execution.id().to_string(), execution.caller().clone());
+                if on_wait == OnWait::Detach {
+                    return self.detach(execution, source, journal, &o, output);
+                }
                 let first = waiting.first().cloned();
                 execution.park(&requests, &o);
-                crate::durable::decision_in(&self.gateway, &requests, self.limits.lifetime()).await;
+                let left = self.limits.lifetime().saturating_sub(born.elapsed());
+                crate::durable::decision_in(&self.gateway, &requests, left).await;
                 // Nobody decided before the requests expired: it ends
                 // here, as it would have without waiting (nothing is
                 // asked again unattended).
@@ -190,13 +211,93 @@ impl Runner {
     }
 }
 
+impl Runner {
+    /// Keeps a waiting execution in the deployment's state and says how
+    /// to follow it: a detached `exec` ends here, its execution does not.
+    fn detach(
+        &self,
+        execution: Execution,
+        source: &str,
+        journal: airlock_sandbox::Journal,
+        ran: &airlock_sandbox::Outcome,
+        output: Output,
+    ) -> Result<(bool, Option<plans::Report>), String> {
+        let Err(airlock_sandbox::ExecError::Parked { waiting }) = &ran.result else {
+            unreachable!("only a parked outcome is detached");
+        };
+        let durable = crate::durable::Durable::new(
+            self.gateway.clone(),
+            &self.limits,
+            std::time::Duration::from_millis(self.sandbox.config().capacity.queue_wait_ms),
+        );
+        let id = execution.id().to_string();
+        let identity = execution.caller().identity.clone();
+        let requests = crate::durable::request_ids(waiting);
+        let parked = crate::durable::Parked {
+            identity: identity.clone(),
+            script: source.to_string(),
+            journal,
+            waiting: waiting.clone(),
+            calls: ran.stats.tool_calls,
+            born_ms: crate::durable::born_now() - execution.ran_for().as_millis() as i64,
+            prompts: Default::default(),
+            idle: 0,
+            // Every change it sent was answered and is in the journal:
+            // nothing was sent past the wait.
+            sends: crate::durable::Sends {
+                recorded: true,
+                ..Default::default()
+            },
+        };
+        if let Err(e) = durable.park(&id, &parked, None) {
+            // It cannot be kept: it ends as a `--no-wait` run would.
+            let mut ended = ran.clone();
+            ended.result = Err(crate::mcp::render::not_waiting(waiting, &e));
+            let finished = execution.finish(crate::execution::Ended::Ran(&ended));
+            let view = report::View {
+                outcome: &ended,
+                identity: &identity,
+                mode: self.gateway.mode_of(&Caller::new(&identity)),
+                execution: &finished.id,
+                plan: None,
+                value_on_stderr: output == Output::Stderr,
+            };
+            let ok = match output {
+                Output::Json => report::json(&view),
+                _ => report::human(&view),
+            };
+            return Ok((ok, None));
+        }
+        execution.park(&requests, ran);
+        durable.ready(&id);
+        // What an agent's `execute` would have answered.
+        let answer = crate::mcp::render::waiting(&id, waiting, &identity, None);
+        match output {
+            Output::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(&answer.structured_content).unwrap_or_default()
+            ),
+            _ => {
+                println!("{id}");
+                eprintln!(
+                    "[airlock] execution {id} as {} is kept, waiting for {}: {} follows it with execute({{\"execution\": \"{id}\"}}) on any server sharing this state; `airlock executions show {id}` says where it stands",
+                    visible(&identity),
+                    requests.join(", "),
+                    visible(&identity),
+                );
+            }
+        }
+        Ok((true, None))
+    }
+}
+
 pub async fn exec(
     file: &ConfigFile,
     script: Script,
     identity: &str,
     json: bool,
     plan: &PlanArg,
-    wait: bool,
+    on_wait: OnWait,
     flags: &SandboxFlags,
 ) -> ExitCode {
     let (source, demo) = match script {
@@ -215,7 +316,7 @@ pub async fn exec(
         eprintln!("{DEMO_SCRIPT}");
     }
     let output = if json { Output::Json } else { Output::Human };
-    let ok = match runner.run(&source, identity, plan, output, wait).await {
+    let ok = match runner.run(&source, identity, plan, output, on_wait).await {
         Ok((ok, _)) => ok,
         Err(e) => return fail(&e),
     };
@@ -250,7 +351,7 @@ async fn demo_plan(runner: &Runner) -> Result<(), String> {
             who,
             &PlanArg::Record,
             Output::Stderr,
-            false,
+            OnWait::Fail,
         )
         .await?;
     let id = match report {
@@ -276,7 +377,7 @@ async fn demo_plan(runner: &Runner) -> Result<(), String> {
             who,
             &PlanArg::Apply(id.clone()),
             Output::Stderr,
-            false,
+            OnWait::Fail,
         )
         .await?;
     if !ok {
@@ -317,7 +418,7 @@ async fn demo_runbook(runner: &Runner) -> Result<(), String> {
             "alice",
             &PlanArg::Run,
             Output::Stderr,
-            false,
+            OnWait::Fail,
         )
         .await?;
     if !ok {

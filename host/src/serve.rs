@@ -136,6 +136,7 @@ pub async fn shared(
         traces: Default::default(),
         durable,
         stopping: Default::default(),
+        closing: Default::default(),
     });
     // Parked executions past their lifetime end even if nobody follows
     // them; the task ends with the server.

@@ -825,3 +825,50 @@ for (let i = 0; i < 60 && !stopped; i++) {
     );
     w.verify();
 }
+
+/// `airlock exec --detach`: the script runs until it waits for a
+/// decision, its execution is kept in the deployment's state, and the
+/// command prints what an agent's `execute` would have answered and
+/// ends. The identity's agent follows it on a server, to its end, each
+/// change sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_exec_is_followed_to_its_end_from_an_agent() {
+    let w = World::new(Duration::from_millis(20)).await;
+    let out = common::run_with_stdin(
+        Command::new(BIN)
+            .arg("--config")
+            .arg(&w.config)
+            .args(["exec", "--detach", "--json", "--identity", "alice", "-"])
+            .env_remove("AIRLOCK_CONFIG"),
+        SNAPSHOT_THEN_SHUTDOWN,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let detached: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let request = waits_for(&detached, "vm_snapshot_create").to_string();
+    let id = detached["execution"].clone();
+    assert_eq!(detached["follow"], json!({"execution": id}));
+    assert_eq!(w.sent().await, (0, 0), "nothing sent yet");
+    let rows = w.parked().list(Some("alice"), 0, 10).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(json!(rows[0].execution), id);
+    assert_eq!(rows[0].waiting, vec![request.clone()]);
+
+    w.approve(&request);
+    let server = w.serve().await;
+    let follow = json!({"execution": id});
+    let next = execute(&server, &w.alice, follow.clone()).await;
+    let request = waits_for(&next, "vm_shutdown").to_string();
+    w.approve(&request);
+    let done = execute(&server, &w.alice, follow).await;
+    assert_eq!(
+        done["result"],
+        json!({"snapshot": "OK", "shutdown": "OK"}),
+        "{done}"
+    );
+    assert_eq!(w.sent().await, (1, 1), "each change once");
+    let lines = w.audit();
+    assert_eq!(count(&lines, "execution_start", &id), 1);
+    assert_eq!(count(&lines, "execution_end", &id), 1);
+    w.verify();
+    assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
+}

@@ -9,7 +9,7 @@ mod lists;
 mod logging;
 mod prompts;
 mod question;
-mod render;
+pub(crate) mod render;
 pub mod resources;
 pub mod tools;
 mod traces;
@@ -60,6 +60,11 @@ pub struct Shared {
     /// the follow-up; a change in flight is waited for), so it parks
     /// instead of being ended.
     pub stopping: tokio_util::sync::CancellationToken,
+    /// Cancelled when the stopping server closes its sessions, its grace
+    /// over: an execution cancelled from then on was stopped by the
+    /// server, not by its client, and a durable one is let go of to be
+    /// resumed (see [`crate::durable::Durable::let_go`]).
+    pub closing: tokio_util::sync::CancellationToken,
 }
 
 impl Shared {
@@ -718,7 +723,7 @@ impl AirlockServer {
             // of it runs here, and its last record is what it did. The
             // next follow-up, on another replica or after the restart,
             // resumes it from there at once.
-            if outcome.is_none() && self.shared.stopping.is_cancelled() {
+            if outcome.is_none() && self.shared.closing.is_cancelled() {
                 self.shared.durable.let_go(execution.id(), holder);
                 execution.let_go(tools.done.load(std::sync::atomic::Ordering::SeqCst));
                 return Self::invalid("this server stopped while the execution ran; follow it (execute with `execution`) on another server, or on this one once it is back, and it goes on from its last change");

@@ -421,9 +421,13 @@ async fn cancel(
         ),
         Ok(Err(e)) => {
             tracing::error!(error = %e, "the console could not cancel an execution");
+            let told = match e {
+                CancelError::EndLine { .. } => "The execution is cancelled (it never goes on), but its end line could not be written to the audit just now; `airlock audit close` writes it later.",
+                _ => "The store of durable executions cannot be reached just now; nothing was cancelled. Try again shortly.",
+            };
             page(
                 StatusCode::SERVICE_UNAVAILABLE,
-                pages::message("Unavailable", Some(&s), &e.to_string(), true),
+                pages::message("Unavailable", Some(&s), told, true),
             )
         }
         Err(_) => page(

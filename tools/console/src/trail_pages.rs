@@ -131,7 +131,7 @@ fn url_encode(v: &str) -> String {
 
 /// How long ago `since_ms` was, as `1h02m`, `3m05s` or `12s`.
 fn age(since_ms: i64, now_ms: i64) -> String {
-    let s = (now_ms - since_ms).max(0) / 1000;
+    let s = now_ms.saturating_sub(since_ms).max(0) / 1000;
     match (s / 3600, s / 60 % 60, s % 60) {
         (0, 0, s) => format!("{s}s"),
         (0, m, s) => format!("{m}m{s:02}s"),

@@ -161,7 +161,8 @@ pub trait ParkedStore: Send + Sync {
     /// Ends `holder`'s lease on `execution` now, as if the holder had
     /// died: its process stops without running it further, and the next
     /// taker (at once, not when the lease would have run out) resumes it
-    /// as an orphan, from its last record.
+    /// as an orphan, from its last record. The holder's name is given up
+    /// with it: nothing it writes lands on the row any more.
     fn let_go(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable>;
 
     /// The execution `holder` resumed ended: its row goes, only while that

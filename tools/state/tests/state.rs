@@ -1587,6 +1587,15 @@ both!(
         );
         a.let_go("w1", "h1").unwrap();
         assert!(!b.list(None, T0 + 10, 10).unwrap()[0].held);
+        // The holder that let go writes nothing more on it: no record
+        // extends its lease again, no end removes it.
+        assert_eq!(
+            a.checkpoint(&row, "h1", false, T0 + 1000, &CAPS, T0 + 5)
+                .unwrap(),
+            Err(ParkRefusal::LeaseLost)
+        );
+        a.ended("w1", "h1").unwrap();
+        assert_eq!(b.count().unwrap(), 1, "not removed by its old holder");
         // Long before its lease would have ended, the next taker has it,
         // told its holder may have sent what its record names.
         let Take::Taken { orphan: true, .. } =
@@ -1594,7 +1603,7 @@ both!(
         else {
             panic!("an orphan at once")
         };
-        // The holder that let go writes nothing more on it.
+        // Nor once another holds it.
         assert_eq!(
             a.checkpoint(&row, "h1", false, T0 + 1000, &CAPS, T0 + 20)
                 .unwrap(),

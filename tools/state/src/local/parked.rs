@@ -304,7 +304,8 @@ impl ParkedStore for SqliteParked {
     fn let_go(&self, execution: &str, holder: &str) -> Result<(), ParkedUnavailable> {
         self.step(|tx| {
             tx.execute(
-                "UPDATE parked SET lease_until_ms = 0 WHERE execution = ?1 AND holder = ?2",
+                "UPDATE parked SET holder = 'gone:' || holder, lease_until_ms = 0 \
+                 WHERE execution = ?1 AND holder = ?2",
                 params![execution, holder],
             )
             .map(|_| ())

@@ -306,7 +306,7 @@ impl ParkedStore for PgParked {
             move |pool, at| async move {
                 let conn = connection(&pool, &at).await?;
                 conn.execute(
-                    "UPDATE airlock_parked SET lease_until_ms = 0 \
+                    "UPDATE airlock_parked SET holder = 'gone:' || holder, lease_until_ms = 0 \
                      WHERE execution = $1 AND holder = $2",
                     &[&execution, &holder],
                 )
