@@ -35,6 +35,8 @@ use serde_json::{json, Value};
 struct Deployment {
     _sim: Simulator,
     pg: TempPostgres,
+    /// The database's URL (its password is in `pg.password_file()`).
+    url: String,
     dir: tempfile::TempDir,
     config: std::path::PathBuf,
 }
@@ -55,6 +57,7 @@ async fn deployment() -> Deployment {
     Deployment {
         _sim: sim,
         pg,
+        url,
         dir,
         config,
     }
@@ -346,6 +349,89 @@ async fn a_waiting_execution_parked_on_one_replica_goes_on_from_another() {
     );
     let verified = d.airlock(&["audit", "verify"]);
     assert!(verified.status.success(), "{verified:?}");
+}
+
+/// The replica running a durable execution is killed with its change at
+/// the cluster's door: the cluster carries the change out, and the
+/// replica that takes the execution once the dead one's lease has run out
+/// finds the change recorded as sent and unanswered, so the script is
+/// told `outcome_unknown` instead of the change going a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_with_a_change_in_flight_leaves_it_to_another_that_does_not_send_it_again()
+{
+    let d = deployment().await;
+    let alice = d.enroll("alice");
+    let (mut a, b) = d.two_replicas();
+    let on_a = a.connect(&alice).await;
+    let (request, execution) = waits_for(&call(&on_a, "execute", json!({"script": START})).await);
+    let approved = d.airlock(&["approvals", "approve", &request, "--by", "carol"]);
+    assert!(approved.status.success(), "{approved:?}");
+    let held = d._sim.hold("POST");
+    let following = {
+        let execution = execution.clone();
+        tokio::spawn(async move { call(&on_a, "execute", json!({"execution": execution})).await })
+    };
+    held.arrived(1).await;
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    // Its client never hears; the cluster does what it was asked.
+    following.abort();
+    drop(held);
+    let starts = || async {
+        d._sim
+            .requests()
+            .await
+            .iter()
+            .filter(|(method, path, _)| method == "POST" && path.contains("/qemu/103/status/start"))
+            .count()
+    };
+    // The dead replica's lease, as a clock past it sees it.
+    let config = airlock_state::PostgresConfig {
+        url: d.url.clone(),
+        password_file: Some(d.pg.password_file().to_path_buf()),
+        pool_size: 1,
+        timeout: Duration::from_secs(10),
+    };
+    let id = execution.clone();
+    let orphan = tokio::task::spawn_blocking(move || {
+        let parked = airlock_state::Place::Postgres(config)
+            .open(&Default::default())
+            .unwrap()
+            .parked;
+        let taken = parked
+            .take(&id, "alice", "a-later-clock", i64::MAX / 2, 0)
+            .unwrap();
+        matches!(
+            taken,
+            airlock_gateway::parked::Take::Taken { orphan: true, .. }
+        )
+    })
+    .await
+    .unwrap();
+    assert!(orphan, "held by the dead replica until its lease ran out");
+
+    let on_b = b.connect(&alice).await;
+    let followed = call(&on_b, "execute", json!({"execution": execution})).await;
+    let answer = value(&followed);
+    assert_eq!(answer["code"], "outcome_unknown", "{followed:?}");
+    // The released start is carried out on the simulator's own time: its
+    // log is all a client outside it can watch.
+    for _ in 0..600 {
+        if starts().await > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(starts().await, 1, "the start reached the cluster once");
+    let again = call(&on_b, "execute", json!({"execution": execution})).await;
+    assert_eq!(
+        again.structured_content.unwrap()["error"]["kind"],
+        "UnknownExecution",
+        "it ended"
+    );
+    let verified = d.airlock(&["audit", "verify"]);
+    assert!(verified.status.success(), "{verified:?}");
+    on_b.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
