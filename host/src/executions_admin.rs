@@ -44,6 +44,21 @@ pub enum ExecutionsAction {
         #[arg(long)]
         json: bool,
     },
+    /// Wait until an execution is no longer kept (it ended, was
+    /// cancelled, or outlived its lifetime), then print how it ended,
+    /// from its end line in the audit chain. Exits 0 when it ended `ok`,
+    /// 1 when it ended otherwise (or the chain has no end for it), 3 when
+    /// `--timeout-secs` passed first: it still waits or runs.
+    Wait {
+        /// The execution's id (as `list` and the agent's answer show it).
+        id: String,
+        /// Longest to wait, in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout_secs: u64,
+        /// Print the end line as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// End a waiting execution: it never goes on, its identity's
     /// follow-up is told it is unknown, and the audit gets its end line
     /// (outcome `Cancelled`, and who). The approval requests it waited
@@ -110,6 +125,11 @@ pub fn executions(file: &ConfigFile, action: ExecutionsAction) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        ExecutionsAction::Wait {
+            id,
+            timeout_secs,
+            json,
+        } => wait(&s, &id, timeout_secs, json),
         ExecutionsAction::Cancel { id, by } => {
             let known = match Known::of(file, s.keys.as_deref()) {
                 Ok(k) => k,
@@ -169,6 +189,88 @@ fn as_json(r: &ParkedInfo, now: i64) -> Value {
 /// One row for a terminal, every stored field escaped (a row is the
 /// state's, which an operator should not have to trust with their
 /// terminal).
+/// How often `wait` looks at the store.
+const WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+fn wait(s: &airlock_gateway::state::State, id: &str, timeout_secs: u64, json: bool) -> ExitCode {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(timeout_secs);
+    let mut said: Option<String> = None;
+    loop {
+        let now = now_ms();
+        let rows = match s.parked.list(None, now, LIST_LIMIT) {
+            Ok(rows) => rows,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let Some(r) = rows.iter().find(|r| r.execution == id) else {
+            break;
+        };
+        // Each change of where it stands, once.
+        let stands = describe(r, now);
+        let standing = format!("{} {:?}", r.standing(), r.waiting);
+        if said.as_deref() != Some(&standing) {
+            eprintln!("{stands}");
+            said = Some(standing);
+        }
+        if std::time::Instant::now() >= until {
+            eprintln!(
+                "execution {} still {} after {timeout_secs} s",
+                visible(id),
+                r.standing()
+            );
+            return ExitCode::from(3);
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+    // No longer kept: its end line says how it ended.
+    let search = airlock_console::trail::Search {
+        execution: Some(id.to_string()),
+        event: Some("execution_end".into()),
+        ..Default::default()
+    };
+    let trail = match airlock_console::trail::read(s.audit.as_ref(), &search) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "error: execution {} is no longer kept, but the audit chain cannot be read: {e}",
+                visible(id)
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let Some(end) = trail.shown.first() else {
+        eprintln!(
+            "error: the state holds no execution {} and the audit chain has no end for it (it never waited or ran journaled, or its end line is owed: `airlock audit close`)",
+            visible(id)
+        );
+        return ExitCode::from(1);
+    };
+    let outcome = end.get("outcome").and_then(Value::as_str).unwrap_or("");
+    if json {
+        println!("{}", Value::Object(end.clone()));
+    } else {
+        let by = end
+            .get("cancelled_by")
+            .and_then(Value::as_str)
+            .map(|b| format!(", cancelled by {}", visible(b)))
+            .unwrap_or_default();
+        println!(
+            "execution {} of {} ended {}: {} tool calls, {} ms{by}",
+            visible(id),
+            visible(end.get("identity").and_then(Value::as_str).unwrap_or("?")),
+            visible(outcome),
+            end.get("tool_calls").and_then(Value::as_u64).unwrap_or(0),
+            end.get("wall_ms").and_then(Value::as_u64).unwrap_or(0),
+        );
+    }
+    match outcome {
+        "ok" => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    }
+}
+
 fn describe(r: &ParkedInfo, now: i64) -> String {
     let ago = |ms: i64| {
         humantime::format_duration(std::time::Duration::from_secs(

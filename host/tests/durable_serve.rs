@@ -858,6 +858,30 @@ async fn a_detached_exec_is_followed_to_its_end_from_an_agent() {
     let follow = json!({"execution": id});
     let next = execute(&server, &w.alice, follow.clone()).await;
     let request = waits_for(&next, "vm_shutdown").to_string();
+    // An operator waits for it: not within no time, and then to its end.
+    let executions = |args: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--config")
+            .arg(&w.config)
+            .arg("executions")
+            .args(args)
+            .env_remove("AIRLOCK_CONFIG");
+        cmd
+    };
+    let id_text = id.as_str().unwrap();
+    let soon = executions(&["wait", id_text, "--timeout-secs", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(soon.status.code(), Some(3), "{soon:?}");
+    assert!(
+        String::from_utf8_lossy(&soon.stderr).contains(&request),
+        "says what it waits for: {soon:?}"
+    );
+    let waiting = executions(&["wait", id_text, "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     w.approve(&request);
     let done = execute(&server, &w.alice, follow).await;
     assert_eq!(
@@ -865,6 +889,13 @@ async fn a_detached_exec_is_followed_to_its_end_from_an_agent() {
         json!({"snapshot": "OK", "shutdown": "OK"}),
         "{done}"
     );
+    let waited = tokio::task::spawn_blocking(move || waiting.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert!(waited.status.success(), "{waited:?}");
+    let end: Value = serde_json::from_slice(&waited.stdout).unwrap();
+    assert_eq!(end["outcome"], "ok", "{end}");
+    assert_eq!(end["execution"], id, "{end}");
     assert_eq!(w.sent().await, (1, 1), "each change once");
     let lines = w.audit();
     assert_eq!(count(&lines, "execution_start", &id), 1);
