@@ -120,6 +120,9 @@ struct Expect {
     plan_after: Option<String>,
     /// Run it once first, then approve what it asked as this name.
     approve_by: Option<String>,
+    /// Run it as a durable execution: each time it waits, another person
+    /// approves what it asked, and it goes on by replay.
+    durable: bool,
 }
 
 fn header(path: &std::path::Path, text: &str) -> Expect {
@@ -143,6 +146,7 @@ fn header(path: &std::path::Path, text: &str) -> Expect {
         applied: field("applied").map(|n| n.parse().unwrap()),
         plan_after: field("plan-after"),
         approve_by: field("approve-by"),
+        durable: field("durable").as_deref() == Some("approve"),
     }
 }
 
@@ -248,6 +252,40 @@ async fn approved_plan(
     ))
 }
 
+/// Most times a durable attack waits and goes on.
+const DURABLE_ROUNDS: u32 = 5;
+
+/// Runs `text` journaled, as a durable execution: each time it waits,
+/// another person approves every request it waits for, and it goes on by
+/// replay in a fresh instance. The last run's outcome, and how many runs.
+async fn durable_run(
+    gateway: &Arc<Gateway>,
+    sandbox: &Sandbox,
+    limits: &Limits,
+    host: &airlock::wiring::ScriptTools,
+    text: &str,
+) -> (airlock_sandbox::Outcome, u32) {
+    let mut journal = airlock_sandbox::Journal::new();
+    let mut runs = 0;
+    loop {
+        let o = sandbox
+            .execute_journaled(text, limits, host, &mut journal)
+            .await;
+        runs += 1;
+        let Err(airlock_sandbox::ExecError::Parked { waiting }) = &o.result else {
+            return (o, runs);
+        };
+        if runs > DURABLE_ROUNDS {
+            return (o, runs);
+        }
+        for w in waiting {
+            if let Some(id) = w.details.get("request_id").and_then(Value::as_str) {
+                let _ = gateway.decide(id, &Decider::cli("corpus-operator"), Status::Approved);
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_attack_corpus() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/attacks");
@@ -258,7 +296,7 @@ async fn the_attack_corpus() {
         .collect();
     scripts.sort();
     assert!(
-        scripts.len() >= 83,
+        scripts.len() >= 86,
         "the corpus has {} scripts",
         scripts.len()
     );
@@ -339,13 +377,19 @@ async fn the_attack_corpus() {
                 Err(e) => broken.push(format!("{name}: {e}")),
             }
         }
+        if want.durable {
+            if let Err(e) = clear_pending(&gateway) {
+                broken.push(format!("{name}: {e}"));
+                continue;
+            }
+        }
         let before = backend.calls.load(Ordering::SeqCst);
         let host = airlock::wiring::ScriptTools {
             gateway: gateway.clone(),
             caller: caller.clone(),
             runbooks: None,
             budget: None,
-            durable: false,
+            durable: want.durable,
         };
         let audit_before = std::fs::metadata(gateway.audit_path().unwrap())
             .unwrap()
@@ -353,7 +397,10 @@ async fn the_attack_corpus() {
         std::fs::write("/proc/self/clear_refs", "5").expect("reset peak RSS");
         let rss_before = status_bytes("VmRSS:");
         let t0 = Instant::now();
-        let outcome = sandbox.execute(&text, &limits, &host).await;
+        let (outcome, runs) = match want.durable {
+            true => durable_run(&gateway, &sandbox, &limits, &host, &text).await,
+            false => (sandbox.execute(&text, &limits, &host).await, 1),
+        };
         let wall = t0.elapsed();
         let rss_growth = status_bytes("VmHWM:").saturating_sub(rss_before);
         let answer = serde_json::to_vec(&outcome).unwrap().len();
@@ -370,6 +417,9 @@ async fn the_attack_corpus() {
         let mut problems = Vec::new();
         if kind != want.kind {
             problems.push(format!("ended {kind} {error:?}, expected {}", want.kind));
+        }
+        if want.durable && runs < 2 {
+            problems.push("it never waited, so nothing of it was replayed".into());
         }
         if want.limit.is_some() && limit != want.limit {
             problems.push(format!("hit {limit:?}, expected {:?}", want.limit));
@@ -394,7 +444,7 @@ async fn the_attack_corpus() {
                 guest >> 20
             ));
         }
-        if wall > limits.wall_time() + LATE {
+        if wall > limits.wall_time() * runs + LATE {
             problems.push(format!(
                 "took {wall:?} with wall_time_ms = {}",
                 limits.wall_time_ms
@@ -409,7 +459,10 @@ async fn the_attack_corpus() {
             n_lines += 1;
             longest = longest.max(l.len());
         }
-        if longest > AUDIT_LINE_MAX || n_lines > 2 * outcome.stats.tool_calls as usize {
+        // A durable run's approvals add a request and a decision line
+        // to each change's call and result lines.
+        let per_call = if want.durable { 4 } else { 2 };
+        if longest > AUDIT_LINE_MAX || n_lines > per_call * outcome.stats.tool_calls as usize {
             problems.push(format!(
                 "the audit grew by {} bytes in {n_lines} lines (longest {longest}) for {} calls",
                 added.len(),
@@ -417,7 +470,7 @@ async fn the_attack_corpus() {
             ));
         }
         eprintln!(
-            "{name}: {kind}, host +{} MiB (guest {} MiB), {} ms, answer {answer} B, audit +{} B",
+            "{name}: {kind}, {runs} run(s), host +{} MiB (guest {} MiB), {} ms, answer {answer} B, audit +{} B",
             rss_growth >> 20,
             guest >> 20,
             wall.as_millis(),
