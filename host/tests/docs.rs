@@ -399,3 +399,64 @@ fn the_harness_reads_commands_and_expectations_as_documented() {
     );
     assert_eq!(without_comment("echo '# not' # yes"), "echo '# not'");
 }
+
+/// The `.rs` files under `dir`, recursively.
+fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// docs/ARCHITECTURE.md is the newcomer's map: a workspace crate, or a
+/// table the state stores create, added without a place on it fails here.
+#[test]
+fn the_architecture_map_names_every_crate_and_every_state_table() {
+    let map = std::fs::read_to_string(repo().join("docs/ARCHITECTURE.md")).unwrap();
+    let manifest: toml::Value =
+        toml::from_str(&std::fs::read_to_string(repo().join("Cargo.toml")).unwrap()).unwrap();
+    let members: Vec<&str> = manifest["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert!(members.len() >= 12, "{members:?}");
+    let mut missing: Vec<String> = members
+        .iter()
+        .filter(|m| !map.contains(&format!("`{m}/`")))
+        .map(|m| format!("crate `{m}/`"))
+        .collect();
+    let mut files = Vec::new();
+    rust_files(&repo().join("tools/state/src"), &mut files);
+    let mut tables = std::collections::BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for after in text.split("CREATE TABLE ").skip(1) {
+            let after = after.trim_start_matches("IF NOT EXISTS ");
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                tables.insert(name);
+            }
+        }
+    }
+    assert!(tables.len() >= 14, "{tables:?}");
+    missing.extend(
+        tables
+            .iter()
+            .filter(|t| !map.contains(&format!("`{t}`")))
+            .map(|t| format!("table `{t}`")),
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md does not name: {}",
+        missing.join(", ")
+    );
+}
