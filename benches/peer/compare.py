@@ -8,7 +8,7 @@ tasks instant); ProxmoxMCP-Plus answers a stub `echo` registered through
 its own tool registry (pmp_launcher.py), which does no work at all. So
 Airlock's side carries a real HTTPS round trip per call that the peer's
 does not. (Until issue 13, Airlock answered from an in-memory fleet with
-no round trip; the numbers in docs/PERFORMANCE.md are from then.)
+no round trip; the numbers of that time are in CHANGELOG.md.)
 
 Run it with benches/peer/run.sh, which builds Airlock and the venv.
 """
