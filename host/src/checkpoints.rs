@@ -24,7 +24,7 @@
 //! (the store timed out) is taken as landed, and the row is written again,
 //! under the same lease, by the next record.
 //!
-//! What records cost is bounded: each run writes at most [`RECORD_BYTES`]
+//! What records cost is bounded: each run writes at most [`crate::durable::RECORD_BYTES`]
 //! of them (each holds the whole journal), and keeps at most
 //! [`ANSWERS_BYTES`] of answers the guest has not taken yet (past it an
 //! answer is not kept, and its change counts as unanswered: a crash makes
@@ -40,11 +40,6 @@ use crate::durable::{Durable, ParkError, Parked, Sends};
 /// The code of a change not sent because the record of it could not be
 /// written.
 pub const JOURNAL_UNAVAILABLE: &str = "journal_unavailable";
-
-/// Record bytes one run of an execution may write (each record is the
-/// sealed journal, so a run that makes many changes after taking large
-/// results writes its journal many times).
-pub const RECORD_BYTES: u64 = 128 * 1024 * 1024;
 
 /// Answers a run keeps for its records before the guest takes them.
 pub const ANSWERS_BYTES: usize = 1024 * 1024;
@@ -238,7 +233,7 @@ impl Checkpoints {
             waiting: Vec::new(),
             ..self.base.clone()
         };
-        let budget = RECORD_BYTES.saturating_sub(s.written);
+        let budget = crate::durable::RECORD_BYTES.saturating_sub(s.written);
         let write = |new: bool| {
             self.durable
                 .checkpoint(&self.execution, &record, &s.holder, new, budget)

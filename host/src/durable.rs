@@ -44,6 +44,15 @@ use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_L
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// Record bytes one run of an execution may write (each record is the
+/// sealed journal, so a run that makes many changes after taking large
+/// results writes its journal many times).
+pub const RECORD_BYTES: u64 = 128 * 1024 * 1024;
+
+/// Longest a follow-up waits for a decision before it answers that the
+/// execution still waits: well inside the 60 s clients give a request.
+pub const FOLLOW_WAIT: Duration = Duration::from_secs(10);
+
 /// Parked executions one identity may have at once across the
 /// deployment (resumed ones being run count too): past it, the execution
 /// that would park ends as it did before executions could wait
@@ -99,7 +108,7 @@ pub struct Parked {
     /// time the answer was due), for [`MAX_IDLE_PARKS`].
     pub idle: u32,
     /// What it sent and was answered, as of its last record (see
-    /// [`crate::checkpoints`]).
+    /// `crate::checkpoints`).
     pub sends: Sends,
 }
 
@@ -175,7 +184,7 @@ pub enum ParkError {
     BytesTotal,
     #[error("this server held the execution longer than its lease and another took it over; that one goes on with it")]
     LeaseLost,
-    #[error("limit `durable.record_bytes` ({} bytes): this run of the execution has written that much of its journal down, once before each change it sent and once after; make the rest of the changes in a new execution, or take narrower results before them", crate::checkpoints::RECORD_BYTES)]
+    #[error("limit `durable.record_bytes` ({} bytes): this run of the execution has written that much of its journal down, once before each change it sent and once after; make the rest of the changes in a new execution, or take narrower results before them", RECORD_BYTES)]
     RecordBytes,
     /// The detail is the operator's (the log has it), not the agent's.
     #[error("the store of parked executions cannot be reached, so the execution cannot wait")]
@@ -253,7 +262,7 @@ impl Durable {
             gateway,
             process: hex::encode(process),
             takes: AtomicU64::new(0),
-            lease: crate::mcp::FOLLOW_WAIT + wall_time + queue_wait + LEASE_MARGIN,
+            lease: FOLLOW_WAIT + wall_time + queue_wait + LEASE_MARGIN,
             lifetime: limits.lifetime(),
             key: OnceLock::new(),
         }

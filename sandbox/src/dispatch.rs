@@ -26,8 +26,8 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::{
     limits::{Limit, Limits},
-    store::{Done, Failures, Request, Trace, STATUS_WAITING},
-    tool_host::{codes, CallNote, JournalTap, ToolCall, ToolFailure, ToolHost},
+    store::{Done, Failures, Request, STATUS_WAITING},
+    tool_host::{codes, CallNote, JournalTap, ToolCall, ToolFailure, ToolHost, Trace},
 };
 
 enum Finished {

@@ -20,7 +20,7 @@ use wasmtime::{
 };
 use wasmtime_wizer::{InstanceState, SnapshotVal, Wizer};
 
-use crate::{cache, imports, store::StoreData, wasi, SandboxError};
+use crate::{cache, imports, store::StoreData, SandboxError};
 
 /// The guest as built by `build.rs`.
 pub const GUEST_WASM: &[u8] = include_bytes!(env!("AIRLOCK_GUEST_PATH"));
@@ -88,7 +88,11 @@ fn pooled_config(opts: &EngineOptions) -> Config {
 
 pub fn linker(engine: &Engine) -> Result<Linker<StoreData>, SandboxError> {
     let mut linker = Linker::new(engine);
-    wasi::add_to_linker(&mut linker).map_err(SandboxError::engine)?;
+    // WASI from the instance's own `GuestSystem`, which grants nothing.
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |data: &mut StoreData| {
+        &mut data.system.ctx
+    })
+    .map_err(SandboxError::engine)?;
     imports::add_to_linker(&mut linker).map_err(SandboxError::engine)?;
     Ok(linker)
 }

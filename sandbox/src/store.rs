@@ -17,12 +17,8 @@ use wasmtime::{Memory, ResourceLimiter};
 use crate::{
     limits::{Limit, Limits},
     outcome::{CallRecord, ExecError, LogEntry},
-    tool_host::ToolFailure,
+    tool_host::{ToolFailure, Trace},
 };
-
-/// Every call the script started, by id, shared with the dispatcher so the
-/// trace survives the dispatcher being dropped.
-pub type Trace = std::sync::Arc<std::sync::Mutex<Vec<(u32, CallRecord)>>>;
 
 /// The failures the host reported to the guest, by call id, with the tool's
 /// name: the only source of an execution's `ToolError`, `PolicyDenied`,

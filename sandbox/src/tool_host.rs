@@ -94,10 +94,14 @@ impl JournalTap {
 #[derive(Clone, Default)]
 pub struct CallNote(Option<(TraceRef, u32)>);
 
+/// Every call the script started, by id, shared with the dispatcher so the
+/// trace survives the dispatcher being dropped.
+pub type Trace = std::sync::Arc<std::sync::Mutex<Vec<(u32, crate::CallRecord)>>>;
+
 type TraceRef = std::sync::Weak<std::sync::Mutex<Vec<(u32, crate::CallRecord)>>>;
 
 impl CallNote {
-    pub(crate) fn of(trace: &crate::store::Trace, id: u32) -> Self {
+    pub(crate) fn of(trace: &Trace, id: u32) -> Self {
         Self(Some((std::sync::Arc::downgrade(trace), id)))
     }
 
@@ -174,7 +178,7 @@ impl CallNote {
 }
 
 /// How many calls in `trace` were made on a call's behalf.
-pub(crate) fn nested_calls(trace: &crate::store::Trace) -> u32 {
+pub(crate) fn nested_calls(trace: &Trace) -> u32 {
     trace
         .lock()
         .unwrap()

@@ -18,10 +18,7 @@
 //! crashes, and the library's own log lines (one per `sock_accept`, at the
 //! guest's pace) stay off unless named (`host/src/log_output.rs`).
 
-use wasmtime::Linker;
 use wasmtime_wasi::{p1::WasiP1Ctx, p2::pipe::MemoryOutputPipe, WasiCtxBuilder};
-
-use crate::store::StoreData;
 
 /// Guest stdout/stderr kept for diagnosing a crash (a panic message).
 pub const CAPTURE_LIMIT: usize = 4096;
@@ -90,8 +87,4 @@ impl Default for GuestSystem {
     fn default() -> Self {
         Self::new()
     }
-}
-
-pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
-    wasmtime_wasi::p1::add_to_linker_async(linker, |data: &mut StoreData| &mut data.system.ctx)
 }

@@ -32,11 +32,11 @@ use boa_engine::{
 /// Replaces `Array.prototype.sort` in the realm being built.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
     let proto = ctx.intrinsics().constructors().array().prototype();
-    let original = crate::realm::intrinsic(&proto, "sort", ctx)?;
+    let original = crate::builtins::intrinsic(&proto, "sort", ctx)?;
     let function_proto = ctx.intrinsics().constructors().function().prototype();
-    let to_string = crate::realm::intrinsic(&function_proto, "toString", ctx)?;
+    let to_string = crate::builtins::intrinsic(&function_proto, "toString", ctx)?;
     let sort = NativeFunction::from_copy_closure_with_captures(sort, (original, to_string));
-    crate::realm::replace_method(&proto, js_string!("sort"), 1, sort, ctx)
+    crate::builtins::replace_method(&proto, js_string!("sort"), 1, sort, ctx)
 }
 
 fn sort(

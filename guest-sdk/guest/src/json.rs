@@ -227,7 +227,7 @@ impl Walker<'_> {
 
 /// Own enumerable string keys in property order (what `Object.keys` gives).
 fn enumerable_keys(obj: &JsObject, ctx: &mut Context) -> JsResult<Vec<String>> {
-    let keys_fn = crate::realm::object_keys(ctx);
+    let keys_fn = crate::builtins::object_keys(ctx);
     let keys = keys_fn.call(&JsValue::undefined(), &[JsValue::from(obj.clone())], ctx)?;
     let keys = keys
         .as_object()

@@ -15,10 +15,10 @@ use boa_engine::{
 
 /// Replaces `JSON.parse` in the realm being built.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
-    let json = crate::realm::intrinsic(&ctx.global_object(), "JSON", ctx)?;
-    let original = crate::realm::intrinsic(&json, "parse", ctx)?;
+    let json = crate::builtins::intrinsic(&ctx.global_object(), "JSON", ctx)?;
+    let original = crate::builtins::intrinsic(&json, "parse", ctx)?;
     let parse = NativeFunction::from_copy_closure_with_captures(parse, original);
-    crate::realm::replace_method(&json, js_string!("parse"), 2, parse, ctx)
+    crate::builtins::replace_method(&json, js_string!("parse"), 2, parse, ctx)
 }
 
 fn parse(

@@ -43,7 +43,7 @@ type Intrinsics = (JsObject, JsObject, JsObject, JsObject);
 
 /// Replaces `JSON.stringify` in the realm being built.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
-    let method = crate::realm::intrinsic;
+    let method = crate::builtins::intrinsic;
     let json = method(&ctx.global_object(), "JSON", ctx)?;
     let array = ctx.intrinsics().constructors().array().constructor();
     let intrinsics = (
@@ -53,7 +53,7 @@ pub fn install(ctx: &mut Context) -> JsResult<()> {
         method(&ctx.intrinsics().objects().reflect(), "get", ctx)?,
     );
     let stringify = NativeFunction::from_copy_closure_with_captures(stringify, intrinsics);
-    crate::realm::replace_method(&json, js_string!("stringify"), 3, stringify, ctx)
+    crate::builtins::replace_method(&json, js_string!("stringify"), 3, stringify, ctx)
 }
 
 fn stringify(
@@ -324,7 +324,7 @@ impl Writer<'_> {
 
     /// `SerializeJSONObject`, inside `nested`.
     fn object_members(&mut self, obj: &JsObject, ctx: &mut Context) -> JsResult<()> {
-        let keys = crate::realm::object_keys(ctx).call(
+        let keys = crate::builtins::object_keys(ctx).call(
             &JsValue::undefined(),
             &[obj.clone().into()],
             ctx,

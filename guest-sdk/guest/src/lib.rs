@@ -3,6 +3,7 @@
 //! imports in [`host`]; see `airlock_guest_sdk::abi` for the contract.
 
 mod array_sort;
+mod builtins;
 mod host;
 mod json;
 mod json_parse;

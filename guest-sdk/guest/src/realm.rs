@@ -17,9 +17,9 @@ use boa_engine::{
     builtins::promise::OperationType,
     context::HostHooks,
     js_string,
-    object::{builtins::JsPromise, FunctionObjectBuilder, ObjectInitializer},
-    property::{Attribute, PropertyDescriptor},
-    Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction, Source,
+    object::{builtins::JsPromise, ObjectInitializer},
+    property::Attribute,
+    Context, JsArgs, JsNativeError, JsObject, JsResult, JsValue, NativeFunction, Source,
 };
 
 use crate::{host, json};
@@ -39,7 +39,6 @@ pub enum Pending {
 #[derive(Default)]
 struct RealmState {
     pending: HashMap<u32, Pending>,
-    object_keys: Option<JsObject>,
     /// Rejected promises that had no handler when they were rejected.
     unhandled: Vec<JsObject>,
     /// The error objects failed tool calls rejected with, and their call
@@ -49,11 +48,6 @@ struct RealmState {
 
 thread_local! {
     static STATE: RefCell<RealmState> = RefCell::new(RealmState::default());
-}
-
-/// The intrinsic `Object.keys`, captured before any script could replace it.
-pub fn object_keys(_ctx: &mut Context) -> JsObject {
-    STATE.with(|s| s.borrow().object_keys.clone().expect("realm initialised"))
 }
 
 pub fn take_pending(id: u32) -> Option<Pending> {
@@ -168,48 +162,8 @@ pub fn new_context() -> Context {
     ctx
 }
 
-/// Puts `function` in place of `target`'s method `name`, with the
-/// attributes a built-in method has (writable, configurable, not
-/// enumerable): for the guest's own versions of boa's built-ins.
-pub(crate) fn replace_method(
-    target: &JsObject,
-    name: JsString,
-    length: usize,
-    function: NativeFunction,
-    ctx: &mut Context,
-) -> JsResult<()> {
-    let method = FunctionObjectBuilder::new(ctx.realm(), function)
-        .name(name.clone())
-        .length(length)
-        .build();
-    target.define_property_or_throw(
-        name,
-        PropertyDescriptor::builder()
-            .value(method)
-            .writable(true)
-            .enumerable(false)
-            .configurable(true),
-        ctx,
-    )?;
-    Ok(())
-}
-
-/// The object (usually a function) under `name` on `on`, read while the
-/// realm is built, before any script could replace it.
-pub(crate) fn intrinsic(on: &JsObject, name: &str, ctx: &mut Context) -> JsResult<JsObject> {
-    on.get(JsString::from(name), ctx)?
-        .as_object()
-        .ok_or_else(|| {
-            JsNativeError::typ()
-                .with_message(format!("{name} missing"))
-                .into()
-        })
-}
-
 fn install(ctx: &mut Context) -> JsResult<()> {
-    let object_ctor = ctx.intrinsics().constructors().object().constructor();
-    let keys = intrinsic(&object_ctor, "keys", ctx)?;
-    STATE.with(|s| s.borrow_mut().object_keys = Some(keys));
+    crate::builtins::keep_object_keys(ctx)?;
     crate::json_parse::install(ctx)?;
     crate::json_stringify::install(ctx)?;
     crate::array_sort::install(ctx)?;

@@ -148,7 +148,10 @@ impl Matcher {
         }
         let full_unicode = flags.intersects(RegExpFlags::UNICODE | RegExpFlags::UNICODE_SETS);
         let regex = if full_unicode {
-            Regex::from_unicode(pattern.code_points().map(CodePoint::as_u32), Flags::from(flags))
+            Regex::from_unicode(
+                pattern.code_points().map(CodePoint::as_u32),
+                Flags::from(flags),
+            )
         } else {
             // Code units, as boa compiles a pattern without `u` or `v`.
             Regex::from_unicode(pattern.iter().map(u32::from), Flags::from(flags))
@@ -164,9 +167,11 @@ impl Matcher {
     /// sticky, with the same regress calls.
     pub fn finds(&self, input: &JsString) -> bool {
         match (self.full_unicode, input.as_str().variant()) {
-            (_, JsStrVariant::Latin1(_)) => {
-                self.regex.find_from_ucs2(&input.to_vec(), 0).next().is_some()
-            }
+            (_, JsStrVariant::Latin1(_)) => self
+                .regex
+                .find_from_ucs2(&input.to_vec(), 0)
+                .next()
+                .is_some(),
             (true, JsStrVariant::Utf16(units)) => {
                 self.regex.find_from_utf16(units, 0).next().is_some()
             }
@@ -207,7 +212,10 @@ pub fn matcher_of(object: &JsObject) -> Option<Rc<Matcher>> {
 
 /// Forgets `object`'s matcher: it is being recompiled.
 pub fn forget(object: &JsObject) {
-    MADE.with(|m| m.borrow_mut().retain(|(made, _)| !JsObject::equals(made, object)));
+    MADE.with(|m| {
+        m.borrow_mut()
+            .retain(|(made, _)| !JsObject::equals(made, object))
+    });
 }
 
 fn remember(object: &JsObject, matcher: Option<Rc<Matcher>>) {
@@ -242,9 +250,9 @@ pub fn arm(literals: Vec<Literal>) {
 /// such as the sort).
 pub fn install(ctx: &mut Context) -> JsResult<()> {
     let function_proto = ctx.intrinsics().constructors().function().prototype();
-    let original = crate::realm::intrinsic(&function_proto, "toString", ctx)?;
+    let original = crate::builtins::intrinsic(&function_proto, "toString", ctx)?;
     let to_string = NativeFunction::from_copy_closure_with_captures(restoring_to_string, original);
-    crate::realm::replace_method(&function_proto, js_string!("toString"), 0, to_string, ctx)
+    crate::builtins::replace_method(&function_proto, js_string!("toString"), 0, to_string, ctx)
 }
 
 /// The function the rewritten script's wrapper takes as its parameter

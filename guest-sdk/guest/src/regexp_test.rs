@@ -28,19 +28,19 @@ use boa_engine::{
     js_string, Context, JsArgs, JsNativeError, JsObject, JsResult, JsValue, NativeFunction,
 };
 
-use crate::{realm, regexp_literals};
+use crate::{builtins, regexp_literals};
 
 /// Puts the guest's `test` and the forgetting `compile` on
 /// `%RegExp.prototype%`.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
     let proto = ctx.intrinsics().constructors().regexp().prototype();
-    let test = realm::intrinsic(&proto, "test", ctx)?;
-    let exec = realm::intrinsic(&proto, "exec", ctx)?;
-    let compile = realm::intrinsic(&proto, "compile", ctx)?;
+    let test = builtins::intrinsic(&proto, "test", ctx)?;
+    let exec = builtins::intrinsic(&proto, "exec", ctx)?;
+    let compile = builtins::intrinsic(&proto, "compile", ctx)?;
     let fast = NativeFunction::from_copy_closure_with_captures(fast_test, (test, exec));
-    realm::replace_method(&proto, js_string!("test"), 1, fast, ctx)?;
+    builtins::replace_method(&proto, js_string!("test"), 1, fast, ctx)?;
     let forgetting = NativeFunction::from_copy_closure_with_captures(forgetting_compile, compile);
-    realm::replace_method(&proto, js_string!("compile"), 2, forgetting, ctx)
+    builtins::replace_method(&proto, js_string!("compile"), 2, forgetting, ctx)
 }
 
 fn fast_test(
@@ -84,9 +84,7 @@ fn fast_test(
     // then not used (neither global nor sticky). boa takes the matcher
     // before this read, so a `compile` in a `valueOf` here does not change
     // the answer: neither does it here.
-    object
-        .get(js_string!("lastIndex"), ctx)?
-        .to_length(ctx)?;
+    object.get(js_string!("lastIndex"), ctx)?.to_length(ctx)?;
     Ok(matcher.finds(&input).into())
 }
 

@@ -16,7 +16,7 @@ use boa_engine::{
     NativeFunction,
 };
 
-use crate::realm;
+use crate::builtins;
 
 #[derive(Default)]
 struct Registry {
@@ -37,14 +37,14 @@ pub fn clear() {
 /// Puts the realm's own `for` and `keyFor` on `Symbol`.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
     let symbol = ctx.intrinsics().constructors().symbol().constructor();
-    realm::replace_method(
+    builtins::replace_method(
         &symbol,
         js_string!("for"),
         1,
         NativeFunction::from_fn_ptr(symbol_for),
         ctx,
     )?;
-    realm::replace_method(
+    builtins::replace_method(
         &symbol,
         js_string!("keyFor"),
         1,

@@ -26,9 +26,9 @@ const SHORT: usize = 16;
 /// Replaces `%TypedArray%.prototype.fill` in the realm being built.
 pub fn install(ctx: &mut Context) -> JsResult<()> {
     let proto = ctx.intrinsics().constructors().typed_array().prototype();
-    let original = crate::realm::intrinsic(&proto, "fill", ctx)?;
+    let original = crate::builtins::intrinsic(&proto, "fill", ctx)?;
     let fill = NativeFunction::from_copy_closure_with_captures(fill, original);
-    crate::realm::replace_method(&proto, js_string!("fill"), 1, fill, ctx)
+    crate::builtins::replace_method(&proto, js_string!("fill"), 1, fill, ctx)
 }
 
 fn fill(

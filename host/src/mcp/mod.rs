@@ -495,7 +495,7 @@ impl AirlockServer {
             .any(|w| w.details.get("request_id").is_none());
         let decided = later
             || tokio::select! {
-                d = crate::durable::decision_in(&self.shared.gateway, &requests, FOLLOW_WAIT) => d,
+                d = crate::durable::decision_in(&self.shared.gateway, &requests, crate::durable::FOLLOW_WAIT) => d,
                 _ = context.ct.cancelled() => false,
             };
         if !decided {
@@ -797,10 +797,6 @@ struct Run<'a> {
     /// Parks in a row without a new answer.
     idle: u32,
 }
-
-/// Longest a follow-up waits for a decision before it answers that the
-/// execution still waits: well inside the 60 s clients give a request.
-pub(crate) const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl ServerHandler for AirlockServer {
     #[allow(deprecated)] // enable_logging: see logging.rs

@@ -124,6 +124,11 @@ pub const MAX_SESSION_MINUTES: u64 = 24 * 60;
 /// How long a sign-in lasts unless `session_minutes` says.
 pub const DEFAULT_SESSION_MINUTES: u64 = 8 * 60;
 
+/// The most groups a sign-in keeps, so its record stays small.
+pub const MAX_KEPT_GROUPS: usize = 4;
+/// The longest group name a sign-in keeps.
+pub const MAX_GROUP_CHARS: usize = 64;
+
 /// What a signed-in person may do in the console.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -265,7 +270,7 @@ impl ConsoleConfig {
         };
         let mut kept: Vec<String> = groups
             .iter()
-            .filter(|g| g.len() <= crate::sessions::MAX_GROUP_CHARS)
+            .filter(|g| g.len() <= MAX_GROUP_CHARS)
             .filter(|g| o.approver_groups.contains(*g) || o.auditor_groups.contains(*g))
             .cloned()
             .collect();
@@ -274,7 +279,7 @@ impl ConsoleConfig {
         // Approver groups first, so the role worked out from what is kept
         // is the one worked out from all.
         kept.sort_by_key(|g| !o.approver_groups.contains(g));
-        kept.truncate(crate::sessions::MAX_KEPT_GROUPS);
+        kept.truncate(MAX_KEPT_GROUPS);
         kept
     }
 

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::Role;
+use crate::config::{Role, MAX_GROUP_CHARS, MAX_KEPT_GROUPS};
 
 /// The cookie a sign-in lives in. `__Host-`: the browser keeps it only
 /// when set Secure, for `/`, by this host itself, so no sibling subdomain
@@ -72,11 +72,6 @@ pub enum Proof {
     /// matter to `[console]`).
     Provider { groups: Vec<String> },
 }
-
-/// The most groups a sign-in keeps, so its record stays small.
-pub const MAX_KEPT_GROUPS: usize = 4;
-/// The longest group name a sign-in keeps.
-pub const MAX_GROUP_CHARS: usize = 64;
 
 #[derive(Default)]
 pub struct Sessions {

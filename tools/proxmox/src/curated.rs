@@ -14,8 +14,7 @@ use serde_json::{json, Map, Value};
 
 use crate::{
     apidata::Method::{self, Delete, Get, Post, Put},
-    full::with_target,
-    route::{Route, RouteKind},
+    route::{with_target, Route, RouteKind},
     tiers::TierRules,
     vocabulary,
 };

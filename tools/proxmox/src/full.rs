@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use crate::{
     apidata::{Method, Operation},
     curated, glossary, naming,
-    route::{Route, RouteKind},
+    route::{with_target, Route, RouteKind},
     schema,
     tiers::TierRules,
 };
@@ -17,17 +17,6 @@ use airlock_gateway::spec::{Hints, ToolSpec};
 /// PVE's own `target` (a destination node) is offered as `target_node`,
 /// because `target` selects the cluster.
 const TARGET_NODE: &str = "target_node";
-
-/// Adds the optional `target` every Proxmox tool takes (which configured
-/// cluster to talk to).
-pub fn with_target(mut input: Value) -> Value {
-    if let Some(props) = input.get_mut("properties").and_then(Value::as_object_mut) {
-        props.entry("target").or_insert_with(|| {
-            json!({"type": "string", "description": "Which configured cluster to use; the default target when omitted.", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
-        });
-    }
-    input
-}
 
 pub fn generate(ops: &[Operation], rules: &TierRules, backend: &str) -> Vec<(ToolSpec, Route)> {
     let curated = curated_texts(rules, backend);

@@ -1,9 +1,20 @@
 //! How a Proxmox tool becomes an HTTP request: the operation it calls, and
 //! how its arguments map onto the operation's parameters.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::apidata::Method;
+
+/// Adds the optional `target` every Proxmox tool takes (which configured
+/// cluster to talk to).
+pub fn with_target(mut input: Value) -> Value {
+    if let Some(props) = input.get_mut("properties").and_then(Value::as_object_mut) {
+        props.entry("target").or_insert_with(|| {
+            json!({"type": "string", "description": "Which configured cluster to use; the default target when omitted.", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
+        });
+    }
+    input
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum RouteKind {

@@ -26,6 +26,7 @@ use std::process::{Command, Stdio};
 use tempfile::TempDir;
 
 mod nginx;
+pub mod structure;
 mod watchdog;
 pub use nginx::TempNginx;
 mod oidc;
