@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use crate::wiring::ScriptTools;
 
 /// The code of every refusal of a runbook call itself.
-pub const REFUSED: &str = "runbook_refused";
+pub const REFUSED: &str = crate::wiring::RUNBOOK_REFUSED;
 
 /// What an execution needs to run the runbooks its script calls.
 pub struct Runner {
@@ -67,9 +67,8 @@ fn within(caller: &CallNote, nested: u32, limit: u32) -> Result<(), ToolFailure>
     .with_details(json!({"limit": Limit::ToolCalls, "value": value, "used": used})))
 }
 
-impl CallBudget {
-    /// Counts one call of the runbook; refused past the caller's limit.
-    pub fn take(&self) -> Result<(), ToolFailure> {
+impl crate::wiring::CallShare for CallBudget {
+    fn take(&self) -> Result<(), ToolFailure> {
         let nested = self.nested.fetch_add(1, Ordering::SeqCst) + 1;
         within(&self.caller, nested, self.limit)
     }
@@ -79,16 +78,22 @@ fn refused(message: String) -> ToolFailure {
     ToolFailure::new(REFUSED, message)
 }
 
-/// The name after `runbooks.`, if `tool` is a runbook's.
-pub fn runbook_name(tool: &str) -> Option<&str> {
-    tool.strip_prefix("runbooks.")
-}
+#[async_trait::async_trait]
+impl crate::wiring::Runbooks for Runner {
+    fn over_calls(&self, note: &CallNote) -> Result<(), ToolFailure> {
+        Runner::over_calls(self, note)
+    }
 
-/// The refusal for a runbook called where none can run.
-pub fn not_here() -> ToolFailure {
-    refused(
-        "a runbook is run by an execution's own script (execute, exec), not by a runbook's".into(),
-    )
+    async fn run(
+        &self,
+        gateway: &Arc<Gateway>,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        note: &CallNote,
+    ) -> Result<Value, ToolFailure> {
+        Runner::run(self, gateway, caller, name, args, note).await
+    }
 }
 
 impl Runner {
@@ -126,7 +131,7 @@ impl Runner {
             return Err(refused("runbooks do not run in plan mode (an approved runbook's changes are sent, not recorded); run it in an execute of its own".into()));
         }
         if caller.runbook.is_some() {
-            return Err(not_here());
+            return Err(crate::wiring::not_here());
         }
         gateway
             .take_token(&caller.identity)
@@ -220,11 +225,11 @@ impl Runner {
             },
             runbooks: None,
             durable: false,
-            budget: Some(CallBudget {
+            budget: Some(Box::new(CallBudget {
                 caller: note.clone(),
                 nested: self.nested.clone(),
                 limit: self.limits.tool_calls,
-            }),
+            })),
         };
         let before = self.nested.load(Ordering::SeqCst);
         let outcome = self.sandbox.execute_within(&script, &limits, &host).await;

@@ -110,6 +110,48 @@ pub fn call_failure(gateway: &Gateway, e: &CallError, durable: bool) -> ToolFail
     }
 }
 
+/// The code a call gets when a runbook may not run there (or refuses a
+/// call of its own).
+pub const RUNBOOK_REFUSED: &str = "runbook_refused";
+
+/// The name after `runbooks.`, if `tool` is a runbook's.
+pub fn runbook_name(tool: &str) -> Option<&str> {
+    tool.strip_prefix("runbooks.")
+}
+
+/// The refusal for a runbook called where none can run.
+pub fn not_here() -> ToolFailure {
+    ToolFailure::new(
+        RUNBOOK_REFUSED,
+        "a runbook is run by an execution's own script (execute, exec), not by a runbook's",
+    )
+}
+
+/// What a script's tool host asks of the runbooks it runs (`runbooks.rs`
+/// runs them, each one's own calls through a `ScriptTools` of its own).
+#[async_trait]
+pub trait Runbooks: Send + Sync {
+    /// Whether the script has used its `tool_calls`, its runbooks' calls
+    /// counted.
+    fn over_calls(&self, note: &airlock_sandbox::CallNote) -> Result<(), ToolFailure>;
+
+    /// Runs runbook `name` with `args` for `caller`; its value.
+    async fn run(
+        &self,
+        gateway: &Arc<Gateway>,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        note: &airlock_sandbox::CallNote,
+    ) -> Result<Value, ToolFailure>;
+}
+
+/// A runbook's own calls' share of its caller's `tool_calls`.
+pub trait CallShare: Send + Sync {
+    /// Counts one call; refused past the caller's limit.
+    fn take(&self) -> Result<(), ToolFailure>;
+}
+
 /// The tool host of one execution: every call goes through the gateway as
 /// the execution's caller.
 pub struct ScriptTools {
@@ -117,10 +159,10 @@ pub struct ScriptTools {
     pub caller: Caller,
     /// Runs the runbooks the script calls; `None` where none may run (a
     /// runbook's own script, a benchmark).
-    pub runbooks: Option<Arc<crate::runbooks::Runner>>,
+    pub runbooks: Option<Arc<dyn Runbooks>>,
     /// For a runbook's own script: its calls' share of its caller's
     /// `tool_calls`.
-    pub budget: Option<crate::runbooks::CallBudget>,
+    pub budget: Option<Box<dyn CallShare>>,
     /// The execution is durable (`airlock exec` waiting for decisions): a
     /// call that needs another person's decision waits instead of
     /// failing.
@@ -136,14 +178,14 @@ impl ToolHost for ScriptTools {
         if let Some(budget) = &self.budget {
             budget.take()?;
         }
-        if let Some(name) = crate::runbooks::runbook_name(&call.name) {
+        if let Some(name) = runbook_name(&call.name) {
             return match &self.runbooks {
                 Some(runner) => {
                     runner
                         .run(&self.gateway, &self.caller, name, call.args, &call.note)
                         .await
                 }
-                None => Err(crate::runbooks::not_here()),
+                None => Err(not_here()),
             };
         }
         self.gateway

@@ -209,7 +209,7 @@ impl ClientTools {
     /// the catalog does not know counts as `unknown` says (the gateway
     /// refuses it anyway). Runbooks make changes.
     fn is_read(&self, name: &str, unknown: bool) -> bool {
-        crate::runbooks::runbook_name(name).is_none()
+        crate::wiring::runbook_name(name).is_none()
             && self.gateway.catalog().get(name).map_or(unknown, |e| {
                 e.spec.tier == airlock_gateway::spec::Tier::Read
             })
@@ -372,7 +372,7 @@ impl ClientTools {
         resumed: bool,
         answer_by: Option<tokio::time::Instant>,
     ) -> Result<Value, ToolFailure> {
-        if let Some(runbook) = crate::runbooks::runbook_name(&name) {
+        if let Some(runbook) = crate::wiring::runbook_name(&name) {
             let result = self
                 .runbooks
                 .run(&self.gateway, &self.caller, runbook, args, &note)
