@@ -903,3 +903,55 @@ async fn a_detached_exec_is_followed_to_its_end_from_an_agent() {
     w.verify();
     assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
 }
+
+/// A read that never ends (a task stuck for good) and an agent that
+/// follows for ever: each follow-up replays, reads again and parks again
+/// without a new answer, and the 721st ends the execution `stalled`,
+/// naming the call, instead of parking and resuming without end. The
+/// change before it was made once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_never_ends_stalls_the_execution_after_720_idle_parks() {
+    const STUCK: &str = r#"const node = "pve1", vmid = 101;
+await tools.wait_task({node, upid: await tools.vm_snapshot_create({node, vmid, snapname: "stuck"})});"#;
+    // 721 executes and reads, each at once: no rate stands in the way.
+    let w = World::with(
+        Duration::from_secs(3600),
+        &format!("{NO_APPROVALS}[rate]\ncalls_per_minute = 0\n"),
+    )
+    .await;
+    let server = w
+        .serve_with(&["--answer-within-ms", "5", "--requests-per-minute", "0"])
+        .await;
+    let client = server.connect(&w.alice).await;
+    let first = common::call(&client, "execute", json!({"script": STUCK})).await;
+    let first = first.structured_content.unwrap();
+    assert_eq!(first["status"], "waiting", "{first}");
+    let follow = first["follow"].clone();
+    let mut parks = 1;
+    let last = loop {
+        let r = common::call(&client, "execute", follow.clone()).await;
+        let answer = r.structured_content.unwrap();
+        if answer["status"] != "waiting" {
+            break answer;
+        }
+        parks += 1;
+        assert!(parks <= 800, "still parking after {parks} follow-ups");
+    };
+    assert_eq!(
+        parks,
+        airlock::durable::MAX_IDLE_PARKS + 1,
+        "the first park, then 720 without a new answer: {last}"
+    );
+    let text = last.to_string();
+    assert!(
+        text.contains("stalled") && text.contains("wait_task"),
+        "{last}"
+    );
+    assert_eq!(w.sent().await, (1, 0), "the snapshot was made once");
+    let _ = client.cancel().await;
+    let lines = w.audit();
+    let id = first["execution"].clone();
+    assert_eq!(count(&lines, "execution_end", &id), 1);
+    w.verify();
+    assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
+}
