@@ -104,14 +104,11 @@ pub fn executions(file: &ConfigFile, action: ExecutionsAction) -> ExitCode {
             ExitCode::SUCCESS
         }
         ExecutionsAction::Show { id, json } => {
-            let rows = match s.parked.list(None, now, LIST_LIMIT) {
-                Ok(rows) => rows,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
+            let kept = match kept(&s, &id, now) {
+                Ok(kept) => kept,
+                Err(code) => return code,
             };
-            let Some(r) = rows.iter().find(|r| r.execution == id) else {
+            let Some(r) = kept else {
                 eprintln!(
                     "error: the state holds no execution {} (it ended, or never waited or ran journaled); its lines are in the audit chain (`airlock audit export`)",
                     visible(&id)
@@ -119,9 +116,9 @@ pub fn executions(file: &ConfigFile, action: ExecutionsAction) -> ExitCode {
                 return ExitCode::from(1);
             };
             if json {
-                println!("{}", as_json(r, now));
+                println!("{}", as_json(&r, now));
             } else {
-                println!("{}", describe(r, now));
+                println!("{}", describe(&r, now));
             }
             ExitCode::SUCCESS
         }
@@ -189,6 +186,22 @@ fn as_json(r: &ParkedInfo, now: i64) -> Value {
 /// One row for a terminal, every stored field escaped (a row is the
 /// state's, which an operator should not have to trust with their
 /// terminal).
+/// Execution `id` as the state keeps it now (`None`: it does not); a
+/// store that cannot be read is said, and exits 2.
+fn kept(
+    s: &airlock_gateway::state::State,
+    id: &str,
+    now: i64,
+) -> Result<Option<ParkedInfo>, ExitCode> {
+    match s.parked.list(None, now, LIST_LIMIT) {
+        Ok(rows) => Ok(rows.into_iter().find(|r| r.execution == id)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 /// How often `wait` looks at the store.
 const WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -197,18 +210,13 @@ fn wait(s: &airlock_gateway::state::State, id: &str, timeout_secs: u64, json: bo
     let mut said: Option<String> = None;
     loop {
         let now = now_ms();
-        let rows = match s.parked.list(None, now, LIST_LIMIT) {
-            Ok(rows) => rows,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        let Some(r) = rows.iter().find(|r| r.execution == id) else {
-            break;
+        let r = match kept(s, id, now) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(code) => return code,
         };
         // Each change of where it stands, once.
-        let stands = describe(r, now);
+        let stands = describe(&r, now);
         let standing = format!("{} {:?}", r.standing(), r.waiting);
         if said.as_deref() != Some(&standing) {
             eprintln!("{stands}");

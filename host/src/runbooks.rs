@@ -80,36 +80,9 @@ fn refused(message: String) -> ToolFailure {
 
 #[async_trait::async_trait]
 impl crate::wiring::Runbooks for Runner {
-    fn over_calls(&self, note: &CallNote) -> Result<(), ToolFailure> {
-        Runner::over_calls(self, note)
-    }
-
-    async fn run(
-        &self,
-        gateway: &Arc<Gateway>,
-        caller: &Caller,
-        name: &str,
-        args: Value,
-        note: &CallNote,
-    ) -> Result<Value, ToolFailure> {
-        Runner::run(self, gateway, caller, name, args, note).await
-    }
-}
-
-impl Runner {
-    pub fn new(sandbox: &Sandbox, limits: &Limits) -> Arc<Self> {
-        Arc::new(Self {
-            sandbox: sandbox.clone(),
-            limits: limits.clone(),
-            started: Instant::now(),
-            busy: AtomicBool::new(false),
-            nested: Arc::default(),
-        })
-    }
-
     /// Whether the script has used its `tool_calls`, its runbooks' calls
     /// counted: a call past them ends the execution as its own would.
-    pub fn over_calls(&self, note: &CallNote) -> Result<(), ToolFailure> {
+    fn over_calls(&self, note: &CallNote) -> Result<(), ToolFailure> {
         within(
             note,
             self.nested.load(Ordering::SeqCst),
@@ -119,7 +92,7 @@ impl Runner {
 
     /// Runs the current version of runbook `name` with `args` for
     /// `caller`, and answers its value.
-    pub async fn run(
+    async fn run(
         &self,
         gateway: &Arc<Gateway>,
         caller: &Caller,
@@ -145,6 +118,18 @@ impl Runner {
         let result = self.run_one(gateway, caller, name, args, note).await;
         self.busy.store(false, Ordering::SeqCst);
         result
+    }
+}
+
+impl Runner {
+    pub fn new(sandbox: &Sandbox, limits: &Limits) -> Arc<Self> {
+        Arc::new(Self {
+            sandbox: sandbox.clone(),
+            limits: limits.clone(),
+            started: Instant::now(),
+            busy: AtomicBool::new(false),
+            nested: Arc::default(),
+        })
     }
 
     async fn run_one(

@@ -126,6 +126,15 @@ impl World {
             .collect()
     }
 
+    /// Execution `id` started once and ended once, and the chain
+    /// verifies (each change sent once included).
+    fn ran_once(&self, id: &Value) {
+        let lines = self.audit();
+        assert_eq!(count(&lines, "execution_start", id), 1);
+        assert_eq!(count(&lines, "execution_end", id), 1);
+        self.verify();
+    }
+
     fn verify(&self) {
         let out = Command::new(BIN)
             .arg("--config")
@@ -499,10 +508,7 @@ async fn killed_with_a_change_in_flight_it_is_never_sent_again() {
         "{after}"
     );
     assert_eq!(w.sent().await, (1, 0), "the snapshot was not sent again");
-    let lines = w.audit();
-    assert_eq!(count(&lines, "execution_start", &id), 1);
-    assert_eq!(count(&lines, "execution_end", &id), 1);
-    w.verify();
+    w.ran_once(&id);
     assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
 }
 
@@ -557,10 +563,7 @@ async fn killed_after_a_change_was_answered_it_goes_on_without_sending_it_again(
         (1, 1),
         "each change reached the cluster once"
     );
-    let lines = w.audit();
-    assert_eq!(count(&lines, "execution_start", &id), 1);
-    assert_eq!(count(&lines, "execution_end", &id), 1);
-    w.verify();
+    w.ran_once(&id);
     assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
 }
 
@@ -614,10 +617,7 @@ async fn sigterm_parks_a_running_execution_and_the_restart_goes_on_with_it() {
         (1, 1),
         "each change reached the cluster once"
     );
-    let lines = w.audit();
-    assert_eq!(count(&lines, "execution_start", &id), 1);
-    assert_eq!(count(&lines, "execution_end", &id), 1);
-    w.verify();
+    w.ran_once(&id);
 }
 
 /// SIGTERM while the script computes past the shutdown grace, with no
@@ -897,10 +897,7 @@ async fn a_detached_exec_is_followed_to_its_end_from_an_agent() {
     assert_eq!(end["outcome"], "ok", "{end}");
     assert_eq!(end["execution"], id, "{end}");
     assert_eq!(w.sent().await, (1, 1), "each change once");
-    let lines = w.audit();
-    assert_eq!(count(&lines, "execution_start", &id), 1);
-    assert_eq!(count(&lines, "execution_end", &id), 1);
-    w.verify();
+    w.ran_once(&id);
     assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
 }
 

@@ -28,6 +28,7 @@ use std::sync::{
     Arc,
 };
 
+use crate::wiring::Runbooks as _;
 use airlock_gateway::{
     approval::Status, catalog::quote_name, decision::Decider, visible::visible, CallError, Called,
     Caller, Gateway, Refused,

@@ -381,20 +381,10 @@ async fn cancel(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let Some((_, s)) = c.session(&headers) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            c.login_page(Some("Sign in first.")),
-        )
-            .into_response();
+    let s = match approver_form(&c, &headers, &form, Act::Cancel) {
+        Ok(s) => s,
+        Err(refused) => return *refused,
     };
-    if cross_site(&headers) || !s.csrf_matches(form.get("csrf").map_or("", |t| t)) {
-        tracing::warn!(identity = %s.identity, "a console cancel without this session's CSRF token was refused");
-        return forbidden(&s, "That form did not come from this console's page; open the executions page again and cancel there.");
-    }
-    if s.role != Role::Approver {
-        return forbidden(&s, "Only approvers cancel executions.");
-    }
     if !plausible_execution(&id) {
         return not_found(&s);
     }
@@ -650,26 +640,64 @@ fn not_found(s: &Session) -> Response {
     )
 }
 
+/// What an approver's form does, for what a refusal of it says.
+enum Act {
+    Decide,
+    Cancel,
+}
+
+/// The signed-in approver who posted `form` from this console's own page
+/// (its session's CSRF token, same origin), or the answer refusing it.
+fn approver_form(
+    c: &Console,
+    headers: &HeaderMap,
+    form: &HashMap<String, String>,
+    act: Act,
+) -> Result<Session, Box<Response>> {
+    let Some((_, s)) = c.session(headers) else {
+        return Err(Box::new(
+            (
+                StatusCode::UNAUTHORIZED,
+                c.login_page(Some("Sign in first.")),
+            )
+                .into_response(),
+        ));
+    };
+    let (what, again, only) = match act {
+        Act::Decide => (
+            "decision",
+            "open the request again and decide there",
+            "Only approvers decide requests.",
+        ),
+        Act::Cancel => (
+            "cancel",
+            "open the executions page again and cancel there",
+            "Only approvers cancel executions.",
+        ),
+    };
+    if cross_site(headers) || !s.csrf_matches(form.get("csrf").map_or("", |t| t)) {
+        tracing::warn!(identity = %s.identity, "a console {what} without this session's CSRF token was refused");
+        return Err(Box::new(forbidden(
+            &s,
+            &format!("That form did not come from this console's page; {again}."),
+        )));
+    }
+    if s.role != Role::Approver {
+        return Err(Box::new(forbidden(&s, only)));
+    }
+    Ok(s)
+}
+
 async fn decide(
     State(c): State<Arc<Console>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let Some((_, s)) = c.session(&headers) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            c.login_page(Some("Sign in first.")),
-        )
-            .into_response();
+    let s = match approver_form(&c, &headers, &form, Act::Decide) {
+        Ok(s) => s,
+        Err(refused) => return *refused,
     };
-    if cross_site(&headers) || !s.csrf_matches(form.get("csrf").map_or("", |t| t)) {
-        tracing::warn!(identity = %s.identity, "a console decision without this session's CSRF token was refused");
-        return forbidden(&s, "That form did not come from this console's page; open the request again and decide there.");
-    }
-    if s.role != Role::Approver {
-        return forbidden(&s, "Only approvers decide requests.");
-    }
     if !plausible_id(&id) {
         return not_found(&s);
     }
