@@ -877,11 +877,13 @@ async fn a_detached_exec_is_followed_to_its_end_from_an_agent() {
         String::from_utf8_lossy(&soon.stderr).contains(&request),
         "says what it waits for: {soon:?}"
     );
-    let waiting = executions(&["wait", id_text, "--json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let waiting = common::Reaped::new(
+        executions(&["wait", id_text, "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     w.approve(&request);
     let done = execute(&server, &w.alice, follow).await;
     assert_eq!(
@@ -889,7 +891,7 @@ async fn a_detached_exec_is_followed_to_its_end_from_an_agent() {
         json!({"snapshot": "OK", "shutdown": "OK"}),
         "{done}"
     );
-    let waited = tokio::task::spawn_blocking(move || waiting.wait_with_output().unwrap())
+    let waited = tokio::task::spawn_blocking(move || waiting.output())
         .await
         .unwrap();
     assert!(waited.status.success(), "{waited:?}");

@@ -856,28 +856,31 @@ fn a_runbook_run_before_a_wait_is_not_run_again_when_the_execution_goes_on() {
     let script = r#"const stopped = await runbooks.stop_once({ vmid: 101 });
 const snap = await tools.vm_snapshot_create({ node: "pve1", vmid: 102, snapname: "after_stop" });
 ({ stopped, snap: typeof snap })"#;
-    let mut exec = Command::new(BIN)
-        .arg("--config")
-        .arg(d.config())
-        .args(["exec", "--json", "--identity", "alice", "-"])
-        .env_remove("AIRLOCK_STATE_URL")
-        .env_remove("AIRLOCK_AUDIT_FILE")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    exec.stdin
+    let mut exec = common::Reaped::new(
+        Command::new(BIN)
+            .arg("--config")
+            .arg(d.config())
+            .args(["exec", "--json", "--identity", "alice", "-"])
+            .env_remove("AIRLOCK_STATE_URL")
+            .env_remove("AIRLOCK_AUDIT_FILE")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    exec.child()
+        .stdin
         .take()
         .unwrap()
         .write_all(script.as_bytes())
         .unwrap();
-    let mut stderr = std::io::BufReader::new(exec.stderr.take().unwrap());
+    let mut stderr = std::io::BufReader::new(exec.child().stderr.take().unwrap());
     let mut said = String::new();
     loop {
         let mut line = String::new();
         if stderr.read_line(&mut line).unwrap() == 0 {
-            let out = exec.wait_with_output().unwrap();
+            let out = exec.output();
             panic!("exec ended without waiting: {said}{}", text(&out.stdout));
         }
         said.push_str(&line);
@@ -889,7 +892,7 @@ const snap = await tools.vm_snapshot_create({ node: "pve1", vmid: 102, snapname:
     let ids: Vec<&str> = pending.split_whitespace().collect();
     assert_eq!(ids.len(), 1, "only the snapshot asks: {pending}");
     d.ok(&["approvals", "approve", ids[0], "--by", "bob"]);
-    let out = exec.wait_with_output().unwrap();
+    let out = exec.output();
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{said}", text(&out.stdout)));
     assert_eq!(

@@ -20,6 +20,35 @@ use rmcp::{
     RoleClient, ServiceExt,
 };
 
+/// A child process a test waits for (an `exec` waiting for a decision,
+/// an `executions wait`), killed and reaped if the test ends first, a
+/// failed assertion included.
+pub struct Reaped(Option<Child>);
+
+impl Reaped {
+    pub fn new(child: Child) -> Self {
+        Self(Some(child))
+    }
+
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("not waited for yet")
+    }
+
+    /// Waits for it to end; its output.
+    pub fn output(mut self) -> std::process::Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// The enrollment file's name in a server's state directory.
 pub const ENROLLMENT: &str = "clients.toml";
 
