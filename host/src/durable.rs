@@ -589,6 +589,13 @@ impl Durable {
         Some(row.waiting)
     }
 
+    /// When `identity`'s waiting `execution` first started (`None`: no
+    /// such execution of theirs waits, or a follow-up holds it now).
+    pub fn born_ms(&self, execution: &str, identity: &str) -> Option<i64> {
+        let row = self.store.get(execution, identity, now_ms()).ok()??;
+        Some(row.born_ms)
+    }
+
     /// The questions put to the person about `execution` so far.
     pub fn prompts(&self, execution: &str, identity: &str) -> Prompts {
         match self.store.get(execution, identity, now_ms()) {

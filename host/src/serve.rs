@@ -137,6 +137,7 @@ pub async fn shared(
         durable,
         stopping: Default::default(),
         closing: Default::default(),
+        tasks: Default::default(),
     });
     // Parked executions past their lifetime end even if nobody follows
     // them; the task ends with the server.

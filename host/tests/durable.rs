@@ -399,3 +399,147 @@ fn a_stateless_request_gets_log_messages_only_when_it_asks() {
         "the calls' lines and the execution's: {r}"
     );
 }
+
+/// The Python SDK's `Client` with the tasks extension (2026-07-28).
+fn tasks(config: &Path, script: &str, how: &[&str]) -> Value {
+    let mut args = vec![script];
+    args.extend_from_slice(how);
+    python_client("stateless_task", &args, config, "python 2026 tasks")
+}
+
+/// A client that declared the tasks extension gets its waiting execution
+/// as a task: the approvals its person may give are asked through it
+/// (`input_required`, answered with `tasks/update`), and the poll that
+/// finds them decided goes on with it. Two approvals, each change once,
+/// one execution.
+#[test]
+fn a_task_asks_its_approvals_and_completes_as_one_execution() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = own_config(dir.path());
+    let r = tasks(&config, SNAPSHOT_THEN_SHUTDOWN, &["approve"]);
+    assert_eq!(r["protocol"], "2026-07-28", "{r}");
+    assert_eq!(
+        r["final"]["result"],
+        json!({"snapshot": "OK", "shutdown": "OK", "status": "stopped"}),
+        "{r}"
+    );
+    let seen: Vec<&str> = r["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(seen.first(), Some(&"input_required"), "{r}");
+    assert_eq!(seen.last(), Some(&"completed"), "{r}");
+    let asked = r["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "the snapshot, then the shutdown: {r}");
+    assert!(asked[0].as_str().unwrap().contains("vm_snapshot_create"));
+    assert!(asked[1].as_str().unwrap().contains("vm_shutdown"));
+    let lines = common::simulated_audit(&config);
+    for tool in ["vm_snapshot_create", "vm_shutdown"] {
+        let sent = count(&lines, |l| {
+            l["event"] == "call" && l["tool"] == tool && l["decision"] == "allowed"
+        });
+        assert_eq!(sent, 1, "{tool} sent once");
+    }
+    assert_eq!(
+        count(&lines, |l| l["event"] == "approval_decision"
+            && l["channel"] == "client"
+            && l["own"] == true),
+        2
+    );
+    assert_eq!(
+        [
+            count(&lines, |l| l["event"] == "execution_start"),
+            count(&lines, |l| l["event"] == "execution_end"
+                && l["outcome"] == "ok"),
+        ],
+        [1, 1]
+    );
+}
+
+/// Four eyes through a task: nothing is asked that the person may not
+/// decide; the task works on (`working`, naming the request and who may
+/// decide it) until an operator approves, then completes.
+#[test]
+fn a_task_waits_for_an_operator_and_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let operator = json!([
+        BIN,
+        "--config",
+        config.display().to_string(),
+        "approvals",
+        "approve",
+        "--by",
+        "bob"
+    ])
+    .to_string();
+    let r = tasks(&config, CAUGHT, &["operator", &operator]);
+    assert_eq!(r["final"]["result"], "made", "{r}");
+    assert_eq!(r["asked"], json!([]), "{r}");
+    let seen = r["seen"].as_array().unwrap();
+    assert_eq!(seen[0], "working", "{r}");
+    assert!(!seen.contains(&json!("input_required")), "{r}");
+    let lines = common::simulated_audit(&config);
+    let decided: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "approval_decision")
+        .collect();
+    assert_eq!(decided.len(), 1);
+    assert_eq!(
+        (&decided[0]["decided_by"], &decided[0]["channel"]),
+        (&json!("bob"), &json!("cli")),
+        "{}",
+        decided[0]
+    );
+}
+
+/// `tasks/cancel` ends a waiting task at once, as its identity's cancel
+/// (one end line, `Cancelled`, nothing sent); a poll after it says
+/// `cancelled`, a second cancel and an id that was never a task are
+/// refused with -32602 and a reason.
+#[test]
+fn a_task_is_cancelled_and_ends_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let r = tasks(&config, CAUGHT, &["cancel"]);
+    assert_eq!(r["handle"]["resultType"], "task", "{r}");
+    assert_eq!(r["handle"]["status"], "working", "{r}");
+    let id = r["handle"]["taskId"].clone();
+    assert!(
+        r["handle"]["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("vm_shutdown: request ap-"),
+        "{r}"
+    );
+    assert_eq!(r["polled"]["status"], "working", "{r}");
+    assert_eq!(r["after"]["status"], "cancelled", "{r}");
+    assert_eq!(r["again"]["code"], -32602, "{r}");
+    assert!(
+        r["again"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already ended"),
+        "{r}"
+    );
+    assert_eq!(r["unknown"]["code"], -32602, "{r}");
+    let lines = common::simulated_audit(&config);
+    let ends: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "execution_end" && l["execution"] == id)
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(
+        (&ends[0]["outcome"], &ends[0]["cancelled_by"]),
+        (&json!("Cancelled"), &json!("alice"))
+    );
+    assert_eq!(
+        count(&lines, |l| l["event"] == "call"
+            && l["tool"] == "vm_shutdown"
+            && l["decision"] == "allowed"),
+        0,
+        "nothing sent"
+    );
+}

@@ -15,8 +15,9 @@
 //! identity's, expired, or names requests no longer pending in that
 //! execution decides nothing.
 //!
-//! This first step keeps the parked execution in this process's memory:
-//! the retry must reach the replica that parked it.
+//! The execution waits in the deployment's state meanwhile, so the retry
+//! may reach any replica. A client that declared the tasks extension is
+//! asked the same questions through its task instead (`tasks.rs`).
 
 use std::time::Duration;
 
@@ -106,6 +107,32 @@ pub fn ask(
     args: &Value,
     prompts: crate::durable::Prompts,
 ) -> Option<InputRequiredResult> {
+    let (questions, asked) = questions(gateway, caller, requests, prompts)?;
+    let state = State {
+        execution: execution.to_string(),
+        requests: asked,
+    };
+    let sealed = codec(gateway)
+        .ok()?
+        .seal_json_with(
+            &state,
+            &SealOptions::new()
+                .associated_data(&bound_to(&caller.identity, args))
+                .ttl(STATE_TTL),
+        )
+        .ok()?;
+    Some(InputRequiredResult::new(Some(questions), Some(sealed)))
+}
+
+/// The question to put to the person now, keyed by its request id (one
+/// a round; see [`ask`]), and the ids asked; `None` when nothing is
+/// asked. A task's `input_required` status carries the same questions.
+pub fn questions(
+    gateway: &Gateway,
+    caller: &Caller,
+    requests: &[String],
+    prompts: crate::durable::Prompts,
+) -> Option<(InputRequests, Vec<String>)> {
     if !gateway.may_approve_own(caller)
         || prompts.declined
         || prompts.asked >= super::client_tools::MAX_PROMPTS
@@ -154,20 +181,7 @@ pub fn ask(
     if asked.is_empty() {
         return None;
     }
-    let state = State {
-        execution: execution.to_string(),
-        requests: asked,
-    };
-    let sealed = codec(gateway)
-        .ok()?
-        .seal_json_with(
-            &state,
-            &SealOptions::new()
-                .associated_data(&bound_to(&caller.identity, args))
-                .ttl(STATE_TTL),
-        )
-        .ok()?;
-    Some(InputRequiredResult::new(Some(questions), Some(sealed)))
+    Some((questions, asked))
 }
 
 /// Opens a state the client sent back, for this identity and this call.

@@ -11,6 +11,7 @@ mod prompts;
 mod question;
 pub(crate) mod render;
 pub mod resources;
+mod tasks;
 pub mod tools;
 mod traces;
 
@@ -65,6 +66,8 @@ pub struct Shared {
     /// server, not by its client, and a durable one is let go of to be
     /// resumed (see [`crate::durable::Durable::let_go`]).
     pub closing: tokio_util::sync::CancellationToken,
+    /// `execute` as a task: the ones ended here, the ones a poll runs.
+    pub tasks: tasks::Tasks,
 }
 
 impl Shared {
@@ -200,7 +203,9 @@ impl AirlockServer {
 
     async fn execute(&self, args: &Value, context: &RequestContext<RoleServer>) -> CallToolResult {
         if let Some(follow) = args.get("execution") {
-            return self.follow(follow, args, context).await;
+            return self
+                .follow(follow, args, crate::durable::FOLLOW_WAIT, context)
+                .await;
         }
         let Some(script) = args.get("script").and_then(Value::as_str) else {
             return Self::invalid("`script` (JavaScript source) is required, or `execution` (the id of a waiting execution) to follow one");
@@ -282,12 +287,47 @@ impl AirlockServer {
             }
             None => self.execute(args, context).await,
         };
+        if tasks::wanted(context) {
+            let asks = asker && self.questions_for(&answer, context).is_some();
+            if let Some(task) = tasks::created(&answer, asks, self.shared.limits.lifetime()) {
+                return CallToolResponse::Task(task);
+            }
+        }
         if asker {
             if let Some(asked) = self.ask_instead(&answer, args, context) {
                 return asked.into();
             }
         }
         answer.into()
+    }
+
+    /// The question a waiting answer's person may be put now.
+    fn questions_for(
+        &self,
+        answer: &CallToolResult,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<rmcp::model::InputRequests> {
+        let s = answer.structured_content.as_ref()?;
+        if s["status"] != "waiting" {
+            return None;
+        }
+        self.questions_for_execution(s["execution"].as_str()?, &self.caller(context))
+    }
+
+    /// The question `caller`'s waiting `execution` may put to its person
+    /// now (one a round, as [`input_required::questions`] decides).
+    fn questions_for_execution(
+        &self,
+        execution: &str,
+        caller: &Caller,
+    ) -> Option<rmcp::model::InputRequests> {
+        let requests = self
+            .shared
+            .durable
+            .waiting_requests(execution, &caller.identity)?;
+        let prompts = self.shared.durable.prompts(execution, &caller.identity);
+        input_required::questions(&self.shared.gateway, caller, &requests, prompts)
+            .map(|(questions, _)| questions)
     }
 
     /// The questions for a waiting answer, when its person may decide.
@@ -371,7 +411,13 @@ impl AirlockServer {
             );
         }
         let follow = json!({"execution": state.execution});
-        self.follow(&follow["execution"], &follow, context).await
+        self.follow(
+            &follow["execution"],
+            &follow,
+            crate::durable::FOLLOW_WAIT,
+            context,
+        )
+        .await
     }
 
     fn full_trace(args: &Value) -> Result<bool, &'static str> {
@@ -430,12 +476,13 @@ impl AirlockServer {
     }
 
     /// `execute({"execution": ID})`: goes on with a parked execution of
-    /// the caller's once a decision it waits for is in (waiting a bounded
-    /// while for one), by replay; or says it still waits.
+    /// the caller's once a decision it waits for is in (waiting at most
+    /// `wait` for one), by replay; or says it still waits.
     async fn follow(
         &self,
         id: &Value,
         args: &Value,
+        wait: std::time::Duration,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let Some(id) = id.as_str() else {
@@ -478,6 +525,20 @@ impl AirlockServer {
                     "message": airlock_gateway::visible::visible(&e.to_string()),
                 }}));
             }
+            Err(e @ crate::durable::FollowError::Running(_)) => {
+                return CallToolResult::structured_error(json!({"error": {
+                    "kind": "ExecutionBusy",
+                    "execution": airlock_gateway::visible::visible(id),
+                    "message": airlock_gateway::visible::visible(&e.to_string()),
+                }}));
+            }
+            Err(e @ crate::durable::FollowError::Unavailable(_)) => {
+                crate::metrics::global().state_refusal("parked");
+                return CallToolResult::structured_error(crate::execution::state_unavailable(
+                    "parked",
+                    &airlock_gateway::visible::visible(&e.to_string()),
+                ));
+            }
             Err(e) => {
                 return CallToolResult::structured_error(json!({"error": {
                     "kind": "UnknownExecution",
@@ -495,7 +556,7 @@ impl AirlockServer {
             .any(|w| w.details.get("request_id").is_none());
         let decided = later
             || tokio::select! {
-                d = crate::durable::decision_in(&self.shared.gateway, &requests, crate::durable::FOLLOW_WAIT) => d,
+                d = crate::durable::decision_in(&self.shared.gateway, &requests, wait) => d,
                 _ = context.ct.cancelled() => false,
             };
         if !decided {
@@ -771,7 +832,10 @@ impl AirlockServer {
                 self.shared.traces.keep(&execution, &identity, o);
                 answer
             }
-            None => Self::invalid("the execution was cancelled"),
+            None => CallToolResult::structured_error(json!({"error": {
+                "kind": "Cancelled",
+                "message": "the execution was cancelled; what it changed before stays done (its calls so far are in the audit log)",
+            }})),
         }
     }
 }
@@ -808,6 +872,14 @@ impl ServerHandler for AirlockServer {
             .enable_completions()
             .enable_logging()
             .build();
+        // `execute` as a task, for clients that declare the extension.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(
+                rmcp::model::TASKS_EXTENSION_ID.to_string(),
+                Default::default(),
+            );
         // Only a collector's resources and prompts ever change.
         if self.shared.collector.is_some() {
             if let Some(r) = capabilities.resources.as_mut() {
@@ -885,6 +957,36 @@ impl ServerHandler for AirlockServer {
             }
         };
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.activity.touch();
+        self.task_get(&request.task_id, &context)
+            .await
+            .map(rmcp::model::GetTaskResult::new)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.activity.touch();
+        self.task_update(&request.task_id, &request.input_responses, &context)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.activity.touch();
+        self.task_cancel(&request.task_id, &context).await
     }
 
     async fn list_resources(
