@@ -1114,3 +1114,139 @@ async fn an_execution_cut_off_by_an_outage_has_its_end_written_when_the_database
     assert!(verified.status.success(), "{said}");
     assert!(!said.contains("have no end line"), "{said}");
 }
+
+/// A change the script tries and catches (olga's, an approval-tier call).
+const SHUTDOWN: &str = r#"let said;
+try { await tools.vm_shutdown({node: "pve1", vmid: 101, timeout: 5}); said = "made"; }
+catch (e) { said = e.code + ": " + e.message; }
+said"#;
+
+impl Deployment {
+    /// Olga may approve her own calls in her client (replicas started
+    /// after this read it).
+    fn olga_approves_her_own(&self) {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        let olga = "[identities.olga]\nmode = \"operator\"\n";
+        assert!(text.contains(olga), "{text}");
+        std::fs::write(
+            &self.config,
+            text.replace(olga, &format!("{olga}approve_own = true\n")),
+        )
+        .unwrap();
+    }
+
+    /// The deployment's audit chain, exported from the database.
+    fn audit(&self) -> Vec<Value> {
+        let file = self.dir.path().join("export.jsonl");
+        let out = self.airlock(&["audit", "export", "--output", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{out:?}");
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Shutdowns the cluster was asked for.
+    async fn shutdowns(&self) -> usize {
+        self._sim
+            .requests()
+            .await
+            .iter()
+            .filter(|(method, path, _)| method == "POST" && path.contains("/status/shutdown"))
+            .count()
+    }
+}
+
+/// The TypeScript SDK 2.x client on 2026-07-28, asked an approval through
+/// one replica, answers through the other: an altered state decides
+/// nothing; the state as sealed decides once and the execution goes on
+/// there, its change sent once; the same answer again (replayed) decides
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_client_answers_on_another_replica_and_the_change_is_sent_once() {
+    let d = deployment().await;
+    d.olga_approves_her_own();
+    let olga = d.enroll("olga");
+    let (a, b) = d.two_replicas();
+    let (on_a, on_b) = (format!("{}/mcp", a.base()), format!("{}/mcp", b.base()));
+    let Some(r) = common::modern(&[&on_a, &olga, SHUTDOWN, "other", &on_b]) else {
+        return;
+    };
+    assert_eq!(
+        r["first"]["input_required"].as_array().unwrap().len(),
+        1,
+        "{r}"
+    );
+    for step in ["tampered", "replayed"] {
+        assert_eq!(
+            r[step]["result"]["error"]["kind"], "InvalidRequestState",
+            "{step}: {r}"
+        );
+    }
+    assert_eq!(r["answered"]["result"]["result"], "made", "{r}");
+    assert_eq!(d.shutdowns().await, 1, "sent once");
+    let lines = d.audit();
+    let decided: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "approval_decision")
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["channel"], "client");
+    let verified = d.airlock(&["audit", "verify"]);
+    assert!(verified.status.success(), "{verified:?}");
+}
+
+/// Two replicas behind nginx's default round-robin (no sticky routing: a
+/// 2026-07-28 client has no session to stick to) serve the whole flow
+/// of the TypeScript SDK 2.x client — search, get_schema, execute, the
+/// approval asked and answered, the execution resumed — and `execute` as
+/// a task through the tasks extension's official client; each change is
+/// sent once, and both replicas took part.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_round_robin_serve_a_modern_client_end_to_end() {
+    let d = deployment().await;
+    d.olga_approves_her_own();
+    let olga = d.enroll("olga");
+    let (a, b) = d.two_replicas();
+    let upstreams: Vec<String> = [&a, &b]
+        .iter()
+        .map(|r| r.base().trim_start_matches("http://").to_string())
+        .collect();
+    let nginx = TempNginx::start(&upstreams, "", "").unwrap();
+    let url = nginx.url("/mcp");
+    let Some(flow) = common::modern(&[&url, &olga, SHUTDOWN, "flow"]) else {
+        return;
+    };
+    assert_eq!(flow["protocol"], "2026-07-28", "{flow}");
+    assert_eq!(
+        (&flow["searched"], &flow["schema"]),
+        (&json!(true), &json!(true)),
+        "{flow}"
+    );
+    assert_eq!(flow["final"]["result"]["result"], "made", "{flow}");
+    assert_eq!(flow["asked"].as_array().unwrap().len(), 1, "{flow}");
+    let other = SHUTDOWN.replace("vmid: 101", "vmid: 102");
+    let task = common::modern(&[&url, &olga, &other, "task"]).unwrap();
+    assert_eq!(
+        (&task["kind"], &task["outcome"]),
+        (&json!("task"), &json!("completed")),
+        "{task}"
+    );
+    assert_eq!(task["final"]["result"], "made", "{task}");
+    assert_eq!(d.shutdowns().await, 2, "each sent once");
+    let served: std::collections::BTreeSet<String> = nginx
+        .access_log()
+        .lines()
+        .filter_map(|l| Some(l.split(" upstream=").nth(1)?.split(' ').next()?.to_string()))
+        .collect();
+    assert_eq!(served.len(), 2, "both replicas answered: {served:?}");
+    let lines = d.audit();
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l["event"] == "execution_end" && l["outcome"] == "ok")
+            .count(),
+        2
+    );
+}

@@ -11,7 +11,8 @@
 //! The state is sealed (HMAC, `rmcp`'s `RequestStateCodec`) with a key
 //! derived from the deployment's approval secret, which replicas share and
 //! nobody reads from public data, bound to the identity (associated data)
-//! and to [`STATE_TTL`]. A state that is tampered with, another
+//! and to the life of the request it asks (`approval.ttl_secs`, 10
+//! minutes by default): it expires with it. A state that is tampered with, another
 //! identity's, expired, or names requests no longer pending in that
 //! execution decides nothing.
 //!
@@ -33,9 +34,9 @@ use sha2::Sha256;
 
 use super::client_tools::Approval;
 
-/// How long a sealed state may be answered: the approval requests it
-/// names expire after 10 minutes by default.
-pub const STATE_TTL: Duration = Duration::from_secs(10 * 60);
+/// The shortest life a sealed state is given, so a request about to
+/// expire can still be answered in time to be refused clearly.
+const MIN_STATE_TTL: Duration = Duration::from_secs(1);
 
 /// What a state is bound to besides its payload: the identity, and a
 /// digest of the `execute` arguments it answers (a retry must send the
@@ -108,6 +109,16 @@ pub fn ask(
     prompts: crate::durable::Prompts,
 ) -> Option<InputRequiredResult> {
     let (questions, asked) = questions(gateway, caller, requests, prompts)?;
+    // The state lives as long as the request it asks: answered later,
+    // there is nothing left to decide.
+    let ttl = asked
+        .iter()
+        .filter_map(|id| gateway.approvals().get(id).ok())
+        .map(|r| r.expires_ms.saturating_sub(gateway.now_ms()).max(0) as u64)
+        .min()
+        .map_or(MIN_STATE_TTL, |ms| {
+            Duration::from_millis(ms).max(MIN_STATE_TTL)
+        });
     let state = State {
         execution: execution.to_string(),
         requests: asked,
@@ -118,7 +129,7 @@ pub fn ask(
             &state,
             &SealOptions::new()
                 .associated_data(&bound_to(&caller.identity, args))
-                .ttl(STATE_TTL),
+                .ttl(ttl),
         )
         .ok()?;
     Some(InputRequiredResult::new(Some(questions), Some(sealed)))

@@ -289,7 +289,9 @@ impl AirlockServer {
         };
         if tasks::wanted(context) {
             let asks = asker && self.questions_for(&answer, context).is_some();
-            if let Some(task) = tasks::created(&answer, asks, self.shared.limits.lifetime()) {
+            let identity = self.caller(context).identity;
+            let born = |id: &str| self.shared.durable.born_ms(id, &identity);
+            if let Some(task) = tasks::created(&answer, asks, self.shared.limits.lifetime(), born) {
                 return CallToolResponse::Task(task);
             }
         }

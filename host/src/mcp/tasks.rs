@@ -85,12 +85,19 @@ fn waits_for(answer: &Value) -> String {
 
 /// The task a waiting answer becomes (`None`: the answer is not a
 /// waiting one, and is given as it is).
-pub fn created(answer: &CallToolResult, asks: bool, ttl: Duration) -> Option<CreateTaskResult> {
+/// `born_ms`: when the execution started (`None`: now).
+pub fn created(
+    answer: &CallToolResult,
+    asks: bool,
+    ttl: Duration,
+    born_ms: impl FnOnce(&str) -> Option<i64>,
+) -> Option<CreateTaskResult> {
     let s = answer.structured_content.as_ref()?;
     if s["status"] != "waiting" {
         return None;
     }
     let id = s["execution"].as_str()?;
+    let born = at(born_ms(id).unwrap_or_else(now_ms));
     let now = at(now_ms());
     let status = if asks {
         TaskStatus::InputRequired
@@ -98,7 +105,7 @@ pub fn created(answer: &CallToolResult, asks: bool, ttl: Duration) -> Option<Cre
         TaskStatus::Working
     };
     Some(CreateTaskResult::new(
-        Task::new(id, status, now.clone(), now)
+        Task::new(id, status, born, now)
             .with_status_message(waits_for(s))
             .with_ttl_ms(ttl.as_millis() as u64)
             .with_poll_interval_ms(POLL_INTERVAL_MS),

@@ -515,3 +515,18 @@ pub fn simulated_audit(config: &std::path::Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// `host/tests/clients/modern.mjs ARGS` on the Node the npm packages
+/// bring; `None` (SKIPPED) without npm.
+pub fn modern(args: &[&str]) -> Option<serde_json::Value> {
+    let Some((node, packages)) = node_packages() else {
+        eprintln!("SKIPPED: npm is not available for the TypeScript SDK 2.x client");
+        return None;
+    };
+    let program = packages.join("modern.mjs");
+    std::fs::copy(repo().join("host/tests/clients/modern.mjs"), &program).unwrap();
+    let out = tokio::task::block_in_place(|| {
+        Command::new(node).arg(program).args(args).output().unwrap()
+    });
+    Some(client_answer("typescript 2026", out))
+}
