@@ -338,8 +338,9 @@ fn a_stateless_client_is_not_asked_what_someone_else_must_decide() {
     assert_eq!(r["asked"], json!([]), "{r}");
 }
 
-/// A state changed on the way, sent with another script, answered with
-/// neither yes nor no, or answered twice, decides nothing; the state as
+/// A state changed on the way, sent with another script, or answered
+/// twice, decides nothing; answered with neither yes nor no, it decides
+/// nothing and the question is asked again (SEP-2322); the state as
 /// sealed decides once.
 #[test]
 fn a_tampered_or_replayed_request_state_decides_nothing() {
@@ -354,12 +355,16 @@ fn a_tampered_or_replayed_request_state_decides_nothing() {
     for (step, kind) in [
         ("tampered", "InvalidRequestState"),
         ("other_script", "InvalidRequestState"),
-        ("garbled", "InvalidRequestState"),
         ("replayed", "InvalidRequestState"),
     ] {
         assert_eq!(r[step]["is_error"], true, "{step}: {r}");
         assert_eq!(r[step]["result"]["error"]["kind"], kind, "{step}: {r}");
     }
+    assert_eq!(
+        r["garbled"]["input_required"].as_array().unwrap().len(),
+        1,
+        "asked again: {r}"
+    );
     assert_eq!(r["answered"]["result"]["result"], "made", "{r}");
     let lines = common::simulated_audit(&config);
     assert_eq!(

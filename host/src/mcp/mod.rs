@@ -406,13 +406,26 @@ impl AirlockServer {
         self.shared
             .durable
             .prompted(&state.execution, &caller.identity, 0, denied);
+        let follow = json!({"execution": state.execution});
+        if decided == 0 && still.iter().any(|r| state.requests.contains(r)) {
+            // Nothing readable answered what was asked, and it still
+            // waits for it: asked again (SEP-2322), bounded by the
+            // questions an execution may put.
+            return self
+                .follow(
+                    &follow["execution"],
+                    &follow,
+                    std::time::Duration::ZERO,
+                    context,
+                )
+                .await;
+        }
         if decided == 0 {
             return refused(
                 "InvalidRequestState",
                 format!("the requestState names no request execution {} still waits for, or none was answered; nothing was decided. Follow it with execute({{\"execution\": \"{}\"}})", state.execution, state.execution),
             );
         }
-        let follow = json!({"execution": state.execution});
         self.follow(
             &follow["execution"],
             &follow,
@@ -864,6 +877,9 @@ struct Run<'a> {
     idle: u32,
 }
 
+/// The longest resource URI an error gives back as asked.
+const MAX_ECHOED_URI: usize = 2048;
+
 impl ServerHandler for AirlockServer {
     #[allow(deprecated)] // enable_logging: see logging.rs
     fn get_info(&self) -> ServerConfig {
@@ -1027,7 +1043,12 @@ impl ServerHandler for AirlockServer {
                 resources::ResourceError::Unavailable => {
                     McpError::internal_error(e.to_string(), None)
                 }
-                e => McpError::resource_not_found(e.to_string(), None),
+                // The URI asked for, as 2026-07-28 says (SEP-2164), when
+                // it is of a length a URI has.
+                e => McpError::resource_not_found(
+                    e.to_string(),
+                    (request.uri.len() <= MAX_ECHOED_URI).then(|| json!({"uri": request.uri})),
+                ),
             })
     }
 
