@@ -954,3 +954,106 @@ await tools.wait_task({node, upid: await tools.vm_snapshot_create({node, vmid, s
     w.verify();
     assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
 }
+
+/// One 2026-07-28 request as stateless clients send it (no session; the
+/// revision, the client and its capabilities — the tasks extension — in
+/// `_meta`, the routing headers beside) to the server at `base`, and the
+/// JSON-RPC answer to it.
+async fn stateless(base: &str, key: &str, id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "airlock-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        },
+    });
+    let name = params
+        .get("taskId")
+        .or(params.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let text = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .timeout(Duration::from_secs(60))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .chain(std::iter::once(text.as_str()))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no answer to {method}: {text}"))
+}
+
+/// `execute` as a task whose poll is running it (its read held at the
+/// cluster's door) is cancelled by `tasks/cancel` from another request:
+/// the poll answers `cancelled` at once, the read in flight dropped; a
+/// poll after it says `cancelled` too; one end line, the change before
+/// it made once, nothing left in the state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_cancelled_while_a_poll_runs_it_ends_at_once() {
+    const STUCK: &str = r#"const node = "pve1", vmid = 101;
+await tools.wait_task({node, upid: await tools.vm_snapshot_create({node, vmid, snapname: "cancelled"})});"#;
+    let w = World::with(Duration::from_secs(3600), NO_APPROVALS).await;
+    let server = w.serve_with(&["--answer-within-ms", "300"]).await;
+    let base = server.base();
+    let created = stateless(
+        &base,
+        &w.alice,
+        1,
+        "tools/call",
+        json!({"name": "execute", "arguments": {"script": STUCK}}),
+    )
+    .await;
+    let task = &created["result"];
+    assert_eq!(
+        (&task["resultType"], &task["status"]),
+        (&json!("task"), &json!("working")),
+        "{created}"
+    );
+    let id = task["taskId"].as_str().unwrap().to_string();
+    let held = w.sim.hold("GET");
+    let polling = tokio::spawn({
+        let (base, key, body) = (base.clone(), w.alice.clone(), json!({"taskId": id}));
+        async move { stateless(&base, &key, 2, "tasks/get", body).await }
+    });
+    // The poll went on with it, by replay: its read of the task is at
+    // the cluster's door.
+    held.arrived(1).await;
+    assert!(!polling.is_finished());
+    let cancel = stateless(&base, &w.alice, 3, "tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(
+        cancel["result"],
+        json!({"resultType": "complete"}),
+        "{cancel}"
+    );
+    let polled = polling.await.unwrap();
+    assert_eq!(polled["result"]["status"], "cancelled", "{polled}");
+    drop(held);
+    let again = stateless(&base, &w.alice, 4, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(again["result"]["status"], "cancelled", "{again}");
+    assert_eq!(w.sent().await.0, 1, "the snapshot was made once");
+    let lines = w.audit();
+    let id = json!(id);
+    assert_eq!(count(&lines, "execution_end", &id), 1);
+    let end = lines
+        .iter()
+        .find(|l| l["event"] == "execution_end" && l["execution"] == id)
+        .unwrap();
+    assert_eq!(end["outcome"], "Cancelled", "{end}");
+    w.verify();
+    assert!(w.parked().list(None, 0, 10).unwrap().is_empty());
+}
