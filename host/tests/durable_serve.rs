@@ -1002,12 +1002,14 @@ async fn stateless(base: &str, key: &str, id: u64, method: &str, mut params: Val
 /// cluster's door) is cancelled by `tasks/cancel` from another request:
 /// the poll answers `cancelled` at once, the read in flight dropped; a
 /// poll after it says `cancelled` too; one end line, the change before
-/// it made once, nothing left in the state.
+/// it made once, nothing left in the state. Another identity polling or
+/// cancelling it is told there is no such task of theirs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_cancelled_while_a_poll_runs_it_ends_at_once() {
     const STUCK: &str = r#"const node = "pve1", vmid = 101;
 await tools.wait_task({node, upid: await tools.vm_snapshot_create({node, vmid, snapname: "cancelled"})});"#;
     let w = World::with(Duration::from_secs(3600), NO_APPROVALS).await;
+    let olga = common::enroll(&w.dir.path().join(common::ENROLLMENT), "olga");
     let server = w.serve_with(&["--answer-within-ms", "300"]).await;
     let base = server.base();
     let created = stateless(
@@ -1025,6 +1027,17 @@ await tools.wait_task({node, upid: await tools.vm_snapshot_create({node, vmid, s
         "{created}"
     );
     let id = task["taskId"].as_str().unwrap().to_string();
+    for (n, method) in [(10, "tasks/get"), (11, "tasks/cancel")] {
+        let theirs = stateless(&base, &olga, n, method, json!({"taskId": id})).await;
+        assert_eq!(theirs["error"]["code"], -32602, "{method}: {theirs}");
+        assert!(
+            theirs["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("of yours"),
+            "{theirs}"
+        );
+    }
     let held = w.sim.hold("GET");
     let polling = tokio::spawn({
         let (base, key, body) = (base.clone(), w.alice.clone(), json!({"taskId": id}));
