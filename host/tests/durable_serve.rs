@@ -1003,7 +1003,9 @@ async fn stateless(base: &str, key: &str, id: u64, method: &str, mut params: Val
 /// the poll answers `cancelled` at once, the read in flight dropped; a
 /// poll after it says `cancelled` too; one end line, the change before
 /// it made once, nothing left in the state. Another identity polling or
-/// cancelling it is told there is no such task of theirs.
+/// cancelling it is told there is no such task of theirs, before and
+/// while it runs, without keeping the cancel from the run; a second poll
+/// of its own meanwhile says it works on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_cancelled_while_a_poll_runs_it_ends_at_once() {
     const STUCK: &str = r#"const node = "pve1", vmid = 101;
@@ -1047,6 +1049,10 @@ await tools.wait_task({node, upid: await tools.vm_snapshot_create({node, vmid, s
     // the cluster's door.
     held.arrived(1).await;
     assert!(!polling.is_finished());
+    let theirs = stateless(&base, &olga, 12, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(theirs["error"]["code"], -32602, "{theirs}");
+    let second = stateless(&base, &w.alice, 13, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(second["result"]["status"], "working", "{second}");
     let cancel = stateless(&base, &w.alice, 3, "tasks/cancel", json!({"taskId": id})).await;
     assert_eq!(
         cancel["result"],

@@ -16,8 +16,11 @@
 //! chain.
 
 use std::{
-    collections::{HashMap, VecDeque},
-    sync::Mutex,
+    collections::VecDeque,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -38,9 +41,12 @@ pub const KEPT_FOR: Duration = Duration::from_secs(10 * 60);
 /// Ended tasks kept per identity, and in all.
 pub const KEPT_PER_IDENTITY: usize = 16;
 pub const KEPT_TOTAL: usize = 256;
-/// Longest task answer kept, in bytes of its JSON; a longer one is
-/// answered once, by the poll that ended it.
+/// Longest task answer kept, in bytes of its JSON (kept as that text); a
+/// longer one is answered once, by the poll that ended it.
 pub const KEPT_BYTES: usize = 1 << 20;
+/// Bytes of kept answers per identity, and in all.
+pub const KEPT_BYTES_PER_IDENTITY: usize = 4 << 20;
+pub const KEPT_BYTES_TOTAL: usize = 32 << 20;
 
 /// Whether this request asks for tasks: it speaks 2026-07-28 or later and
 /// its client declared the extension.
@@ -130,8 +136,23 @@ struct Kept {
     born_ms: i64,
     at: Instant,
     ended_ms: i64,
-    /// `None`: cancelled.
-    answer: Option<JsonObject>,
+    /// The answer's JSON text (`None`: cancelled): a parsed tree of a
+    /// small-valued array costs ten times its text.
+    answer: Option<Arc<str>>,
+}
+
+impl Kept {
+    fn bytes(&self) -> usize {
+        self.answer.as_ref().map_or(0, |a| a.len())
+    }
+}
+
+/// One poll running a task here.
+struct Poll {
+    identity: String,
+    id: String,
+    n: u64,
+    token: CancellationToken,
 }
 
 /// Tasks ended on this server (their answers, a while), and the ones a
@@ -139,13 +160,17 @@ struct Kept {
 #[derive(Default)]
 pub struct Tasks {
     kept: Mutex<VecDeque<Kept>>,
-    running: Mutex<HashMap<String, (String, CancellationToken)>>,
+    running: Mutex<Vec<Poll>>,
+    polls: AtomicU64,
 }
 
-/// A task a poll runs here, unregistered when the poll ends.
+/// A poll running a task here, unregistered (only itself) when it ends.
 pub struct Running<'a> {
     tasks: &'a Tasks,
-    id: String,
+    n: u64,
+    /// Cancelled by `tasks/cancel` of the task's identity, or when the
+    /// server closes: not by the poll's own request, whose client may
+    /// time out or go away without ending the task.
     pub token: CancellationToken,
 }
 
@@ -155,87 +180,109 @@ impl Drop for Running<'_> {
             .running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.id);
+            .retain(|p| p.n != self.n);
     }
 }
 
 impl Tasks {
-    /// Registers a poll that runs `id` for `identity`, cancelled with the
-    /// poll's request or by `tasks/cancel`.
-    pub fn run<'a>(&'a self, id: &str, identity: &str, request: &CancellationToken) -> Running<'a> {
-        let token = request.child_token();
+    /// Registers a poll of `identity`'s task `id`; `closing` is the
+    /// server's closing token.
+    pub fn run<'a>(&'a self, id: &str, identity: &str, closing: &CancellationToken) -> Running<'a> {
+        let token = closing.child_token();
+        let n = self.polls.fetch_add(1, Ordering::Relaxed);
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string(), (identity.to_string(), token.clone()));
+            .push(Poll {
+                identity: identity.to_string(),
+                id: id.to_string(),
+                n,
+                token: token.clone(),
+            });
         Running {
             tasks: self,
-            id: id.to_string(),
+            n,
             token,
         }
     }
 
-    /// Cancels `identity`'s task `id` if a poll runs it here now.
+    /// Cancels the polls of `identity`'s task `id` running here now;
+    /// whether there was one.
     pub fn cancel_running(&self, id: &str, identity: &str) -> bool {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        match running.get(id) {
-            Some((who, token)) if who == identity => {
-                token.cancel();
-                true
-            }
-            _ => false,
+        let mut any = false;
+        for p in running
+            .iter()
+            .filter(|p| p.id == id && p.identity == identity)
+        {
+            p.token.cancel();
+            any = true;
         }
+        any
     }
 
-    /// Keeps an ended task's answer (`None`: cancelled).
+    /// Keeps an ended task's answer (`None`: cancelled), within the
+    /// counts and bytes above: an identity's oldest go first, then the
+    /// oldest of all.
     pub fn keep(&self, id: &str, identity: &str, born_ms: i64, answer: Option<&CallToolResult>) {
-        let answer = match answer.map(serde_json::to_value) {
-            Some(Ok(Value::Object(o))) => Some(o),
+        let answer: Option<Arc<str>> = match answer.map(serde_json::to_string) {
+            Some(Ok(text)) if text.len() <= KEPT_BYTES => Some(text.into()),
             Some(_) => return,
             None => None,
         };
-        if answer
-            .as_ref()
-            .is_some_and(|a| serde_json::to_vec(a).map_or(true, |b| b.len() > KEPT_BYTES))
-        {
-            return;
-        }
-        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        kept.retain(|k| k.at.elapsed() < KEPT_FOR && k.id != id);
-        if kept.iter().filter(|k| k.identity == identity).count() >= KEPT_PER_IDENTITY {
-            if let Some(oldest) = kept.iter().position(|k| k.identity == identity) {
-                kept.remove(oldest);
-            }
-        }
-        if kept.len() >= KEPT_TOTAL {
-            kept.pop_front();
-        }
-        kept.push_back(Kept {
+        let k = Kept {
             id: id.to_string(),
             identity: identity.to_string(),
             born_ms,
             at: Instant::now(),
             ended_ms: now_ms(),
             answer,
-        });
+        };
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.retain(|k| k.at.elapsed() < KEPT_FOR && k.id != id);
+        let theirs = |kept: &VecDeque<Kept>| {
+            kept.iter()
+                .filter(|k| k.identity == identity)
+                .fold((0, 0), |(n, b), k| (n + 1, b + k.bytes()))
+        };
+        loop {
+            let (n, b) = theirs(&kept);
+            if n < KEPT_PER_IDENTITY && b + k.bytes() <= KEPT_BYTES_PER_IDENTITY {
+                break;
+            }
+            match kept.iter().position(|k| k.identity == identity) {
+                Some(oldest) => drop(kept.remove(oldest)),
+                None => break,
+            }
+        }
+        while kept.len() >= KEPT_TOTAL
+            || kept.iter().map(Kept::bytes).sum::<usize>() + k.bytes() > KEPT_BYTES_TOTAL
+        {
+            if kept.pop_front().is_none() {
+                break;
+            }
+        }
+        kept.push_back(k);
     }
 
     /// An ended task of `identity`'s kept here.
     pub fn ended(&self, id: &str, identity: &str) -> Option<DetailedTask> {
-        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        let k = kept
-            .iter()
-            .find(|k| k.id == id && k.identity == identity && k.at.elapsed() < KEPT_FOR)?;
-        let task = Task::new(id, TaskStatus::Working, at(k.born_ms), at(k.ended_ms));
-        Some(DetailedTask::new(
-            task,
-            match &k.answer {
-                Some(result) => TaskPayload::Completed {
-                    result: result.clone(),
-                },
-                None => TaskPayload::Cancelled,
+        let (born_ms, ended_ms, answer) = {
+            let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            let k = kept
+                .iter()
+                .find(|k| k.id == id && k.identity == identity && k.at.elapsed() < KEPT_FOR)?;
+            (k.born_ms, k.ended_ms, k.answer.clone())
+        };
+        let task = Task::new(id, TaskStatus::Working, at(born_ms), at(ended_ms));
+        let payload = match answer {
+            Some(text) => match serde_json::from_str::<JsonObject>(&text) {
+                Ok(result) => TaskPayload::Completed { result },
+                Err(_) => return None,
             },
-        ))
+            None => TaskPayload::Cancelled,
+        };
+        Some(DetailedTask::new(task, payload))
     }
 }
 
@@ -270,8 +317,11 @@ pub fn detailed(id: &str, born_ms: i64, ttl: Duration, polled: &Polled) -> Detai
     DetailedTask::new(task, payload)
 }
 
-/// What following the execution gave, as a poll sees it.
-pub fn polled(answer: CallToolResult) -> Result<Polled, McpError> {
+/// What following the execution gave, as a poll sees it. An answer that
+/// is not a waiting one is its end only if the execution's row is gone
+/// (`gone`): a refusal to resume it now (the sandbox or the identity's
+/// executions full, this server stopping under it) leaves it waiting.
+pub fn polled(answer: CallToolResult, gone: impl FnOnce() -> bool) -> Result<Polled, McpError> {
     let Some(s) = answer.structured_content.as_ref() else {
         return Ok(Polled::Ended(answer));
     };
@@ -286,7 +336,11 @@ pub fn polled(answer: CallToolResult) -> Result<Polled, McpError> {
         "ExecutionBusy" | "StateUnavailable" | "ServerStopping" => Ok(Polled::Working(
             s["error"]["message"].as_str().unwrap_or("").to_string(),
         )),
-        _ => Ok(Polled::Ended(answer)),
+        _ if gone() => Ok(Polled::Ended(answer)),
+        _ => Ok(Polled::Working(format!(
+            "it was not resumed now ({}); it waits, and the next poll tries again",
+            visible(s["error"]["message"].as_str().unwrap_or(kind))
+        ))),
     }
 }
 
@@ -333,28 +387,37 @@ impl super::AirlockServer {
             .born_ms(id, &identity)
             .unwrap_or_else(now_ms);
         let ttl = self.shared.limits.lifetime();
-        let running = self.shared.tasks.run(id, &identity, &context.ct);
+        let running = self.shared.tasks.run(id, &identity, &self.shared.closing);
         let mut poll = context.clone();
         poll.ct = running.token.clone();
         let follow = serde_json::json!({ "execution": id });
         let answer = self
             .follow(&follow["execution"], &follow, Duration::ZERO, &poll)
             .await;
-        let cancelled = running.token.is_cancelled()
-            && answer
-                .structured_content
-                .as_ref()
-                .is_some_and(|s| s["error"]["kind"] == "Cancelled");
+        let cancel_asked = running.token.is_cancelled() && !self.shared.closing.is_cancelled();
         drop(running);
-        if cancelled {
-            self.shared.tasks.keep(id, &identity, born, None);
-            return Ok(detailed(id, born, ttl, &Polled::Cancelled));
+        let kind = answer
+            .structured_content
+            .as_ref()
+            .map(|s| (s["status"].clone(), s["error"]["kind"].clone()));
+        let ran_to_cancel = kind.as_ref().is_some_and(|(_, k)| k == "Cancelled");
+        let still_waits = kind.as_ref().is_some_and(|(status, k)| {
+            status == "waiting" || k == "ExecutionBusy" || k == "StateUnavailable"
+        });
+        if cancel_asked && (ran_to_cancel || still_waits) {
+            // Cancelled while this poll held it: ended by the run, or, when
+            // the poll had put it back (nothing decided, busy), ended now.
+            if ran_to_cancel || self.end_waiting(id, &identity).await.is_ok() {
+                self.shared.tasks.keep(id, &identity, born, None);
+                return Ok(detailed(id, born, ttl, &Polled::Cancelled));
+            }
         }
         let asker = super::input_required::stateless_asker(
             context.protocol_version(),
             context.client_capabilities(),
         );
-        let polled = match polled(answer)? {
+        let gone = || self.gone(id, &identity);
+        let polled = match polled(answer, gone)? {
             Polled::Working(message) if asker => match self.questions_for_execution(id, &caller) {
                 Some(questions) => Polled::Asking(message, questions),
                 None => Polled::Working(message),
@@ -419,8 +482,23 @@ impl super::AirlockServer {
         if self.shared.tasks.ended(id, &identity).is_some() {
             return Err(already_ended(id));
         }
-        if self.shared.durable.born_ms(id, &identity).is_none() {
-            return Err(not_waiting(id));
+        match self.end_waiting(id, &identity).await {
+            Ok(born_ms) => {
+                self.shared.tasks.keep(id, &identity, born_ms, None);
+                Ok(())
+            }
+            Err(None) => Err(not_waiting(id)),
+            Err(Some(e)) => Err(e),
+        }
+    }
+
+    /// Ends `identity`'s waiting execution `id` (its end line:
+    /// `Cancelled`, `cancelled_by` the identity); when it started.
+    /// `Err(None)`: no such execution of theirs waits (unknown, or a
+    /// follow-up holds it now).
+    async fn end_waiting(&self, id: &str, identity: &str) -> Result<i64, Option<McpError>> {
+        if self.shared.durable.born_ms(id, identity).is_none() {
+            return Err(None);
         }
         let state = self.shared.gateway.state();
         let (parked, audit, now) = (
@@ -428,23 +506,45 @@ impl super::AirlockServer {
             state.audit.clone(),
             self.shared.gateway.now_ms(),
         );
-        let (execution, by) = (id.to_string(), identity.clone());
+        let (execution, by) = (id.to_string(), identity.to_string());
         let cancelled = tokio::task::spawn_blocking(move || {
             airlock_gateway::parked::cancel(parked.as_ref(), audit.as_ref(), &execution, &by, now)
         })
-        .await
-        .map_err(|e| McpError::internal_error(format!("the cancel did not finish: {e}"), None))?;
-        match cancelled {
-            Ok(gone) => {
-                self.shared.tasks.keep(id, &identity, gone.born_ms, None);
-                Ok(())
-            }
-            Err(airlock_gateway::parked::CancelError::NotWaiting(_)) => Err(not_waiting(id)),
-            Err(e) => Err(McpError::internal_error(
-                format!("task {} could not be cancelled: {e}", visible(id)),
+        .await;
+        let unavailable = |why: String| {
+            // The store's own words are the operator's (the log), not the
+            // client's.
+            tracing::warn!(task = %id, error = %why, "a task could not be cancelled");
+            Some(McpError::internal_error(
+                format!(
+                    "task {} could not be cancelled now: the deployment's state cannot be reached; try again shortly",
+                    visible(id)
+                ),
                 None,
-            )),
+            ))
+        };
+        match cancelled {
+            Ok(Ok(gone)) => Ok(gone.born_ms),
+            Ok(Err(airlock_gateway::parked::CancelError::NotWaiting(_))) => Err(None),
+            // The row is gone (it never goes on); only its end line is
+            // owed, and `airlock audit close` writes it.
+            Ok(Err(e @ airlock_gateway::parked::CancelError::EndLine { .. })) => {
+                tracing::warn!(task = %id, error = %e, "a cancelled task's end line is owed");
+                Ok(now_ms())
+            }
+            Ok(Err(e)) => Err(unavailable(e.to_string())),
+            Err(e) => Err(unavailable(e.to_string())),
         }
+    }
+
+    /// Whether `identity`'s execution `id` has no row any more (it
+    /// ended). A store that cannot say counts as not gone: the task is
+    /// never reported ended on a guess.
+    fn gone(&self, id: &str, identity: &str) -> bool {
+        self.shared
+            .durable
+            .list(identity)
+            .is_ok_and(|rows| !rows.iter().any(|r| r.execution == id))
     }
 }
 
