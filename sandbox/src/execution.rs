@@ -284,6 +284,18 @@ fn classify_trap(
         Some(Trap::Interrupt) => {
             return ExecError::limit(Limit::WallTimeMs, limits.wall_time_ms, limits.wall_time_ms);
         }
+        // The guest's own stack lives at the bottom of its memory (linked
+        // stack-first): nesting deeper than it holds (a parser's
+        // recursion over a deeply nested script) moves its pointer below
+        // zero, and the first access faults just under 4 GiB. That is the
+        // script's depth, not a fault of the runtime.
+        Some(Trap::MemoryOutOfBounds) if format!("{trap:?}").contains("wasm address 0xfff") => {
+            return ExecError::limit(
+                Limit::StackBytes,
+                MAX_WASM_STACK as u64,
+                MAX_WASM_STACK as u64,
+            );
+        }
         _ => {}
     }
     let output = data.system.output();

@@ -15,6 +15,7 @@ mod run;
 mod script;
 mod symbol_registry;
 mod typed_array_fill;
+mod typescript;
 
 use std::cell::RefCell;
 

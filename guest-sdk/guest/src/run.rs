@@ -16,7 +16,7 @@ use boa_engine::{
 };
 use serde_json::{json, Value};
 
-use crate::{host, json, realm, regexp_literals, script};
+use crate::{host, json, realm, regexp_literals, script, typescript};
 
 /// The script's name in stack traces.
 pub const SCRIPT_NAME: &str = "script.js";
@@ -33,14 +33,50 @@ pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
 
 fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
     regexp_literals::arm(Vec::new());
-    let prepared = script::prepare(source, ctx).map_err(
-        |e| json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column}),
-    )?;
+    let syntax = |e: script::SyntaxError| json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column});
+    // JavaScript as written; failing that, TypeScript with its types
+    // blanked (every position kept). A script that is neither gets the
+    // JavaScript parser's error.
+    let stripped;
+    let (source, prepared) = match script::prepare(source, ctx) {
+        Ok(prepared) => (source, prepared),
+        Err(as_js) => match typescript::strip(source) {
+            typescript::Stripped::JavaScript(js) => {
+                stripped = js;
+                match script::prepare(&stripped, ctx) {
+                    Ok(prepared) => (stripped.as_str(), prepared),
+                    Err(_) => return Err(syntax(as_js)),
+                }
+            }
+            typescript::Stripped::Refused {
+                message,
+                line,
+                column,
+            } => {
+                return Err(
+                    json!({"kind": KIND_SYNTAX, "message": message, "line": line, "column": column}),
+                )
+            }
+            // Read further as TypeScript than as JavaScript: most likely
+            // TypeScript with a mistake of its own.
+            typescript::Stripped::Invalid {
+                message,
+                line,
+                column,
+            } if (line, column) > (as_js.line, as_js.column) => {
+                return Err(
+                    json!({"kind": KIND_SYNTAX, "message": format!("{message} (read as TypeScript)"), "line": line, "column": column}),
+                )
+            }
+            typescript::Stripped::Invalid { .. } | typescript::Stripped::NotTypeScript => {
+                return Err(syntax(as_js))
+            }
+        },
+    };
     let mut positions = Positions {
         edits: prepared.edits,
         last_line: script::end_of(source).0,
     };
-    let syntax = |e: script::SyntaxError| json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column});
     let mut takes_factory = !prepared.literals.is_empty();
     let parsed = match compile(&prepared.code, ctx) {
         Ok(script) => {

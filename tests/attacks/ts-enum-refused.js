@@ -1,0 +1,6 @@
+// expect: SyntaxError
+// backend: 0
+// An enum needs code generated; it is refused, not half-run.
+const ok: number = 1;
+enum Mode { Read, Write }
+Mode.Write
