@@ -33,7 +33,15 @@ pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
 
 fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
     regexp_literals::arm(Vec::new());
-    let syntax = |e: script::SyntaxError| json!({"kind": KIND_SYNTAX, "message": e.message, "line": e.line, "column": e.column});
+    let unwrapped = script::unwrapped(source);
+    let source: &str = &unwrapped;
+    let syntax = |e: script::SyntaxError| {
+        let message = match script::module_hint(source) {
+            Some(hint) => format!("{} ({hint})", e.message),
+            None => e.message,
+        };
+        json!({"kind": KIND_SYNTAX, "message": message, "line": e.line, "column": e.column})
+    };
     // JavaScript as written; failing that, TypeScript with its types
     // blanked (every position kept). A script that is neither gets the
     // JavaScript parser's error.
@@ -133,11 +141,25 @@ fn compile(code: &str, ctx: &mut Context) -> boa_engine::JsResult<Script> {
 }
 
 fn drive(promise: &JsPromise, positions: &Positions, ctx: &mut Context) -> Result<Value, Value> {
+    let mut promise = promise.clone();
+    let mut called = false;
     loop {
         if let Err(e) = ctx.run_jobs() {
             return Err(thrown(e, positions, ctx));
         }
         match promise.state() {
+            // A script that is one function (`async () => { ... }`, the
+            // shape other code-mode servers ask for, or `export default`
+            // of one): it is called, once, and its result is the script's.
+            PromiseState::Fulfilled(v) if !called && v.as_callable().is_some() => {
+                called = true;
+                let f = v.as_callable().expect("checked callable");
+                let r = f
+                    .call(&JsValue::undefined(), &[], ctx)
+                    .map_err(|e| thrown(e, positions, ctx))?;
+                promise = JsPromise::resolve(r, ctx).map_err(|e| thrown(e, positions, ctx))?;
+                continue;
+            }
             PromiseState::Fulfilled(v) => {
                 return json::to_json(&v, "", "result", json::Mode::Strict, ctx)
                     .map_err(|e| thrown(e, positions, ctx));
@@ -271,13 +293,37 @@ fn failure(value: &JsValue, positions: &Positions, ctx: &mut Context) -> Value {
             return json!({"kind": KIND_TOOL, "call": call, "tool": tool, "code": code, "message": message});
         }
         if JsError::from_opaque(value.clone()).try_native(ctx).is_ok() {
-            let message = realm::render(value, ctx);
+            let message = with_hint(realm::render(value, ctx));
             let stack = get(js_string!("stack"), ctx).map(|s| positions.fix_stack(&s));
             return json!({"kind": KIND_RUNTIME, "message": message, "stack": stack});
         }
     }
     let message = format!("Uncaught {}", realm::render(value, ctx));
     json!({"kind": KIND_RUNTIME, "message": message, "stack": null})
+}
+
+/// What a script reached for that a sandbox has not, and the way that
+/// works, added to the `ReferenceError` that names it.
+fn with_hint(message: String) -> String {
+    const HINTS: &[(&str, &str)] = &[
+        ("fetch", "there is no network here: reach systems through tools.NAME(args) (`search` finds them)"),
+        ("XMLHttpRequest", "there is no network here: reach systems through tools.NAME(args) (`search` finds them)"),
+        ("WebSocket", "there is no network here: reach systems through tools.NAME(args) (`search` finds them)"),
+        ("require", "there are no modules here: a script is one file; tools are on `tools`"),
+        ("module", "there are no modules here: a script is one file; its last expression is the result"),
+        ("exports", "there are no modules here: a script is one file; its last expression is the result"),
+        ("process", "there is no process environment here: pass what the script needs as values in it, and secrets stay with the tools"),
+        ("Deno", "this is not Deno: a sandboxed JavaScript runtime whose only capability is tools.NAME(args)"),
+        ("Bun", "this is not Bun: a sandboxed JavaScript runtime whose only capability is tools.NAME(args)"),
+    ];
+    let Some(rest) = message.strip_prefix("ReferenceError: ") else {
+        return message;
+    };
+    let name = rest.split_whitespace().next().unwrap_or("");
+    match HINTS.iter().find(|(n, _)| *n == name) {
+        Some((_, hint)) => format!("{message} ({hint})"),
+        None => message,
+    }
 }
 
 /// Maps positions in the evaluated (wrapped, rewritten) source back to the

@@ -385,3 +385,64 @@ fn start(span: &Span) -> Position {
 pub fn end_of(script: &str) -> (u32, u32) {
     positions(script).last().map_or((1, 1), |(_, l, c)| (l, c))
 }
+
+/// The shapes scripts come in besides a plain body, turned into one, every
+/// line and column kept: a script inside one Markdown code fence (the
+/// fence lines become empty), and `export default` of the script's
+/// function (it becomes `return`, padded, so the function is the result,
+/// which the runner calls). A script that is one function expression or
+/// arrow function needs nothing here: its value is a function, and the
+/// runner calls it.
+pub fn unwrapped(source: &str) -> std::borrow::Cow<'_, str> {
+    let mut lines: Vec<&str> = source.split('\n').collect();
+    let mut changed = false;
+    // One fence around everything: its first and last non-blank lines.
+    let first = lines.iter().position(|l| !l.trim().is_empty());
+    let last = lines.iter().rposition(|l| !l.trim().is_empty());
+    if let (Some(first), Some(last)) = (first, last) {
+        let opens = lines[first].trim_start().starts_with("```");
+        let closes = last > first && lines[last].trim() == "```";
+        let inner_fences = lines[first + 1..last.max(first + 1)]
+            .iter()
+            .any(|l| l.trim_start().starts_with("```"));
+        if opens && closes && !inner_fences {
+            lines[first] = "";
+            lines[last] = "";
+            changed = true;
+        }
+    }
+    let mut text = if changed {
+        lines.join("\n")
+    } else {
+        source.to_string()
+    };
+    // `export default` at the start of a line, outside any string the
+    // parser would see first: only at column 1, as agents write it.
+    const EXPORT: &str = "export default ";
+    const RETURN: &str = "return         ";
+    let mut at = 0;
+    while let Some(found) = text[at..].find(EXPORT) {
+        let start = at + found;
+        if start == 0 || text.as_bytes()[start - 1] == b'\n' {
+            text.replace_range(start..start + EXPORT.len(), RETURN);
+            changed = true;
+        }
+        at = start + EXPORT.len();
+    }
+    if changed {
+        std::borrow::Cow::Owned(text)
+    } else {
+        std::borrow::Cow::Borrowed(source)
+    }
+}
+
+/// What to write instead of a module-only form the parser refused.
+pub fn module_hint(source: &str) -> Option<&'static str> {
+    let imports = source.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("import ") || l.starts_with("import{") || l.starts_with("export ")
+    });
+    imports.then_some(
+        "a script is one file, not a module: there is nothing to import or export. Tools are on `tools` (tools.NAME(args); `search` finds them), and the value of the last expression is the result",
+    )
+}

@@ -1,0 +1,66 @@
+//! The shapes scripts come in besides a plain body, as agents write them:
+//! one function (arrow or not, async or not) that is called; `export
+//! default` of one; a script inside a Markdown code fence. And what a
+//! script reaches for that a sandbox has not (`fetch`, `require`,
+//! `process`, `import`): an error that names the way that works.
+
+mod common;
+
+use airlock_sandbox::ExecError;
+use common::{ok, run};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_script_that_is_one_function_is_called() {
+    for script in [
+        "async () => {\n  const nodes = await tools.node_list({});\n  return nodes.length;\n}",
+        "() => 3",
+        "(async function () { return 3; })",
+        "export default async function main() {\n  return (await tools.node_list({})).length;\n}",
+        "export default () => 3;",
+        "```js\nconst nodes = await tools.node_list({});\nnodes.length\n```",
+        "```typescript\nconst n: number = (await tools.node_list({})).length;\nn\n```\n",
+        "```\nasync () => 3\n```",
+    ] {
+        assert_eq!(ok(&run(script).await), &json!(3), "{script}");
+    }
+}
+
+/// Positions survive the unwrapping: an error on line 3 of a fenced
+/// script is on line 3.
+#[tokio::test]
+async fn unwrapped_scripts_keep_their_lines() {
+    match run("```js\nconst a = 1;\nnull.x;\n```").await.result {
+        Err(ExecError::RuntimeError { stack, .. }) => {
+            let stack = stack.unwrap_or_default();
+            assert!(stack.contains("script.js:3:"), "{stack}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn what_a_sandbox_has_not_is_named_with_the_way_that_works() {
+    for (script, says) in [
+        ("await fetch('http://169.254.169.254/')", "tools.NAME(args)"),
+        ("require('fs')", "no modules here"),
+        ("process.env.HOME", "no process environment"),
+    ] {
+        match run(script).await.result {
+            Err(ExecError::RuntimeError { message, .. }) => {
+                assert!(
+                    message.contains("ReferenceError") && message.contains(says),
+                    "{script}: {message}"
+                );
+            }
+            other => panic!("{script}: {other:?}"),
+        }
+    }
+    match run("import { readFile } from 'fs';\nreadFile").await.result {
+        Err(ExecError::SyntaxError { message, line, .. }) => {
+            assert_eq!(line, 1);
+            assert!(message.contains("not a module"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
