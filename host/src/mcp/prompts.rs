@@ -223,7 +223,7 @@ pub fn get(
          Do it with Airlock:\n\
          1. {prefix}search for the tools the task needs (a few words each, e.g. \"list vms\", \"shutdown vm\").\n\
          2. {prefix}get_schema for every tool your script will call; use the exact argument names.\n\
-         3. {prefix}execute one JavaScript program that does the whole task: read first, decide in the script, \
+         3. {prefix}execute one JavaScript (or TypeScript) program that does the whole task: read first, decide in the script, \
             call tools in parallel with Promise.all, and return a short summary object, not raw listings.\n\
          4. If the task changes anything (start, stop, create, delete, reconfigure), first run the script with \
             execute's \"mode\": \"plan\": reads run, every change is recorded instead of made, and the result's `plan` \
