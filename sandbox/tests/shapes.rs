@@ -64,3 +64,33 @@ async fn what_a_sandbox_has_not_is_named_with_the_way_that_works() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The result is the script's completion value, as `eval` gives it: the
+/// last expression statement of the branch of an `if … else` or of a
+/// `try … catch` that ran, not `null`.
+#[tokio::test]
+async fn completion_values_are_as_eval_gives_them() {
+    for (script, want) in [
+        (
+            "const n = 2;\nif (n > 1) { 'many' } else { 'one' }",
+            json!("many"),
+        ),
+        (
+            "const n = 1;\nif (n > 1) { 'many' } else if (n === 1) 'one'; else { 'none' }",
+            json!("one"),
+        ),
+        (
+            "try { JSON.parse('{'); 'parsed' } catch (e) { 'bad: ' + e.name }",
+            json!("bad: SyntaxError"),
+        ),
+        (
+            "try { const nodes = await tools.node_list({}); nodes.length } catch { -1 }",
+            json!(3),
+        ),
+        ("{ const a = 1; a + 1 }", json!(2)),
+        // A branch without an expression statement gives null, as before.
+        ("if (false) { 'x' }", json!(null)),
+    ] {
+        assert_eq!(ok(&run(script).await), &want, "{script}");
+    }
+}

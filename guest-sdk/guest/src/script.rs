@@ -98,7 +98,9 @@ pub fn prepare(script: &str, ctx: &mut Context) -> Result<Prepared, SyntaxError>
     };
     // (byte offset in `script`, bytes removed, text inserted, edit)
     let mut changes: Vec<(usize, usize, String, Edit)> = Vec::new();
-    if let Some(at) = result_statement(body) {
+    let mut results = Vec::new();
+    result_statements(body, &mut results);
+    for at in results {
         // `return <expr>` is always valid where an expression statement
         // stood: the expression starts on this line (no ASI hazard) and an
         // expression statement never starts with `{`, `function` or `class`.
@@ -145,16 +147,34 @@ pub fn prepare(script: &str, ctx: &mut Context) -> Result<Prepared, SyntaxError>
     })
 }
 
-/// Where the statement whose value is the script's result starts, if its
-/// last statement is an expression statement.
-fn result_statement(body: &[StatementListItem]) -> Option<Position> {
-    let Some(StatementListItem::Statement(last)) = body.last() else {
-        return None;
-    };
-    let Statement::Expression(expr) = last.as_ref() else {
-        return None;
-    };
-    Some(leftmost(expr))
+/// Where the statements whose value is the script's result start, as
+/// `eval` gives a script's completion value: its last statement when that
+/// is an expression statement; when it is a block, an `if … else` or a
+/// `try … catch`, the last expression statement of each of its branches.
+fn result_statements(body: &[StatementListItem], out: &mut Vec<Position>) {
+    if let Some(StatementListItem::Statement(last)) = body.last() {
+        completion_of(last, out);
+    }
+}
+
+fn completion_of(statement: &Statement, out: &mut Vec<Position>) {
+    match statement {
+        Statement::Expression(expr) => out.push(leftmost(expr)),
+        Statement::Block(block) => result_statements(block.statement_list().statements(), out),
+        Statement::If(branch) => {
+            completion_of(branch.body(), out);
+            if let Some(other) = branch.else_node() {
+                completion_of(other, out);
+            }
+        }
+        Statement::Try(attempt) => {
+            result_statements(attempt.block().statement_list().statements(), out);
+            if let Some(catch) = attempt.catch() {
+                result_statements(catch.block().statement_list().statements(), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Adds one change per literal to `changes`, each checked against the
