@@ -94,3 +94,38 @@ async fn completion_values_are_as_eval_gives_them() {
         assert_eq!(ok(&run(script).await), &want, "{script}");
     }
 }
+
+/// The web-platform globals agents reach for: base64, UTF-8 bytes, deep
+/// clones.
+#[tokio::test]
+async fn web_platform_globals_agents_reach_for() {
+    let script = r#"const bytes = new TextEncoder().encode("héllo €𝄞");
+const c = structuredClone({d: new Date(0), m: new Map([[1, [1, 2]]]), u: new Uint8Array([7])});
+let bad = null;
+try { structuredClone({f() {}}.f) } catch (e) { bad = e.name }
+let latin = null;
+try { btoa("€") } catch (e) { latin = e.name }
+({
+  bytes: bytes.length,
+  text: new TextDecoder().decode(bytes),
+  replaced: new TextDecoder().decode(new Uint8Array([0x61, 0xff, 0x62])),
+  b64: btoa("hello"),
+  back: atob(" aGVs\nbG8= "),
+  clone: [c.d.getTime(), c.m.get(1), c.u[0], c.m instanceof Map],
+  bad,
+  latin,
+})"#;
+    assert_eq!(
+        ok(&run(script).await),
+        &json!({
+            "bytes": 14,
+            "text": "héllo €𝄞",
+            "replaced": "a\u{fffd}b",
+            "b64": "aGVsbG8=",
+            "back": "hello",
+            "clone": [0, [1, 2], 7, true],
+            "bad": "DataCloneError",
+            "latin": "InvalidCharacterError",
+        })
+    );
+}

@@ -16,6 +16,7 @@ mod script;
 mod symbol_registry;
 mod typed_array_fill;
 mod typescript;
+mod web;
 
 use std::cell::RefCell;
 

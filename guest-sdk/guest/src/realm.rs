@@ -171,6 +171,7 @@ fn install(ctx: &mut Context) -> JsResult<()> {
     crate::regexp_test::install(ctx)?;
     crate::typed_array_fill::install(ctx)?;
     crate::symbol_registry::install(ctx)?;
+    crate::web::install(ctx)?;
 
     let mut console = ObjectInitializer::new(ctx);
     for (name, level) in [
