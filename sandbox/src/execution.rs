@@ -289,12 +289,9 @@ fn classify_trap(
         // recursion over a deeply nested script) moves its pointer below
         // zero, and the first access faults just under 4 GiB. That is the
         // script's depth, not a fault of the runtime.
-        Some(Trap::MemoryOutOfBounds) if format!("{trap:?}").contains("wasm address 0xfff") => {
-            return ExecError::limit(
-                Limit::StackBytes,
-                MAX_WASM_STACK as u64,
-                MAX_WASM_STACK as u64,
-            );
+        Some(Trap::MemoryOutOfBounds) if shadow_stack_overflow(&format!("{trap:?}")) => {
+            tracing::debug!(error = %format!("{trap:?}"), "the guest's own stack overflowed");
+            return ExecError::limit(Limit::StackBytes, GUEST_STACK_BYTES, GUEST_STACK_BYTES);
         }
         _ => {}
     }
@@ -336,6 +333,23 @@ fn classify_trap(
         message.push_str(&format!(" ({})", shown.trim().escape_default()));
     }
     ExecError::Internal { message }
+}
+
+/// The guest's own (shadow) stack, at the bottom of its memory: 1 MiB,
+/// the size Rust links `wasm32-wasip1` programs with.
+const GUEST_STACK_BYTES: u64 = 1 << 20;
+
+/// Whether a memory fault is the guest's own stack run past its bottom:
+/// its pointer wrapped below zero, so the faulting address lies within a
+/// stack's reach under 4 GiB, or a frame's offset (under 64 KiB) past it
+/// (an address a 32-bit memory never has).
+fn shadow_stack_overflow(trap: &str) -> bool {
+    let Some(rest) = trap.split("wasm address 0x").nth(1) else {
+        return false;
+    };
+    let hex: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+    u64::from_str_radix(&hex, 16)
+        .is_ok_and(|a| ((1u64 << 32) - GUEST_STACK_BYTES..(1u64 << 32) + (64 << 10)).contains(&a))
 }
 
 /// Parses Rust's "memory allocation of N bytes failed".

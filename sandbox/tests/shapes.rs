@@ -129,3 +129,32 @@ try { btoa("€") } catch (e) { latin = e.name }
         })
     );
 }
+
+/// Found by an attacker's reading: the result's `return` goes only where
+/// a statement starts (an assignment or update through a call is not cut
+/// in two); a valid script's strings are never rewritten; only a script
+/// that is one function has its value called (a forgotten `()` calls
+/// nothing).
+#[tokio::test]
+async fn the_result_rules_touch_nothing_else() {
+    for (script, want) in [
+        (
+            "const m = new Map([['a', {n: 0}]]);\nif (true) { m.get('a').n = 1 }\nm.get('a').n",
+            json!(1),
+        ),
+        (
+            "const m = new Map([['a', {n: 0}]]);\ntry { m.get('a').n++ } catch {}",
+            json!(0),
+        ),
+        (
+            "const src = `\nexport default function h() {}`;\nsrc.includes('export default')",
+            json!(true),
+        ),
+    ] {
+        assert_eq!(ok(&run(script).await), &want, "{script}");
+    }
+    // A function as the value of a script that is more than one function
+    // is not called: the result is refused as before.
+    let outcome = run("const f = () => 41;\nf").await;
+    assert!(outcome.result.is_err(), "{:?}", outcome.result);
+}

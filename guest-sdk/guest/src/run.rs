@@ -33,20 +33,38 @@ pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
 
 fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
     regexp_literals::arm(Vec::new());
-    let unwrapped = script::unwrapped(source);
-    let source: &str = &unwrapped;
     let syntax = |e: script::SyntaxError| {
-        let message = match script::module_hint(source) {
+        let message = match script::module_hint(source, e.line) {
             Some(hint) => format!("{} ({hint})", e.message),
             None => e.message,
         };
         json!({"kind": KIND_SYNTAX, "message": message, "line": e.line, "column": e.column})
     };
-    // JavaScript as written; failing that, TypeScript with its types
-    // blanked (every position kept). A script that is neither gets the
+    // JavaScript as written; failing that, without a Markdown fence or an
+    // `export default` (rewritten only then, so a valid script's strings
+    // are never touched); failing that, TypeScript with its types blanked
+    // (every position kept). A script that is none of these gets the
     // JavaScript parser's error.
+    let unfenced = script::unfenced(source);
+    let source: &str = &unfenced;
+    let unwrapped;
     let stripped;
-    let (source, prepared) = match script::prepare(source, ctx) {
+    let first = script::prepare(source, ctx);
+    let (source, first) = match first {
+        Err(e) => {
+            unwrapped = script::without_export(source).into_owned();
+            if unwrapped != source {
+                (
+                    unwrapped.as_str(),
+                    script::prepare(&unwrapped, ctx).map_err(|_| e),
+                )
+            } else {
+                (source, Err(e))
+            }
+        }
+        ok => (source, ok),
+    };
+    let (source, prepared) = match first {
         Ok(prepared) => (source, prepared),
         Err(as_js) => match typescript::strip(source) {
             typescript::Stripped::JavaScript(js) => {
@@ -81,6 +99,7 @@ fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
             }
         },
     };
+    let prepared_calls = prepared.calls_result;
     let mut positions = Positions {
         edits: prepared.edits,
         last_line: script::end_of(source).0,
@@ -127,7 +146,7 @@ fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
         .and_then(|o| JsPromise::from_object(o).ok())
         .ok_or_else(|| json!({"kind": KIND_RUNTIME, "message": "internal: the script wrapper did not produce a promise", "stack": null}))?;
 
-    let outcome = drive(&promise, &positions, ctx);
+    let outcome = drive(&promise, prepared_calls, &positions, ctx);
     report_unhandled(&promise, ctx);
     outcome
 }
@@ -140,9 +159,16 @@ fn compile(code: &str, ctx: &mut Context) -> boa_engine::JsResult<Script> {
     )
 }
 
-fn drive(promise: &JsPromise, positions: &Positions, ctx: &mut Context) -> Result<Value, Value> {
+/// `calls_result`: the script is one function, called once its value is
+/// in (see [`script::Prepared::calls_result`]).
+fn drive(
+    promise: &JsPromise,
+    calls_result: bool,
+    positions: &Positions,
+    ctx: &mut Context,
+) -> Result<Value, Value> {
     let mut promise = promise.clone();
-    let mut called = false;
+    let mut called = !calls_result;
     loop {
         if let Err(e) = ctx.run_jobs() {
             return Err(thrown(e, positions, ctx));

@@ -61,6 +61,9 @@ pub struct Prepared {
     pub code: String,
     pub edits: Vec<Edit>,
     pub literals: Vec<Literal>,
+    /// The script is one function (an arrow or function expression, or
+    /// `export default` of one): the runner calls its value.
+    pub calls_result: bool,
 }
 
 /// One change to a line of the script: on `line` of the evaluated text
@@ -104,8 +107,9 @@ pub fn prepare(script: &str, ctx: &mut Context) -> Result<Prepared, SyntaxError>
         // `return <expr>` is always valid where an expression statement
         // stood: the expression starts on this line (no ASI hazard) and an
         // expression statement never starts with `{`, `function` or `class`.
-        if let Some(start) =
-            offset_of(&analysed, at).and_then(|o| o.checked_sub(ANALYSIS_PREFIX.len()))
+        if let Some(start) = offset_of(&analysed, at)
+            .and_then(|o| o.checked_sub(ANALYSIS_PREFIX.len()))
+            .filter(|&o| starts_a_statement(script, o))
         {
             let edit = Edit {
                 line: at.line_number(),
@@ -144,7 +148,66 @@ pub fn prepare(script: &str, ctx: &mut Context) -> Result<Prepared, SyntaxError>
         code,
         edits: changes.into_iter().map(|c| c.3).collect(),
         literals,
+        calls_result: one_function(body),
     })
+}
+
+/// Whether the script is one function: its only statement an arrow or
+/// function expression (parenthesised or not), or `return` of one (an
+/// `export default` unwrapped).
+fn one_function(body: &[StatementListItem]) -> bool {
+    use boa_engine::ast::statement::Statement as S;
+    let [StatementListItem::Statement(only)] = body else {
+        return false;
+    };
+    let mut e = match only.as_ref() {
+        S::Expression(e) => e,
+        S::Return(r) => match r.target() {
+            Some(e) => e,
+            None => return false,
+        },
+        _ => return false,
+    };
+    while let Expression::Parenthesized(p) = e {
+        e = p.expression();
+    }
+    matches!(
+        e,
+        Expression::ArrowFunction(_)
+            | Expression::AsyncArrowFunction(_)
+            | Expression::FunctionExpression(_)
+            | Expression::AsyncFunctionExpression(_)
+    )
+}
+
+/// Whether byte `offset` of `script` can begin a statement: what comes
+/// before it ends one (`;`, a brace, a condition's `)`, a label's or a
+/// case's `:`, `else`, `do`, a line break) or nothing does. A position inside an
+/// expression (after a name, a `.` or a `]`) is refused: `return` there
+/// would still parse, and mean something else.
+fn starts_a_statement(script: &str, offset: usize) -> bool {
+    let before = script[..offset].trim_end();
+    // A line break before it: the statement before ended there (written
+    // without `;`, as many scripts are).
+    if script[before.len()..offset].contains('\n') {
+        return true;
+    }
+    let Some(last) = before.chars().last() else {
+        return true;
+    };
+    if matches!(last, ';' | '{' | '}' | ')' | ':') {
+        return true;
+    }
+    if last.is_alphanumeric() || last == '_' || last == '$' {
+        let word: String = before
+            .chars()
+            .rev()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        // Read backwards: `else` and `do` end before a statement.
+        return word == "esle" || word == "od";
+    }
+    false
 }
 
 /// Where the statements whose value is the script's result start, as
@@ -255,11 +318,33 @@ fn leftmost(e: &Expression) -> Position {
         Expression::Optional(o) => Some(leftmost(o.target())),
         Expression::TaggedTemplate(t) => Some(leftmost(t.tag())),
         Expression::Parenthesized(p) => Some(leftmost(p.expression())),
+        Expression::Assign(a) => match a.lhs() {
+            boa_engine::ast::expression::operator::assign::AssignTarget::Access(access) => {
+                Some(leftmost_access(access))
+            }
+            _ => None,
+        },
+        Expression::Update(u) => match u.target() {
+            boa_engine::ast::expression::operator::update::UpdateTarget::PropertyAccess(access) => {
+                Some(leftmost_access(access))
+            }
+            _ => None,
+        },
         _ => None,
     };
     match child {
         Some(c) if key(c) < key(own) => c,
         _ => own,
+    }
+}
+
+/// Where a property access starts: where its target does.
+fn leftmost_access(a: &boa_engine::ast::expression::access::PropertyAccess) -> Position {
+    use boa_engine::ast::expression::access::PropertyAccess;
+    match a {
+        PropertyAccess::Simple(s) => leftmost(s.target()),
+        PropertyAccess::Private(p) => leftmost(p.target()),
+        PropertyAccess::Super(s) => s.span().start(),
     }
 }
 
@@ -406,14 +491,18 @@ pub fn end_of(script: &str) -> (u32, u32) {
     positions(script).last().map_or((1, 1), |(_, l, c)| (l, c))
 }
 
-/// The shapes scripts come in besides a plain body, turned into one, every
-/// line and column kept: a script inside one Markdown code fence (the
-/// fence lines become empty), and `export default` of the script's
-/// function (it becomes `return`, padded, so the function is the result,
-/// which the runner calls). A script that is one function expression or
-/// arrow function needs nothing here: its value is a function, and the
-/// runner calls it.
-pub fn unwrapped(source: &str) -> std::borrow::Cow<'_, str> {
+// The shapes scripts come in besides a plain body, turned into one, every
+// line and column kept: a script inside one Markdown code fence, and
+// `export default` of the script's function (it becomes `return`, padded,
+// so the function is the result, which the runner calls). A script that
+// is one function expression or arrow function needs nothing here: its
+// value is a function, and the runner calls it (`Prepared::calls_result`).
+
+/// One Markdown code fence around the script removed (its lines left
+/// empty). Done before anything else: a fenced script parses as
+/// JavaScript (two template literals, one tagging the other) and fails
+/// only when it runs.
+pub fn unfenced(source: &str) -> std::borrow::Cow<'_, str> {
     let mut lines: Vec<&str> = source.split('\n').collect();
     let mut changed = false;
     // One fence around everything: its first and last non-blank lines.
@@ -431,13 +520,20 @@ pub fn unwrapped(source: &str) -> std::borrow::Cow<'_, str> {
             changed = true;
         }
     }
-    let mut text = if changed {
-        lines.join("\n")
+    if changed {
+        std::borrow::Cow::Owned(lines.join("\n"))
     } else {
-        source.to_string()
-    };
-    // `export default` at the start of a line, outside any string the
-    // parser would see first: only at column 1, as agents write it.
+        std::borrow::Cow::Borrowed(source)
+    }
+}
+
+/// `export default` at the start of a line made `return`, padded: done
+/// only once the script failed to parse as it is (a module's `export`
+/// cannot parse in a script), so a valid script's strings are never
+/// touched.
+pub fn without_export(source: &str) -> std::borrow::Cow<'_, str> {
+    let mut changed = false;
+    let mut text = source.to_string();
     const EXPORT: &str = "export default ";
     const RETURN: &str = "return         ";
     let mut at = 0;
@@ -456,12 +552,16 @@ pub fn unwrapped(source: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// What to write instead of a module-only form the parser refused.
-pub fn module_hint(source: &str) -> Option<&'static str> {
-    let imports = source.lines().any(|l| {
-        let l = l.trim_start();
-        l.starts_with("import ") || l.starts_with("import{") || l.starts_with("export ")
-    });
+/// What to write instead of a module-only form the parser refused on
+/// `line` (1-based).
+pub fn module_hint(source: &str, line: u32) -> Option<&'static str> {
+    let imports = source
+        .lines()
+        .nth(line.saturating_sub(1) as usize)
+        .is_some_and(|l| {
+            let l = l.trim_start();
+            l.starts_with("import ") || l.starts_with("import{") || l.starts_with("export ")
+        });
     imports.then_some(
         "a script is one file, not a module: there is nothing to import or export. Tools are on `tools` (tools.NAME(args); `search` finds them), and the value of the last expression is the result",
     )

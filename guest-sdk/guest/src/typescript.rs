@@ -101,10 +101,13 @@ pub fn strip(script: &str) -> Stripped {
             let said = first.0.lock().unwrap_or_else(|p| p.into_inner()).take();
             match said {
                 Some((message, Some(at), unsupported)) => {
-                    let loc = cm.lookup_char_pos(at);
+                    // Columns in code points, as boa counts them.
+                    let Ok(loc) = cm.try_lookup_char_pos(at) else {
+                        return Stripped::NotTypeScript;
+                    };
                     let (line, column) = (
                         (loc.line as u32).saturating_sub(1).max(1),
-                        loc.col_display as u32 + 1,
+                        loc.col.0 as u32 + 1,
                     );
                     if unsupported {
                         Stripped::Refused {

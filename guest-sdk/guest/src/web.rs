@@ -25,17 +25,17 @@ const WEB: &str = r#"(function () {
       if (c > 255) throw failure('InvalidCharacterError', 'btoa: the string has characters outside Latin-1 (encode it first: btoa(String.fromCharCode(...new TextEncoder().encode(s))))');
       return c;
     };
-    let out = '';
+    const out = [];
     for (let i = 0; i < s.length; i += 3) {
       const a = code(i);
       const b = i + 1 < s.length ? code(i + 1) : 0;
       const c = i + 2 < s.length ? code(i + 2) : 0;
       const t = (a << 16) | (b << 8) | c;
-      out += ALPHABET[(t >> 18) & 63] + ALPHABET[(t >> 12) & 63]
+      out.push(ALPHABET[(t >> 18) & 63] + ALPHABET[(t >> 12) & 63]
         + (i + 1 < s.length ? ALPHABET[(t >> 6) & 63] : '=')
-        + (i + 2 < s.length ? ALPHABET[t & 63] : '=');
+        + (i + 2 < s.length ? ALPHABET[t & 63] : '='));
     }
-    return out;
+    return out.join('');
   });
 
   define('atob', function atob(data) {
@@ -45,17 +45,19 @@ const WEB: &str = r#"(function () {
     if (s.length % 4 === 1 || /[^A-Za-z0-9+/]/.test(s)) {
       throw failure('InvalidCharacterError', 'atob: the string is not valid base64');
     }
-    let out = '';
+    const chunks = [], codes = [];
     let bits = 0, held = 0;
     for (let i = 0; i < s.length; i++) {
-      bits = (bits << 6) | VALUE.get(s[i]);
+      bits = ((bits << 6) | VALUE.get(s[i])) & 0xffffff;
       held += 6;
       if (held >= 8) {
         held -= 8;
-        out += String.fromCharCode((bits >> held) & 255);
+        codes.push((bits >> held) & 255);
+        if (codes.length >= 4096) { chunks.push(String.fromCharCode(...codes)); codes.length = 0; }
       }
     }
-    return out;
+    chunks.push(String.fromCharCode(...codes));
+    return chunks.join('');
   });
 
   class TextEncoder {
@@ -97,7 +99,7 @@ const WEB: &str = r#"(function () {
       if (input instanceof ArrayBuffer) bytes = new Uint8Array(input);
       else if (ArrayBuffer.isView(input)) bytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
       else throw new TypeError('TextDecoder.decode: give an ArrayBuffer or a typed array');
-      let out = '';
+      const chunks = [];
       let i = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
       const bad = () => {
         if (this.#fatal) throw new TypeError('TextDecoder: the bytes are not valid UTF-8');
@@ -105,10 +107,11 @@ const WEB: &str = r#"(function () {
       };
       const parts = [];
       while (i < bytes.length) {
+        if (parts.length >= 4096) { chunks.push(String.fromCodePoint(...parts)); parts.length = 0; }
         const a = bytes[i];
-        let c, n = 0, min = 0;
-        if (a < 0x80) { c = a; }
-        else if (a >= 0xc2 && a <= 0xdf) { c = a & 31; n = 1; min = 0x80; }
+        if (a < 0x80) { parts.push(a); i++; continue; }
+        let c, n, min;
+        if (a >= 0xc2 && a <= 0xdf) { c = a & 31; n = 1; min = 0x80; }
         else if (a >= 0xe0 && a <= 0xef) { c = a & 15; n = 2; min = 0x800; }
         else if (a >= 0xf0 && a <= 0xf4) { c = a & 7; n = 3; min = 0x10000; }
         else { parts.push(bad()); i++; continue; }
@@ -120,14 +123,14 @@ const WEB: &str = r#"(function () {
         }
         if (j <= n || c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
           parts.push(bad());
-          i += Math.max(1, j);
+          i += j;
           continue;
         }
         parts.push(c);
         i += n + 1;
-        if (parts.length >= 4096) { out += String.fromCodePoint(...parts); parts.length = 0; }
       }
-      return out + String.fromCodePoint(...parts);
+      chunks.push(String.fromCodePoint(...parts));
+      return chunks.join('');
     }
   }
   define('TextDecoder', TextDecoder);

@@ -61,7 +61,7 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
              the last expression statement is the result (or `return x`). Call `await tools.NAME(args)`; use Promise.all \
              for parallel calls; filter in the script. await catalog.search(\"query\") finds more tools. console.log is captured. A failed call throws an Error with \
              .code and .message. Limits: {} s, {} tool calls, {} MiB memory, {} KiB result. \
-             Example: const vms = await tools.vm_list({{node: \"pve1\"}}); const ids: number[] = vms.filter(v => v.status === \"running\").map(v => v.vmid); ids",
+             Example: const vms = await tools.vm_list({{node: \"pve1\"}}); vms.filter(v => v.status === \"running\").map(v => v.vmid)",
             limits.wall_time_ms / 1000,
             limits.tool_calls,
             limits.memory_bytes >> 20,
@@ -70,7 +70,7 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
         object(json!({
             "type": "object",
             "properties": {
-                "script": {"type": "string", "description": "The JavaScript or TypeScript program."},
+                "script": {"type": "string", "description": "JavaScript or TypeScript."},
                 "trace": {"type": "boolean", "description": "Add every call and stats."},
                 "mode": {"enum": ["run", "plan"], "description": "plan: record changes instead of making them, for one approval."},
                 "plan": {"type": "string", "description": "Apply this approved plan."},
