@@ -1,0 +1,2 @@
+const token = btoa("pve1:104");
+[token, atob(token)]

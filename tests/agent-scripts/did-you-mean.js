@@ -1,0 +1,1 @@
+await tools.vm_lst({ node: "pve1" })

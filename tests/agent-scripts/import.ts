@@ -1,0 +1,2 @@
+import { readFile } from "fs/promises";
+await readFile("/etc/hosts", "utf8")

@@ -1,0 +1,2 @@
+const nodes = await tools.node_list({});
+nodes.map((n) => n.node).sort()

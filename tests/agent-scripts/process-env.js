@@ -1,0 +1,1 @@
+process.env.PVE_TOKEN
