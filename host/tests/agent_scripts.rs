@@ -26,7 +26,10 @@ fn expected() -> BTreeMap<String, Value> {
         .collect();
     scripts.sort();
     let named: Vec<String> = expected.keys().cloned().collect();
-    assert_eq!(scripts, named, "every script and no other has an expectation");
+    assert_eq!(
+        scripts, named,
+        "every script and no other has an expectation"
+    );
     expected
 }
 

@@ -1,0 +1,1 @@
+() => ["no", "await", "needed"].join(" ")

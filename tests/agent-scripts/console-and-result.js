@@ -1,0 +1,3 @@
+const nodes = await tools.node_list({});
+console.log("found", nodes.length, "nodes");
+nodes.length

@@ -1,0 +1,2 @@
+const [{ node = "none", status } = {}] = await tools.node_list({});
+({ node, status })

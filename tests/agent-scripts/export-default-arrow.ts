@@ -1,0 +1,1 @@
+export default async (): Promise<number> => (await tools.node_list({})).length;

@@ -1,0 +1,2 @@
+const enum Tier { Read, Write }
+Tier.Write

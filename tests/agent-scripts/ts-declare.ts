@@ -1,0 +1,4 @@
+declare const injected: number;
+declare function helper(x: number): number;
+const n: number = 2;
+n * 21

@@ -1,0 +1,3 @@
+let total!: number;
+total = (await tools.node_list({})).length;
+total

@@ -1,0 +1,2 @@
+namespace Fleet { export const nodes = ["pve1"]; }
+Fleet.nodes

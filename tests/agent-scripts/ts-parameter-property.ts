@@ -1,0 +1,2 @@
+class Node { constructor(public name: string) {} }
+new Node("pve1").name
