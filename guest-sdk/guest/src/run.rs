@@ -38,7 +38,7 @@ fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
             Some(hint) => format!("{} ({hint})", e.message),
             None => e.message,
         };
-        json!({"kind": KIND_SYNTAX, "message": message, "line": e.line, "column": e.column})
+        syntax_error(message, e.line, e.column)
     };
     // JavaScript as written; failing that, without a Markdown fence or an
     // `export default` (rewritten only then, so a valid script's strings
@@ -78,11 +78,7 @@ fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
                 message,
                 line,
                 column,
-            } => {
-                return Err(
-                    json!({"kind": KIND_SYNTAX, "message": message, "line": line, "column": column}),
-                )
-            }
+            } => return Err(syntax_error(message, line, column)),
             // Read further as TypeScript than as JavaScript: most likely
             // TypeScript with a mistake of its own.
             typescript::Stripped::Invalid {
@@ -90,9 +86,11 @@ fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
                 line,
                 column,
             } if (line, column) > (as_js.line, as_js.column) => {
-                return Err(
-                    json!({"kind": KIND_SYNTAX, "message": format!("{message} (read as TypeScript)"), "line": line, "column": column}),
-                )
+                return Err(syntax_error(
+                    format!("{message} (read as TypeScript)"),
+                    line,
+                    column,
+                ))
             }
             typescript::Stripped::Invalid { .. } | typescript::Stripped::NotTypeScript => {
                 return Err(syntax(as_js))
@@ -149,6 +147,11 @@ fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
     let outcome = drive(&promise, prepared_calls, &positions, ctx);
     report_unhandled(&promise, ctx);
     outcome
+}
+
+/// A syntax error at the agent's `line` and `column`, as the guest reports it.
+fn syntax_error(message: String, line: u32, column: u32) -> Value {
+    json!({"kind": KIND_SYNTAX, "message": message, "line": line, "column": column})
 }
 
 fn compile(code: &str, ctx: &mut Context) -> boa_engine::JsResult<Script> {

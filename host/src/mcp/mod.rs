@@ -309,11 +309,7 @@ impl AirlockServer {
         answer: &CallToolResult,
         context: &RequestContext<RoleServer>,
     ) -> Option<rmcp::model::InputRequests> {
-        let s = answer.structured_content.as_ref()?;
-        if s["status"] != "waiting" {
-            return None;
-        }
-        self.questions_for_execution(s["execution"].as_str()?, &self.caller(context))
+        self.questions_for_execution(render::waiting_execution(answer)?, &self.caller(context))
     }
 
     /// The question `caller`'s waiting `execution` may put to its person
@@ -339,11 +335,8 @@ impl AirlockServer {
         args: &Value,
         context: &RequestContext<RoleServer>,
     ) -> Option<rmcp::model::InputRequiredResult> {
+        let execution = render::waiting_execution(answer)?;
         let s = answer.structured_content.as_ref()?;
-        if s["status"] != "waiting" {
-            return None;
-        }
-        let execution = s["execution"].as_str()?;
         let requests: Vec<String> = s["waiting"]
             .as_array()?
             .iter()

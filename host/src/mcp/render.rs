@@ -259,6 +259,16 @@ pub fn with_plan(answer: &mut CallToolResult, report: &crate::plans::Report) {
     }
 }
 
+/// The execution a `waiting` answer names (`None`: the answer is not a
+/// waiting one).
+pub fn waiting_execution(answer: &CallToolResult) -> Option<&str> {
+    let s = answer.structured_content.as_ref()?;
+    if s["status"] != "waiting" {
+        return None;
+    }
+    s["execution"].as_str()
+}
+
 /// A durable execution parked: what it waits for, who decides and how,
 /// and the one follow-up that goes on with it. Not an error: the agent's
 /// next step is the follow-up. With the run that parked it (`ran`), its

@@ -98,11 +98,8 @@ pub fn created(
     ttl: Duration,
     born_ms: impl FnOnce(&str) -> Option<i64>,
 ) -> Option<CreateTaskResult> {
+    let id = super::render::waiting_execution(answer)?;
     let s = answer.structured_content.as_ref()?;
-    if s["status"] != "waiting" {
-        return None;
-    }
-    let id = s["execution"].as_str()?;
     let born = at(born_ms(id).unwrap_or_else(now_ms));
     let now = at(now_ms());
     let status = if asks {
