@@ -294,11 +294,27 @@ fn a_stateless_client_is_asked_and_its_answers_resume_the_execution() {
         json!({"snapshot": "OK", "shutdown": "OK", "status": "stopped"}),
         "{r}"
     );
+    let lines = asked_twice_and_each_change_sent_once(&r, &config);
+    assert_eq!(
+        [
+            count(&lines, |l| l["event"] == "execution_start"),
+            count(&lines, |l| l["event"] == "execution_parked"),
+            count(&lines, |l| l["event"] == "execution_resumed"),
+            count(&lines, |l| l["event"] == "execution_end"),
+        ],
+        [1, 2, 2, 1]
+    );
+}
+
+/// The two-step change answered in the client (`r`, a client program's
+/// answer): the snapshot asked, then the shutdown, each approved there by
+/// its requester and sent once. The audit, for further checks.
+fn asked_twice_and_each_change_sent_once(r: &Value, config: &Path) -> Vec<Value> {
     let asked = r["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 2, "the snapshot, then the shutdown: {r}");
     assert!(asked[0].as_str().unwrap().contains("vm_snapshot_create"));
     assert!(asked[1].as_str().unwrap().contains("vm_shutdown"));
-    let lines = common::simulated_audit(&config);
+    let lines = common::simulated_audit(config);
     for tool in ["vm_snapshot_create", "vm_shutdown"] {
         let sent = count(&lines, |l| {
             l["event"] == "call" && l["tool"] == tool && l["decision"] == "allowed"
@@ -316,15 +332,7 @@ fn a_stateless_client_is_asked_and_its_answers_resume_the_execution() {
             (&json!("client"), &json!(true), &json!("approved"))
         );
     }
-    assert_eq!(
-        [
-            count(&lines, |l| l["event"] == "execution_start"),
-            count(&lines, |l| l["event"] == "execution_parked"),
-            count(&lines, |l| l["event"] == "execution_resumed"),
-            count(&lines, |l| l["event"] == "execution_end"),
-        ],
-        [1, 2, 2, 1]
-    );
+    lines
 }
 
 /// Four eyes on the 2026-07-28 path: nothing is asked that the person
@@ -436,23 +444,7 @@ fn a_task_asks_its_approvals_and_completes_as_one_execution() {
         .collect();
     assert_eq!(seen.first(), Some(&"input_required"), "{r}");
     assert_eq!(seen.last(), Some(&"completed"), "{r}");
-    let asked = r["asked"].as_array().unwrap();
-    assert_eq!(asked.len(), 2, "the snapshot, then the shutdown: {r}");
-    assert!(asked[0].as_str().unwrap().contains("vm_snapshot_create"));
-    assert!(asked[1].as_str().unwrap().contains("vm_shutdown"));
-    let lines = common::simulated_audit(&config);
-    for tool in ["vm_snapshot_create", "vm_shutdown"] {
-        let sent = count(&lines, |l| {
-            l["event"] == "call" && l["tool"] == tool && l["decision"] == "allowed"
-        });
-        assert_eq!(sent, 1, "{tool} sent once");
-    }
-    assert_eq!(
-        count(&lines, |l| l["event"] == "approval_decision"
-            && l["channel"] == "client"
-            && l["own"] == true),
-        2
-    );
+    let lines = asked_twice_and_each_change_sent_once(&r, &config);
     assert_eq!(
         [
             count(&lines, |l| l["event"] == "execution_start"),
@@ -531,15 +523,7 @@ fn a_task_is_cancelled_and_ends_once() {
     );
     assert_eq!(r["unknown"]["code"], -32602, "{r}");
     let lines = common::simulated_audit(&config);
-    let ends: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["event"] == "execution_end" && l["execution"] == id)
-        .collect();
-    assert_eq!(ends.len(), 1, "{ends:?}");
-    assert_eq!(
-        (&ends[0]["outcome"], &ends[0]["cancelled_by"]),
-        (&json!("Cancelled"), &json!("alice"))
-    );
+    common::cancelled_once_by(&lines, &id, "alice");
     assert_eq!(
         count(&lines, |l| l["event"] == "call"
             && l["tool"] == "vm_shutdown"

@@ -381,15 +381,7 @@ async fn an_operator_lists_and_cancels_a_waiting_execution() {
     assert_eq!(after["error"]["kind"], "UnknownExecution", "{after}");
     assert_eq!(w.sent().await, (0, 0), "nothing was sent");
     let lines = w.audit();
-    let ends: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["event"] == "execution_end" && l["execution"] == id)
-        .collect();
-    assert_eq!(ends.len(), 1, "{ends:?}");
-    assert_eq!(
-        (&ends[0]["outcome"], &ends[0]["cancelled_by"]),
-        (&json!("Cancelled"), &json!("olga"))
-    );
+    common::cancelled_once_by(&lines, &id, "olga");
     w.verify();
 }
 

@@ -37,14 +37,7 @@ impl World {
     /// `extra_toml` appended; a server on it with olga and alice enrolled.
     async fn new(extra_toml: &str) -> World {
         let (sim, dir, config) = common::configured(Duration::from_millis(5), extra_toml).await;
-        let text = std::fs::read_to_string(&config).unwrap();
-        let olga = "[identities.olga]\nmode = \"operator\"\n";
-        assert!(text.contains(olga), "{text}");
-        std::fs::write(
-            &config,
-            text.replace(olga, &format!("{olga}approve_own = true\n")),
-        )
-        .unwrap();
+        common::approves_own(&config, "olga", "operator");
         let enrollment = dir.path().join(common::ENROLLMENT);
         let (olga, alice) = (
             common::enroll(&enrollment, "olga"),
@@ -79,12 +72,7 @@ impl World {
 
     /// Shutdowns the cluster was asked for.
     async fn shutdowns(&self) -> usize {
-        self.sim
-            .requests()
-            .await
-            .iter()
-            .filter(|(method, path, _)| method == "POST" && path.contains("/status/shutdown"))
-            .count()
+        common::shutdowns(&self.sim).await
     }
 
     /// The pending approval requests, as an operator lists them.

@@ -1125,14 +1125,7 @@ impl Deployment {
     /// Olga may approve her own calls in her client (replicas started
     /// after this read it).
     fn olga_approves_her_own(&self) {
-        let text = std::fs::read_to_string(&self.config).unwrap();
-        let olga = "[identities.olga]\nmode = \"operator\"\n";
-        assert!(text.contains(olga), "{text}");
-        std::fs::write(
-            &self.config,
-            text.replace(olga, &format!("{olga}approve_own = true\n")),
-        )
-        .unwrap();
+        common::approves_own(&self.config, "olga", "operator");
     }
 
     /// The deployment's audit chain, exported from the database.
@@ -1149,12 +1142,7 @@ impl Deployment {
 
     /// Shutdowns the cluster was asked for.
     async fn shutdowns(&self) -> usize {
-        self._sim
-            .requests()
-            .await
-            .iter()
-            .filter(|(method, path, _)| method == "POST" && path.contains("/status/shutdown"))
-            .count()
+        common::shutdowns(&self._sim).await
     }
 }
 

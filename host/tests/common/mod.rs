@@ -530,3 +530,40 @@ pub fn modern(args: &[&str]) -> Option<serde_json::Value> {
     });
     Some(client_answer("typescript 2026", out))
 }
+
+/// Lets `identity` (its section written as the demo writes it, `mode =
+/// "operator"` and so on) approve its own calls in its client, in the
+/// configuration file `config`.
+pub fn approves_own(config: &std::path::Path, identity: &str, mode: &str) {
+    let text = std::fs::read_to_string(config).unwrap();
+    let section = format!("[identities.{identity}]\nmode = \"{mode}\"\n");
+    assert!(text.contains(&section), "{text}");
+    std::fs::write(
+        config,
+        text.replace(&section, &format!("{section}approve_own = true\n")),
+    )
+    .unwrap();
+}
+
+/// How many guest shutdowns the simulated cluster was asked for.
+pub async fn shutdowns(sim: &airlock_sim::Simulator) -> usize {
+    sim.requests()
+        .await
+        .iter()
+        .filter(|(method, path, _)| method == "POST" && path.contains("/status/shutdown"))
+        .count()
+}
+
+/// Asserts the audit has one end line for `execution`, `Cancelled` by
+/// `by`.
+pub fn cancelled_once_by(lines: &[serde_json::Value], execution: &serde_json::Value, by: &str) {
+    let ends: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "execution_end" && &l["execution"] == execution)
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(
+        (&ends[0]["outcome"], &ends[0]["cancelled_by"]),
+        (&serde_json::json!("Cancelled"), &serde_json::json!(by))
+    );
+}
