@@ -9,13 +9,18 @@ use common::{ok, TestHost};
 use serde_json::json;
 
 /// Scripts whose results depend on everything a replay must reproduce:
-/// the clocks, Math.random, timers racing calls, the order answers
+/// the clocks, Math.random and crypto, timers racing calls, the order answers
 /// arrive in.
 const NONDETERMINISTIC: &[&str] = &[
     // Clocks and randomness.
     "const t = Date.now(); const r = [Math.random(), Math.random()];
      const d = new Date().toISOString();
      const e = await tools.echo({t, r}); [t, r, d, e]",
+    // crypto's random bytes (WASI random_get, journaled like Math.random's).
+    "const id = crypto.randomUUID();
+     const b = Array.from(crypto.getRandomValues(new Uint32Array(4)));
+     const e = await tools.echo({id});
+     [id, b, e, crypto.randomUUID()]",
     // Timers racing calls whose delay is random: who wins is timing.
     "const slow = (ms) => tools.sleep({ms: Math.floor(Math.random() * ms)});
      const timer = (ms, v) => new Promise((res) => setTimeout(() => res(v), ms));

@@ -4,7 +4,9 @@
 
 mod array_sort;
 mod builtins;
+mod crypto;
 mod host;
+mod intl;
 mod json;
 mod json_parse;
 mod json_stringify;
@@ -16,6 +18,7 @@ mod script;
 mod symbol_registry;
 mod typed_array_fill;
 mod typescript;
+mod url;
 mod web;
 
 use std::cell::RefCell;

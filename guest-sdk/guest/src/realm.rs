@@ -172,6 +172,9 @@ fn install(ctx: &mut Context) -> JsResult<()> {
     crate::typed_array_fill::install(ctx)?;
     crate::symbol_registry::install(ctx)?;
     crate::web::install(ctx)?;
+    crate::url::install(ctx)?;
+    crate::crypto::install(ctx)?;
+    crate::intl::install(ctx)?;
 
     let mut console = ObjectInitializer::new(ctx);
     for (name, level) in [

@@ -51,9 +51,13 @@ pub enum Stripped {
     NotTypeScript,
 }
 
+/// A diagnostic's message, where it points, and whether it names
+/// syntax the stripper does not support (`enum`, `namespace`).
+type Diagnostic = (String, Option<BytePos>, bool);
+
 /// The first error the parser or the stripper reported, and where.
 #[derive(Clone, Default)]
-struct First(Arc<Mutex<Option<(String, Option<BytePos>, bool)>>>);
+struct First(Arc<Mutex<Option<Diagnostic>>>);
 
 impl Emitter for First {
     fn emit(&mut self, db: &mut DiagnosticBuilder<'_>) {

@@ -21,9 +21,25 @@ use crate::spec::{is_js_identifier, ToolSpec};
 /// Longest one-line signature before parameters are elided.
 const SIGNATURE_MAX: usize = 160;
 
-/// `declare namespace tools { ... }` for the given tools, with JSDoc.
+/// `declare namespace tools { ... }` for the given tools, with JSDoc,
+/// after a named type for each result a schema describes
+/// (`type VmListResult = ...`), so a script can write
+/// `const vms: VmListResult = await tools.vm_list({})` without declaring
+/// it (scripts are not type-checked; the name is for the reader).
 pub fn declarations<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> String {
-    let mut out = String::from("declare namespace tools {\n");
+    let specs: Vec<&ToolSpec> = specs.into_iter().collect();
+    let mut out = String::new();
+    for spec in &specs {
+        if let Some(schema) = &spec.output_schema {
+            out.push_str(&format!(
+                "/** What tools.{} answers. */\ntype {} = {};\n\n",
+                spec.name,
+                result_type(&spec.name),
+                ts_type(schema, 0)
+            ));
+        }
+    }
+    out.push_str("declare namespace tools {\n");
     for (i, spec) in specs.into_iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -54,17 +70,34 @@ fn function(spec: &ToolSpec, out: &mut String) {
     doc.push(format!("@remarks {}", flags.join(", ")));
     jsdoc(&doc, 1, out);
     let args = object_type(&spec.input_schema, 1);
-    let ret = spec
-        .output_schema
-        .as_ref()
-        .map(|s| ts_type(s, 1))
-        .unwrap_or_else(|| "unknown".into());
+    let ret = match spec.output_schema {
+        Some(_) => result_type(&spec.name),
+        None => "unknown".into(),
+    };
     let optional = required(&spec.input_schema).is_empty();
     out.push_str(&format!(
         "  function {}(args{}: {args}): Promise<{ret}>;\n",
         spec.name,
         if optional { "?" } else { "" }
     ));
+}
+
+/// The name [`declarations`] gives a tool's result: `vm_list` →
+/// `VmListResult`, `cluster.resources-get` → `ClusterResourcesGetResult`.
+pub fn result_type(tool: &str) -> String {
+    let mut out = String::new();
+    for word in tool.split(|c: char| !c.is_ascii_alphanumeric()) {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            out.push(first.to_ascii_uppercase());
+            out.extend(chars);
+        }
+    }
+    if out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, 'T');
+    }
+    out.push_str("Result");
+    out
 }
 
 /// `name(args: { a: string; b?: number }): Promise<unknown>` on one line.
@@ -372,7 +405,10 @@ mod tests {
     #[test]
     fn declaration_has_jsdoc_unions_optionals_and_defaults() {
         let d = declarations([&spec()]);
-        assert!(d.starts_with("declare namespace tools {\n"), "{d}");
+        assert!(
+            d.starts_with("/** What tools.vm_start answers. */\ntype VmStartResult = string;\n\ndeclare namespace tools {\n"),
+            "{d}"
+        );
         assert!(d.contains("function vm_start(args: {"), "{d}");
         assert!(d.contains("    node: string;"), "{d}");
         assert!(d.contains("    /**\n     * Guest id.\n     * integer, minimum 100\n     */\n    vmid: number;"), "{d}");
@@ -383,7 +419,7 @@ mod tests {
             d.contains("\"net-0\"?: {\n      bridge?: string;\n    };"),
             "{d}"
         );
-        assert!(d.contains("}): Promise<string>;"), "{d}");
+        assert!(d.contains("}): Promise<VmStartResult>;"), "{d}");
         assert!(d.contains("@remarks tier: operate, idempotent"), "{d}");
     }
 
@@ -403,6 +439,24 @@ mod tests {
         assert!(s.len() <= SIGNATURE_MAX + 20, "{s}");
         assert!(s.contains("param39: string"), "required first: {s}");
         assert!(s.contains("more }"), "{s}");
+    }
+
+    #[test]
+    fn result_types_are_named_for_their_tool() {
+        assert_eq!(result_type("vm_list"), "VmListResult");
+        assert_eq!(
+            result_type("cluster.resources-get"),
+            "ClusterResourcesGetResult"
+        );
+        assert_eq!(result_type("9p"), "T9pResult");
+        let mut s = spec();
+        s.output_schema = None;
+        let d = declarations([&s]);
+        assert!(
+            d.starts_with("declare namespace tools {"),
+            "no schema, no type: {d}"
+        );
+        assert!(d.contains("}): Promise<unknown>;"), "{d}");
     }
 
     #[test]
