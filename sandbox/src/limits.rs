@@ -234,8 +234,11 @@ impl Limits {
 /// the approvals it waits for last 30 days at most.
 pub const MAX_LIFETIME_MS: u64 = 30 * 24 * 3600 * 1000;
 
-/// A 32-bit guest cannot address more.
-pub const MAX_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// A 32-bit guest cannot address more than 4 GiB, and its top 1 MiB stays
+/// unmapped: the guest's own stack sits at the bottom of its memory, and a
+/// stack run past its bottom wraps to just under 4 GiB, where it must
+/// fault (reported as `stack_bytes`) rather than write over the heap.
+pub const MAX_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024 - (1 << 20);
 
 /// The most `result_bytes` and `args_bytes` may be: what the host parses
 /// into its own memory (several times the text's size) must stay far below
@@ -468,5 +471,30 @@ impl Limit {
 impl std::fmt::Display for Limit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 4 GiB would map the addresses a wrapped guest stack writes to.
+    #[test]
+    fn memory_stops_short_of_the_wrapped_stack() {
+        let at = |memory_bytes| {
+            Limits {
+                memory_bytes,
+                ..Limits::default()
+            }
+            .validate()
+        };
+        assert!(at(MAX_MEMORY_BYTES).is_ok());
+        assert!(matches!(
+            at(4 << 30),
+            Err(LimitsError::TooLarge {
+                field: "memory_bytes",
+                ..
+            })
+        ));
     }
 }

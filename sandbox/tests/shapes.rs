@@ -26,6 +26,29 @@ async fn a_script_that_is_one_function_is_called() {
     }
 }
 
+/// A called function's rejection is the outcome, said once: not also a
+/// warning about an unhandled rejection.
+#[tokio::test]
+async fn a_called_function_that_throws_fails_once() {
+    for script in [
+        "async () => { throw new Error('no node pve9'); }",
+        "export default async function main() { await null; throw new Error('no node pve9'); }",
+    ] {
+        let out = run(script).await;
+        match &out.result {
+            Err(ExecError::RuntimeError { message, .. }) => {
+                assert!(message.contains("no node pve9"), "{script}: {message}")
+            }
+            other => panic!("{script}: {other:?}"),
+        }
+        assert!(
+            out.logs.iter().all(|l| !l.message.contains("Uncaught")),
+            "{script}: {:?}",
+            out.logs
+        );
+    }
+}
+
 /// Positions survive the unwrapping: an error on line 3 of a fenced
 /// script is on line 3.
 #[tokio::test]

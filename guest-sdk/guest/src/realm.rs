@@ -5,9 +5,10 @@
 //! calls tool `x`), `callTool(name, args)`, `catalog.search(query,
 //! options)` and `catalog.describe(...names)` (finding tools: calls the
 //! gateway answers from its catalog), `console.log/info/warn/error`,
-//! `setTimeout(fn, ms, ...args)` and `clearTimeout(id)`. Nothing else: no
+//! `setTimeout(fn, ms, ...args)` and `clearTimeout(id)`; the web globals
+//! agents reach for (web.rs, url.rs, crypto.rs, intl.rs). Nothing else: no
 //! `fetch`, `require`, `process`, file or network access. `Date` reads the
-//! host's clock; `Math.random` the host's randomness. A timer never outlives
+//! host's clock; `Math.random` and `crypto` the host's randomness. A timer never outlives
 //! the execution that armed it.
 
 use std::{cell::RefCell, collections::HashMap, rc::Rc};

@@ -139,12 +139,14 @@ fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
             .map_err(|e| thrown(e, &positions, ctx))?,
         None => JsValue::undefined(),
     };
-    let promise = value
+    let mut promise = value
         .as_object()
         .and_then(|o| JsPromise::from_object(o).ok())
         .ok_or_else(|| json!({"kind": KIND_RUNTIME, "message": "internal: the script wrapper did not produce a promise", "stack": null}))?;
 
-    let outcome = drive(&promise, prepared_calls, &positions, ctx);
+    let outcome = drive(&mut promise, prepared_calls, &positions, ctx);
+    // The promise the outcome came from is the script's own: its
+    // rejection is the outcome, not a warning besides it.
     report_unhandled(&promise, ctx);
     outcome
 }
@@ -163,14 +165,14 @@ fn compile(code: &str, ctx: &mut Context) -> boa_engine::JsResult<Script> {
 }
 
 /// `calls_result`: the script is one function, called once its value is
-/// in (see [`script::Prepared::calls_result`]).
+/// in (see [`script::Prepared::calls_result`]); `promise` is then the
+/// promise of that call.
 fn drive(
-    promise: &JsPromise,
+    promise: &mut JsPromise,
     calls_result: bool,
     positions: &Positions,
     ctx: &mut Context,
 ) -> Result<Value, Value> {
-    let mut promise = promise.clone();
     let mut called = !calls_result;
     loop {
         if let Err(e) = ctx.run_jobs() {
@@ -186,7 +188,7 @@ fn drive(
                 let r = f
                     .call(&JsValue::undefined(), &[], ctx)
                     .map_err(|e| thrown(e, positions, ctx))?;
-                promise = JsPromise::resolve(r, ctx).map_err(|e| thrown(e, positions, ctx))?;
+                *promise = JsPromise::resolve(r, ctx).map_err(|e| thrown(e, positions, ctx))?;
                 continue;
             }
             PromiseState::Fulfilled(v) => {

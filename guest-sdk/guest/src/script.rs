@@ -20,6 +20,8 @@
 //! own positions); the statement's start tells where to insert `return `.
 //! Stack traces are mapped back to the agent's lines and columns.
 
+use std::collections::{HashMap, HashSet};
+
 use boa_engine::{
     ast::{
         expression::Expression, scope::Scope, statement::Statement, Declaration, Position, Span,
@@ -103,11 +105,13 @@ pub fn prepare(script: &str, ctx: &mut Context) -> Result<Prepared, SyntaxError>
     let mut changes: Vec<(usize, usize, String, Edit)> = Vec::new();
     let mut results = Vec::new();
     result_statements(body, &mut results);
+    let offsets = offsets_of(&analysed, &results);
     for at in results {
         // `return <expr>` is always valid where an expression statement
         // stood: the expression starts on this line (no ASI hazard) and an
         // expression statement never starts with `{`, `function` or `class`.
-        if let Some(start) = offset_of(&analysed, at)
+        if let Some(start) = offsets
+            .get(&(at.line_number(), at.column_number()))
             .and_then(|o| o.checked_sub(ANALYSIS_PREFIX.len()))
             .filter(|&o| starts_a_statement(script, o))
         {
@@ -383,12 +387,23 @@ fn positions(text: &str) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
     })
 }
 
-/// Byte offset of a boa position.
-fn offset_of(text: &str, pos: Position) -> Option<usize> {
-    let want = (pos.line_number(), pos.column_number());
-    positions(text)
-        .find(|&(_, l, c)| (l, c) == want)
-        .map(|(i, _, _)| i)
+/// Byte offsets of boa positions, by (line, column), in one pass over the
+/// text however many positions are wanted.
+fn offsets_of(text: &str, wanted: &[Position]) -> HashMap<(u32, u32), usize> {
+    let wanted: HashSet<(u32, u32)> = wanted
+        .iter()
+        .map(|p| (p.line_number(), p.column_number()))
+        .collect();
+    let mut found = HashMap::with_capacity(wanted.len());
+    for (i, l, c) in positions(text) {
+        if found.len() == wanted.len() {
+            break;
+        }
+        if wanted.contains(&(l, c)) {
+            found.insert((l, c), i);
+        }
+    }
+    found
 }
 
 /// The syntax error of the wrapped script, for errors only a full script

@@ -29,6 +29,9 @@ pub fn search(results: &Results, runbooks: &[Found]) -> CallToolResult {
     for h in &results.hits {
         text.push_str(&format!("{} [{}]\n  {}\n", h.signature, h.tier, h.summary));
     }
+    if let Some(example) = &results.example {
+        text.push_str(&format!("e.g. {example}\n"));
+    }
     for r in runbooks {
         text.push_str(&format!(
             "{} [runbook, {} {}]\n  {}\n",

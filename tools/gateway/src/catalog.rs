@@ -286,7 +286,15 @@ impl Catalog {
                 .is_empty()
                 .then(|| search::guidance(self.len(), EXAMPLES)),
         };
-        Results { hits, hint }
+        let example = hits
+            .first()
+            .and_then(|h| self.by_name.get(&h.name))
+            .map(|&i| typescript::example(&self.entries[i].spec));
+        Results {
+            hits,
+            hint,
+            example,
+        }
     }
 
     /// One answer per requested name: the schema and its TypeScript, or an

@@ -308,6 +308,9 @@ pub struct Results {
     /// How to search better, when the query found nothing useful.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// How a script calls the first hit, its result in a typed variable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub example: Option<String>,
 }
 
 impl Results {

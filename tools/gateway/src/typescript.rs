@@ -100,6 +100,35 @@ pub fn result_type(tool: &str) -> String {
     out
 }
 
+/// One line showing how a script calls `spec`, its result in a typed
+/// variable: `const r: VmStatusResult = await tools.vm_status({ node, vmid });`
+/// (the required arguments as shorthand properties, for variables the
+/// script already holds).
+pub fn example(spec: &ToolSpec) -> String {
+    let args: Vec<String> = properties(&spec.input_schema)
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| required(&spec.input_schema).contains(&name.as_str()))
+        .map(|name| {
+            if is_js_identifier(&name) {
+                name
+            } else {
+                format!("{}: …", key(&name))
+            }
+        })
+        .collect();
+    let args = if args.is_empty() {
+        "{}".to_string()
+    } else {
+        format!("{{ {} }}", args.join(", "))
+    };
+    let typed = match spec.output_schema {
+        Some(_) => format!(": {}", result_type(&spec.name)),
+        None => String::new(),
+    };
+    format!("const r{typed} = await tools.{}({args});", spec.name)
+}
+
 /// `name(args: { a: string; b?: number }): Promise<unknown>` on one line.
 pub fn signature(spec: &ToolSpec) -> String {
     let props = properties(&spec.input_schema);
@@ -457,6 +486,21 @@ mod tests {
             "no schema, no type: {d}"
         );
         assert!(d.contains("}): Promise<unknown>;"), "{d}");
+    }
+
+    #[test]
+    fn an_example_keeps_the_result_in_a_typed_variable() {
+        assert_eq!(
+            example(&spec()),
+            "const r: VmStartResult = await tools.vm_start({ node, vmid });"
+        );
+        let mut s = spec();
+        s.output_schema = None;
+        s.input_schema = json!({"type": "object", "properties": {"net-0": {"type": "string"}}, "required": ["net-0"]});
+        assert_eq!(
+            example(&s),
+            "const r = await tools.vm_start({ \"net-0\": … });"
+        );
     }
 
     #[test]
