@@ -61,6 +61,12 @@ attempt(() => new URL('/api2/json'));
 attempt(() => crypto.getRandomValues(new Uint8Array(65537)));
 attempt(() => crypto.getRandomValues(new Float64Array(2)));
 attempt(() => new Intl.DateTimeFormat('en-US', { dateStyle: 'short', hour: 'numeric' }));
+attempt(() => (16384).toLocaleString('de-DE'));
+attempt(() => new Date(0).toLocaleDateString('en-GB'));
+attempt(() => new Date(0).toLocaleDateString('sv-SE'));
+attempt(() => (5).toLocaleString('en-US', { roundingIncrement: 5, maximumFractionDigits: 0 }));
+attempt(() => new Intl.NumberFormat({ length: 2, 0: 'en-US', 1: 'en_US' }));
+errors.push(Intl.NumberFormat.supportedLocalesOf(['en-GB', 'en-US', 'en', 'de', 'und']).join());
 errors"#;
     let out = run(script).await;
     let errors = ok(&out).as_array().unwrap().clone();
@@ -81,6 +87,14 @@ errors"#;
     says(6, &["QuotaExceededError", "65537", "65536"]);
     says(7, &["TypeError", "integer typed array"]);
     says(8, &["TypeError", "dateStyle", "hour"]);
+    // Another locale is refused, not formatted as en-US: "16,384" read as
+    // German is sixteen, and 1/12/1970 read as British is January.
+    says(9, &["RangeError", "de-DE", "\"en-US\""]);
+    says(10, &["RangeError", "en-GB"]);
+    says(11, &["RangeError", "sv-SE", "toISOString"]);
+    says(12, &["RangeError", "roundingIncrement"]);
+    says(13, &["RangeError", "en_US"]);
+    assert_eq!(errors[14], json!("en-US,en,und"));
 }
 
 #[tokio::test]
@@ -140,4 +154,30 @@ async fn a_bad_url_is_a_type_error_the_script_sees() {
     }
     let out = run("URL.parse('nope') === null && URL.canParse('https://x/')").await;
     assert_eq!(ok(&out), &Value::Bool(true));
+}
+
+/// `Intl`, `URL` and `crypto` are built at their first use (a fresh
+/// instance that never uses them pays nothing for them): what a script
+/// sees is the same whichever it touches first.
+#[tokio::test]
+async fn globals_built_at_first_use_behave_as_if_always_there() {
+    let script = r#"
+const early = Number.prototype.toLocaleString;   // a stand-in, taken before anything is built
+const had = ['Intl', 'URL', 'URLSearchParams', 'crypto'].map((g) => g in globalThis);
+URLSearchParams = 'mine';                         // a script may shadow one before its first use
+[had, early.call(16384), typeof Intl.NumberFormat, Number.prototype.toLocaleString === early,
+ URLSearchParams, new URL('https://pve1:8006').port, [3, 1, 2].map(String).sort((a, b) => a.localeCompare(b))]"#;
+    let out = run(script).await;
+    assert_eq!(
+        ok(&out),
+        &json!([
+            [true, true, true, true],
+            "16,384",
+            "function",
+            false,
+            "mine",
+            "8006",
+            ["1", "2", "3"]
+        ])
+    );
 }

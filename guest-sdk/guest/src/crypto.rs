@@ -10,7 +10,7 @@ use boa_engine::{
         builtins::{AlignedVec, JsArrayBuffer},
         ObjectInitializer,
     },
-    Context, JsArgs, JsNativeError, JsResult, JsValue, NativeFunction, Source,
+    Context, JsArgs, JsNativeError, JsObject, JsResult, JsValue, NativeFunction,
 };
 
 /// Most bytes one `getRandomValues` fills, as the Web Crypto standard
@@ -50,17 +50,16 @@ const CLASSES: &str = r#"(function (native) {
   });
 })"#;
 
-/// Defines `crypto` on the realm being built.
+/// Puts `crypto` on the realm being built, built at its first use
+/// (lazy.rs).
 pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
+    crate::lazy::install(ctx, &["crypto"], &[], CLASSES, natives)
+}
+
+fn natives(ctx: &mut Context) -> JsObject {
     let mut natives = ObjectInitializer::new(ctx);
     natives.function(NativeFunction::from_fn_ptr(bytes), js_string!("bytes"), 1);
-    let natives = natives.build();
-    let installer = ctx.eval(Source::from_bytes(CLASSES))?;
-    let installer = installer
-        .as_callable()
-        .ok_or_else(|| JsNativeError::typ().with_message("crypto is not a function"))?;
-    installer.call(&JsValue::undefined(), &[natives.into()], ctx)?;
-    Ok(())
+    natives.build()
 }
 
 /// `bytes(n)`: an `ArrayBuffer` of `n` bytes drawn from the host.

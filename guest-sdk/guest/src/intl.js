@@ -2,18 +2,27 @@
   'use strict';
   // Intl for English, without ICU data: the formats agents print reports
   // with (numbers, currencies, units, dates in UTC or a fixed offset,
-  // lists, plurals, relative times, sorting). Every locale resolves to
-  // en-US, as a runtime without a locale's data does; a tag that is not
-  // BCP 47 is refused.
+  // lists, plurals, relative times, sorting), as Node gives them for
+  // en-US. Another locale is refused rather than formatted as en-US
+  // (a "de-DE" number or an "en-GB" date read as American misleads).
   const LOCALE = 'en-US';
   const define = (target, name, value) => Object.defineProperty(target, name, {
     value, writable: true, enumerable: false, configurable: true,
   });
   const TAG = /^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$/;
 
-  function locales(input, who) {
+  // The requested locales, canonicalised, as the standard reads them (an
+  // array-like, not an iterable).
+  function canonical(input, who) {
     if (input === undefined) return [];
-    const list = typeof input === 'string' ? [input] : Array.from(input);
+    let list;
+    if (typeof input === 'string') list = [input];
+    else {
+      const o = Object(input);
+      const length = Math.min(Math.max(Math.floor(Number(o.length)) || 0, 0), 2 ** 32);
+      list = [];
+      for (let k = 0; k < length; k++) if (k in o) list.push(o[k]);
+    }
     return list.map((tag) => {
       if (typeof tag !== 'string' || !TAG.test(tag)) {
         const hint = typeof tag === 'string' && tag.includes('_') ? `; write "${tag.replace(/_/g, '-')}"` : '';
@@ -23,6 +32,19 @@
       return parts.map((p, i) => i === 0 ? p.toLowerCase() : p.length === 2 ? p.toUpperCase()
         : p.length === 4 ? p[0].toUpperCase() + p.slice(1).toLowerCase() : p.toLowerCase()).join('-');
     });
+  }
+  // English as spoken in the US, or no language in particular.
+  const english = (tag) => {
+    const [language, ...rest] = tag.split('-');
+    const region = rest.find((p) => /^([A-Z]{2}|\d{3})$/.test(p));
+    return (language === 'en' || language === 'und') && (region === undefined || region === 'US');
+  };
+  function locales(input, who) {
+    const list = canonical(input, who);
+    if (list.length > 0 && !english(list[0])) {
+      throw new RangeError(`${who}: only "en-US" formats are available in the sandbox, which has no locale data, not "${list[0]}"; pass "en-US" or leave the locale out (for an ISO date use date.toISOString())`);
+    }
+    return list;
   }
   function options(input) {
     if (input === undefined) return Object.create(null);
@@ -51,7 +73,7 @@
     const v = o[name];
     return v === undefined ? fallback : Boolean(v);
   }
-  const supported = (input, who) => locales(input, who).filter((t) => t.split('-')[0] === 'en');
+  const supported = (input, who) => canonical(input, who).filter(english);
 
   // ---- decimal arithmetic on the shortest digits of a double ----------
 
@@ -69,17 +91,29 @@
     const ds = all.slice(lead).replace(/0+$/, '');
     return { negative, digits: ds, point: ds === '' ? 0 : whole.length + exp - lead };
   }
-  // Rounds half away from zero, keeping `keep` digits.
-  function round(d, keep) {
+  // Keeps `keep` digits, rounding as `mode` says (ECMA-402's modes; the
+  // default, halfExpand, rounds half away from zero).
+  function round(d, keep, mode = 'halfExpand') {
     if (keep >= d.digits.length) return d;
-    if (keep < 0) return { negative: d.negative, digits: '', point: 0 };
-    let head = d.digits.slice(0, keep);
-    let point = d.point;
-    if (d.digits.charCodeAt(keep) >= 53) {
+    let digits = d.digits, point = d.point;
+    if (keep < 0) { digits = '0'.repeat(-keep) + digits; point -= keep; keep = 0; }
+    let head = digits.slice(0, keep);
+    const rest = digits.slice(keep);
+    // what is dropped, against half a unit (digits carry no trailing zeros)
+    const half = rest[0] > '5' || (rest[0] === '5' && rest.length > 1) ? 1 : rest[0] === '5' ? 0 : -1;
+    const odd = head.length > 0 && (head.charCodeAt(head.length - 1) & 1) === 1;
+    const up = {
+      ceil: !d.negative, floor: d.negative, expand: true, trunc: false,
+      halfCeil: half > 0 || (half === 0 && !d.negative), halfFloor: half > 0 || (half === 0 && d.negative),
+      halfExpand: half >= 0, halfTrunc: half > 0, halfEven: half > 0 || (half === 0 && odd),
+    }[mode];
+    if (up) {
+      if (head === '') { head = '1'; point += 1; } else {
       let i = head.length - 1;
       while (i >= 0 && head[i] === '9') i--;
       if (i < 0) { head = '1'; point += 1; }
       else head = head.slice(0, i) + String.fromCharCode(head.charCodeAt(i) + 1);
+      }
     }
     head = head.replace(/0+$/, '');
     return { negative: d.negative, digits: head, point: head === '' ? 0 : point };
@@ -191,7 +225,17 @@
       r.notation = notation;
       if (notation === 'compact') r.compactDisplay = pick(o, 'compactDisplay', ['short', 'long'], 'short', who);
       r.signDisplay = pick(o, 'signDisplay', ['auto', 'never', 'always', 'exceptZero', 'negative'], 'auto', who);
-      r.roundingMode = 'halfExpand';
+      r.roundingMode = pick(o, 'roundingMode', ['ceil', 'floor', 'expand', 'trunc', 'halfCeil', 'halfFloor', 'halfExpand', 'halfTrunc', 'halfEven'], 'halfExpand', who);
+      r.trailingZeroDisplay = pick(o, 'trailingZeroDisplay', ['auto', 'stripIfInteger'], 'auto', who);
+      // What is not done here is refused, not ignored.
+      const only = (name, value) => {
+        if (o[name] !== undefined && String(o[name]) !== String(value)) {
+          throw new RangeError(`${who}: ${name} ${JSON.stringify(String(o[name]))} is not available in the sandbox (only ${JSON.stringify(value)}); round with Math.round and friends first`);
+        }
+      };
+      only('roundingIncrement', 1);
+      only('roundingPriority', 'auto');
+      only('numberingSystem', 'latn');
       this.#o = r;
     }
     static supportedLocalesOf(l) { return supported(l, 'Intl.NumberFormat.supportedLocalesOf'); }
@@ -220,23 +264,23 @@
           d = { negative: d.negative, digits: d.digits, point: d.point - exponent };
         }
       }
+      const mode = o.roundingMode;
       const rounded = (x) => {
-        if (o.maximumSignificantDigits !== undefined) return round(x, o.maximumSignificantDigits);
-        if (o.maximumFractionDigits !== undefined) return round(x, x.point + o.maximumFractionDigits);
+        if (o.maximumSignificantDigits !== undefined) return round(x, o.maximumSignificantDigits, mode);
+        if (o.maximumFractionDigits !== undefined) return round(x, x.point + o.maximumFractionDigits, mode);
         // compact's default: whole numbers from two integer digits, else two significant digits
-        return x.point >= 2 ? round(x, x.point) : round(x, 2);
+        return x.point >= 2 ? round(x, x.point, mode) : round(x, 2, mode);
       };
       if (o.notation === 'compact' && d.digits !== '') {
-        let level = Math.min(Math.floor((d.point - 1) / 3), COMPACT.length);
-        if (level > 0) {
-          let scaled = rounded({ negative: d.negative, digits: d.digits, point: d.point - level * 3 });
-          if (scaled.point > 3 && level < COMPACT.length) {
-            level += 1;
-            scaled = rounded({ negative: d.negative, digits: d.digits, point: d.point - level * 3 });
-          }
-          d = scaled;
-          compact = COMPACT[level - 1][o.compactDisplay === 'long' ? 1 : 0];
-        } else d = rounded(d);
+        let level = Math.max(0, Math.min(Math.floor((d.point - 1) / 3), COMPACT.length));
+        let scaled = rounded({ negative: d.negative, digits: d.digits, point: d.point - level * 3 });
+        // rounding carried into the next unit: 999.5 is 1K, 999,999 is 1M
+        if (scaled.point > 3 && level < COMPACT.length) {
+          level += 1;
+          scaled = rounded({ negative: d.negative, digits: d.digits, point: d.point - level * 3 });
+        }
+        d = scaled;
+        if (level > 0) compact = COMPACT[level - 1][o.compactDisplay === 'long' ? 1 : 0];
       } else d = rounded(d);
       if (scientific && d.digits !== '' && d.point - 1 > (o.notation === 'engineering' ? 2 : 0)) {
         // rounding carried into another digit: 9.99E2 → 1E3
@@ -244,7 +288,8 @@
         exponent += step;
         d = { negative: d.negative, digits: d.digits, point: d.point - step };
       }
-      const [int, frac] = split(d, o.minimumIntegerDigits, o.minimumFractionDigits !== undefined ? o.minimumFractionDigits : 0, o.minimumSignificantDigits || 0);
+      let [int, frac] = split(d, o.minimumIntegerDigits, o.minimumFractionDigits !== undefined ? o.minimumFractionDigits : 0, o.minimumSignificantDigits || 0);
+      if (o.trailingZeroDisplay === 'stripIfInteger' && /^0*$/.test(frac)) frac = '';
       const group = o.useGrouping === 'always' || o.useGrouping === 'auto' ? int.length > 3
         : o.useGrouping === 'min2' ? int.length > 4 : false;
       if (group) {
@@ -392,7 +437,7 @@
     formatRange(a, b) { return `${this.format(a)} – ${this.format(b)}`; }
     formatToParts(date) {
       const t = date === undefined ? Date.now() : date instanceof Date ? date.getTime() : Number(date);
-      if (!Number.isFinite(t)) throw new RangeError('Intl.DateTimeFormat: invalid time value (the date is "Invalid Date")');
+      if (!Number.isFinite(t) || Math.abs(t) > 8.64e15) throw new RangeError('Intl.DateTimeFormat: invalid time value (the date is "Invalid Date")');
       const o = this.#o;
       const at = new Date(t + this.#offset * 60000);
       const c = {
@@ -510,6 +555,7 @@
       return Object.assign(r, { locale: LOCALE, type: this.#o.type, pluralCategories: this.#o.type === 'ordinal' ? ['few', 'one', 'two', 'other'] : ['one', 'other'] });
     }
     select(n) {
+      if (!Number.isFinite(Number(n))) return 'other';
       const text = this.#o.format.format(Math.abs(Number(n))).replace(/,/g, '');
       if (this.#o.type === 'cardinal') return text === '1' ? 'one' : 'other';
       if (text.includes('.')) return 'other';
@@ -608,7 +654,7 @@
   define(Intl, 'PluralRules', PluralRules);
   define(Intl, 'ListFormat', ListFormat);
   define(Intl, 'RelativeTimeFormat', RelativeTimeFormat);
-  define(Intl, 'getCanonicalLocales', (l) => locales(l, 'Intl.getCanonicalLocales'));
+  define(Intl, 'getCanonicalLocales', (l) => canonical(l, 'Intl.getCanonicalLocales'));
   define(Intl, 'supportedValuesOf', (key) => {
     if (key === 'currency') return Object.keys(CURRENCY).sort();
     if (key === 'unit') return Object.keys(UNITS).sort();

@@ -14,28 +14,41 @@
 use std::cmp::Ordering;
 
 use boa_engine::{
-    js_string, object::ObjectInitializer, Context, JsArgs, JsNativeError, JsResult, JsValue,
-    NativeFunction, Source,
+    js_string, object::ObjectInitializer, Context, JsArgs, JsObject, JsResult, JsValue,
+    NativeFunction,
 };
 use icu_normalizer::DecomposingNormalizerBorrowed;
 
 const CLASSES: &str = include_str!("intl.js");
 
-/// Defines `Intl` and the locale methods on the realm being built.
+/// Puts `Intl` and the locale methods on the realm being built, built at
+/// the first use of any of them (lazy.rs).
 pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
+    crate::lazy::install(
+        ctx,
+        &["Intl"],
+        &[
+            ("Number", "toLocaleString"),
+            ("BigInt", "toLocaleString"),
+            ("Date", "toLocaleString"),
+            ("Date", "toLocaleDateString"),
+            ("Date", "toLocaleTimeString"),
+            ("String", "localeCompare"),
+            ("Array", "toLocaleString"),
+        ],
+        CLASSES,
+        natives,
+    )
+}
+
+fn natives(ctx: &mut Context) -> JsObject {
     let mut natives = ObjectInitializer::new(ctx);
     natives.function(
         NativeFunction::from_fn_ptr(collate),
         js_string!("collate"),
         6,
     );
-    let natives = natives.build();
-    let installer = ctx.eval(Source::from_bytes(CLASSES))?;
-    let installer = installer
-        .as_callable()
-        .ok_or_else(|| JsNativeError::typ().with_message("Intl is not a function"))?;
-    installer.call(&JsValue::undefined(), &[natives.into()], ctx)?;
-    Ok(())
+    natives.build()
 }
 
 /// `collate(a, b, level, numeric, ignorePunctuation, upperFirst)`: -1, 0

@@ -10,6 +10,7 @@ mod intl;
 mod json;
 mod json_parse;
 mod json_stringify;
+mod lazy;
 mod realm;
 mod regexp_literals;
 mod regexp_test;

@@ -7,7 +7,7 @@
 use boa_engine::{
     js_string,
     object::{builtins::JsArray, ObjectInitializer},
-    Context, JsArgs, JsNativeError, JsResult, JsString, JsValue, NativeFunction, Source,
+    Context, JsArgs, JsObject, JsResult, JsString, JsValue, NativeFunction,
 };
 use url::{quirks, Url};
 
@@ -107,7 +107,10 @@ const CLASSES: &str = r#"(function (native) {
       try { return new URL(url, base); } catch { return null; }
     }
     #set(field, value) {
-      const parts = native.set(this.#parts[0], field, text(value));
+      // The standard's parser drops tabs and newlines from a setter's
+      // value as from a whole URL; the setters here would keep them.
+      const v = field === 'href' ? text(value) : text(value).replace(/[\t\n\r]/g, '');
+      const parts = native.set(this.#parts[0], field, v);
       if (parts === null) {
         if (field === 'href') throw new TypeError(`URL: "${text(value)}" is not an absolute URL`);
         return;
@@ -157,8 +160,13 @@ const CLASSES: &str = r#"(function (native) {
   define('URLSearchParams', URLSearchParams);
 })"#;
 
-/// Defines `URL` and `URLSearchParams` on the realm being built.
+/// Puts `URL` and `URLSearchParams` on the realm being built, built at
+/// their first use (lazy.rs).
 pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
+    crate::lazy::install(ctx, &["URL", "URLSearchParams"], &[], CLASSES, natives)
+}
+
+fn natives(ctx: &mut Context) -> JsObject {
     let mut natives = ObjectInitializer::new(ctx);
     natives.function(NativeFunction::from_fn_ptr(parse), js_string!("parse"), 2);
     natives.function(NativeFunction::from_fn_ptr(set), js_string!("set"), 3);
@@ -172,22 +180,16 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
         js_string!("formSerialize"),
         1,
     );
-    let natives = natives.build();
-    let installer = ctx.eval(Source::from_bytes(CLASSES))?;
-    let installer = installer
-        .as_callable()
-        .ok_or_else(|| JsNativeError::typ().with_message("URL classes are not a function"))?;
-    installer.call(&JsValue::undefined(), &[natives.into()], ctx)?;
-    Ok(())
+    natives.build()
 }
 
 fn string(value: &JsValue) -> Option<String> {
     value.as_string().map(|s| s.to_std_string_lossy())
 }
 
-/// The URL's fields in the order the classes read them, or `null`.
-fn parts(url: &Url, ctx: &mut Context) -> JsValue {
-    let fields = [
+/// The URL's fields in the order the classes read them.
+fn fields(url: &Url) -> [String; 11] {
+    [
         quirks::href(url).to_string(),
         quirks::origin(url),
         quirks::protocol(url).to_string(),
@@ -199,9 +201,12 @@ fn parts(url: &Url, ctx: &mut Context) -> JsValue {
         quirks::pathname(url).to_string(),
         quirks::search(url).to_string(),
         quirks::hash(url).to_string(),
-    ];
+    ]
+}
+
+fn parts(url: &Url, ctx: &mut Context) -> JsValue {
     JsArray::from_iter(
-        fields
+        fields(url)
             .into_iter()
             .map(|f| JsValue::from(JsString::from(f.as_str()))),
         ctx,
@@ -257,7 +262,13 @@ fn set(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue
     if !done && field == "href" {
         return Ok(JsValue::null());
     }
-    Ok(parts(&url, ctx))
+    // A set whose href reads back as another URL (a host that appears
+    // once the href is parsed again) is not made: what a script reads
+    // must be what it would send.
+    match Url::parse(url.as_str()) {
+        Ok(again) if fields(&again) == fields(&url) => Ok(parts(&url, ctx)),
+        _ => Ok(Url::parse(&href).map_or(JsValue::null(), |old| parts(&old, ctx))),
+    }
 }
 
 /// `formParse(query)`: `[[name, value], ...]` as

@@ -47,6 +47,12 @@ pub fn quote_name(name: &str) -> String {
 pub struct Entry {
     pub spec: ToolSpec,
     pub signature: String,
+    /// The name its result type has in `get_schema`'s declarations:
+    /// `VmListResult`, or `VmListResult2` for a second tool whose name
+    /// folds to the same (`vmList`).
+    pub result_type: String,
+    /// How a script calls it (`search` shows it for the first hit).
+    pub example: String,
     validator: ArgsValidator,
 }
 
@@ -128,6 +134,7 @@ impl Catalog {
     ) -> Result<(Self, Vec<Clash>), CatalogError> {
         let mut entries: Vec<Entry> = Vec::new();
         let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut result_types: HashMap<String, u32> = HashMap::new();
         let mut clashes = Vec::new();
         for (backend, specs) in sources {
             for mut spec in specs {
@@ -162,9 +169,19 @@ impl Catalog {
                     })?;
                 let signature = typescript::signature(&spec);
                 by_name.insert(spec.name.clone(), entries.len());
+                let folded = typescript::result_type(&spec.name);
+                let count = result_types.entry(folded.clone()).or_insert(0u32);
+                *count += 1;
+                let result_type = match *count {
+                    1 => folded,
+                    n => format!("{folded}{n}"),
+                };
+                let example = typescript::example(&spec, &result_type);
                 entries.push(Entry {
                     spec,
                     signature,
+                    result_type,
+                    example,
                     validator,
                 });
             }
@@ -289,7 +306,7 @@ impl Catalog {
         let example = hits
             .first()
             .and_then(|h| self.by_name.get(&h.name))
-            .map(|&i| typescript::example(&self.entries[i].spec));
+            .map(|&i| self.entries[i].example.clone());
         Results {
             hits,
             hint,
@@ -324,7 +341,7 @@ impl Catalog {
                 backend: e.spec.backend.clone(),
                 endpoint: e.spec.endpoint.clone(),
                 json_schema: e.spec.input_schema.clone(),
-                typescript: typescript::declarations([&e.spec]),
+                typescript: typescript::declarations_named([(&e.spec, e.result_type.as_str())]),
             },
             None => SchemaAnswer::Unknown {
                 name: quote_name(name),
@@ -437,6 +454,40 @@ mod tests {
         ])
         .unwrap();
         assert!(again.contains("quox_node_list"));
+    }
+
+    /// Two tools whose names fold to one type name get two type names, and
+    /// `search`'s example names the type its tool's schema declares.
+    #[test]
+    fn result_types_are_told_apart() {
+        let mut a = tool("vm_list", Tier::Read, "List VMs");
+        a.output_schema = Some(json!({"type": "array"}));
+        let mut b = tool("vmList", Tier::Read, "Enumerate guests");
+        b.output_schema = Some(json!({"type": "string"}));
+        let (cat, _) = Catalog::build(vec![("pve".into(), vec![a, b])]).unwrap();
+        let schema = |name: &str| match cat.schemas(&[name.to_string()]).remove(0) {
+            SchemaAnswer::Found { typescript, .. } => typescript,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            schema("vm_list").contains("type VmListResult = unknown[];"),
+            "{}",
+            schema("vm_list")
+        );
+        assert!(
+            schema("vmList").contains("type VmListResult2 = string;"),
+            "{}",
+            schema("vmList")
+        );
+        let found = cat.search(&Query {
+            text: "enumerate".into(),
+            ..Query::default()
+        });
+        assert_eq!(found.hits[0].name, "vmList");
+        assert_eq!(
+            found.example.as_deref(),
+            Some("const r: VmListResult2 = await tools.vmList({});")
+        );
     }
 
     #[test]

@@ -28,29 +28,37 @@ const SIGNATURE_MAX: usize = 160;
 /// it (scripts are not type-checked; the name is for the reader).
 pub fn declarations<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> String {
     let specs: Vec<&ToolSpec> = specs.into_iter().collect();
+    let names: Vec<String> = specs.iter().map(|s| result_type(&s.name)).collect();
+    declarations_named(specs.into_iter().zip(names.iter().map(String::as_str)))
+}
+
+/// [`declarations`] with each result type's name given: the catalog's,
+/// which tells apart tools whose names fold to the same one (`vm_list`
+/// and `vmList`).
+pub fn declarations_named<'a>(tools: impl IntoIterator<Item = (&'a ToolSpec, &'a str)>) -> String {
+    let tools: Vec<(&ToolSpec, &str)> = tools.into_iter().collect();
     let mut out = String::new();
-    for spec in &specs {
+    for (spec, name) in &tools {
         if let Some(schema) = &spec.output_schema {
             out.push_str(&format!(
-                "/** What tools.{} answers. */\ntype {} = {};\n\n",
+                "/** What tools.{} answers. */\ntype {name} = {};\n\n",
                 spec.name,
-                result_type(&spec.name),
                 ts_type(schema, 0)
             ));
         }
     }
     out.push_str("declare namespace tools {\n");
-    for (i, spec) in specs.into_iter().enumerate() {
+    for (i, (spec, name)) in tools.into_iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        function(spec, &mut out);
+        function(spec, name, &mut out);
     }
     out.push_str("}\n");
     out
 }
 
-fn function(spec: &ToolSpec, out: &mut String) {
+fn function(spec: &ToolSpec, result_name: &str, out: &mut String) {
     let mut doc = vec![spec.summary.clone()];
     if !spec.description.is_empty() && spec.description != spec.summary {
         doc.push(String::new());
@@ -71,8 +79,8 @@ fn function(spec: &ToolSpec, out: &mut String) {
     jsdoc(&doc, 1, out);
     let args = object_type(&spec.input_schema, 1);
     let ret = match spec.output_schema {
-        Some(_) => result_type(&spec.name),
-        None => "unknown".into(),
+        Some(_) => result_name,
+        None => "unknown",
     };
     let optional = required(&spec.input_schema).is_empty();
     out.push_str(&format!(
@@ -100,30 +108,94 @@ pub fn result_type(tool: &str) -> String {
     out
 }
 
+/// Most required arguments an example names before `…`.
+const EXAMPLE_ARGS: usize = 6;
+
+/// Words a shorthand property cannot be (`{ delete }` does not parse).
+const RESERVED: &[&str] = &[
+    "await",
+    "break",
+    "case",
+    "catch",
+    "class",
+    "const",
+    "continue",
+    "debugger",
+    "default",
+    "delete",
+    "do",
+    "else",
+    "enum",
+    "export",
+    "extends",
+    "false",
+    "finally",
+    "for",
+    "function",
+    "if",
+    "implements",
+    "import",
+    "in",
+    "instanceof",
+    "interface",
+    "let",
+    "new",
+    "null",
+    "package",
+    "private",
+    "protected",
+    "public",
+    "return",
+    "static",
+    "super",
+    "switch",
+    "this",
+    "throw",
+    "true",
+    "try",
+    "typeof",
+    "var",
+    "void",
+    "while",
+    "with",
+    "yield",
+];
+
 /// One line showing how a script calls `spec`, its result in a typed
 /// variable: `const r: VmStatusResult = await tools.vm_status({ node, vmid });`
 /// (the required arguments as shorthand properties, for variables the
 /// script already holds).
-pub fn example(spec: &ToolSpec) -> String {
-    let args: Vec<String> = properties(&spec.input_schema)
+pub fn example(spec: &ToolSpec, result_name: &str) -> String {
+    let required: std::collections::HashSet<&str> =
+        required(&spec.input_schema).into_iter().collect();
+    let names = spec
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
         .into_iter()
-        .map(|(name, _)| name)
-        .filter(|name| required(&spec.input_schema).contains(&name.as_str()))
-        .map(|name| {
-            if is_js_identifier(&name) {
-                name
+        .flat_map(|p| p.keys())
+        .filter(|name| required.contains(name.as_str()));
+    let mut args: Vec<String> = Vec::new();
+    for name in names {
+        if args.len() == EXAMPLE_ARGS {
+            args.push("…".into());
+            break;
+        }
+        args.push(
+            if is_js_identifier(name) && !RESERVED.contains(&name.as_str()) {
+                name.clone()
             } else {
-                format!("{}: …", key(&name))
-            }
-        })
-        .collect();
+                format!("{}: …", key(name))
+            },
+        );
+    }
     let args = if args.is_empty() {
         "{}".to_string()
     } else {
         format!("{{ {} }}", args.join(", "))
     };
     let typed = match spec.output_schema {
-        Some(_) => format!(": {}", result_type(&spec.name)),
+        Some(_) => format!(": {result_name}"),
         None => String::new(),
     };
     format!("const r{typed} = await tools.{}({args});", spec.name)
@@ -491,16 +563,23 @@ mod tests {
     #[test]
     fn an_example_keeps_the_result_in_a_typed_variable() {
         assert_eq!(
-            example(&spec()),
+            example(&spec(), "VmStartResult"),
             "const r: VmStartResult = await tools.vm_start({ node, vmid });"
         );
         let mut s = spec();
         s.output_schema = None;
-        s.input_schema = json!({"type": "object", "properties": {"net-0": {"type": "string"}}, "required": ["net-0"]});
+        s.input_schema = json!({"type": "object", "properties": {"net-0": {}, "delete": {}}, "required": ["net-0", "delete"]});
         assert_eq!(
-            example(&s),
-            "const r = await tools.vm_start({ \"net-0\": … });"
+            example(&s, "VmStartResult"),
+            "const r = await tools.vm_start({ \"net-0\": …, delete: … });"
         );
+        let props: Map<String, Value> = (0..50_000)
+            .map(|i| (format!("p{i:05}"), json!({})))
+            .collect();
+        let names: Vec<String> = props.keys().cloned().collect();
+        s.input_schema = json!({"type": "object", "properties": props, "required": names});
+        let e = example(&s, "VmStartResult");
+        assert!(e.ends_with("p00004, p00005, … });"), "at most 6 named: {e}");
     }
 
     #[test]
