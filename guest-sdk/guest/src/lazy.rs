@@ -16,19 +16,31 @@ use boa_engine::{
     NativeFunction, Script, Source,
 };
 
+// A global stays an accessor for good: boa caches a global's lookup per
+// place in the code, and a place that once saw an accessor calls what it
+// finds there later as a getter (a data property put there by the build
+// made the second `crypto.getRandomValues` in a loop "not a callable
+// function").
 const STAND_INS: &str = r#"(function (load, globals, methods) {
   'use strict';
+  const values = new Map();
   let built = false;
-  const build = () => { if (!built) { built = true; load(); } };
-  for (const name of globals) {
-    Object.defineProperty(globalThis, name, {
-      get() { build(); return globalThis[name]; },
-      set(value) {
-        Object.defineProperty(globalThis, name, { value, writable: true, enumerable: false, configurable: true });
-      },
-      enumerable: false, configurable: true,
-    });
-  }
+  const accessor = (name) => ({
+    get() { build(); return values.get(name); },
+    set(value) { values.set(name, value); },
+    enumerable: false, configurable: true,
+  });
+  const build = () => {
+    if (built) return;
+    built = true;
+    load();
+    for (const name of globals) {
+      const made = Object.getOwnPropertyDescriptor(globalThis, name);
+      if (!values.has(name) && made && 'value' in made) values.set(name, made.value);
+      Object.defineProperty(globalThis, name, accessor(name));
+    }
+  };
+  for (const name of globals) Object.defineProperty(globalThis, name, accessor(name));
   for (const [owner, name] of methods) {
     const proto = globalThis[owner].prototype;
     const stand = { [name](...args) { build(); return proto[name].apply(this, args); } }[name];
