@@ -5,7 +5,7 @@
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use airlock::{admin, demo, lookup, plans::PlanArg, run, serve, settings, settings::SandboxFlags};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +35,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Print a shell's completion script for airlock.
+    ///
+    /// For example `airlock completions bash >
+    /// /etc/bash_completion.d/airlock`, or for zsh into a directory on
+    /// `$fpath` as `_airlock`, or for fish into
+    /// `~/.config/fish/completions/airlock.fish`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page airlock(1), or write it and one page per
+    /// subcommand (airlock-exec(1), airlock-approvals-list(1), ...) into
+    /// a directory.
+    Man {
+        /// Write every page into this directory as NAME.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Run a JavaScript file in the sandbox and print its result.
     ///
     /// Every tool call passes the gateway: validation, policy, approval,
@@ -279,6 +297,36 @@ fn main() -> ExitCode {
         }
     }
     let cli = Cli::parse();
+    // Generated from the definition above; no configuration, no logging.
+    match &cli.command {
+        Command::Completions { shell } => {
+            // Into memory first: the generator panics on a write error (a
+            // closed pipe), and a closed pipe is no error here.
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "airlock", &mut script);
+            return match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("error: writing the completion script: {e}");
+                    ExitCode::from(2)
+                }
+                _ => ExitCode::SUCCESS,
+            };
+        }
+        Command::Man { dir } => {
+            let written = match dir {
+                Some(dir) => clap_mangen::generate_to(Cli::command(), dir),
+                None => clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()),
+            };
+            return match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: writing the manual pages: {e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        _ => {}
+    }
     if let Err(e) = airlock::log_output::init(cli.log_format, cli.log_file.as_deref()) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
@@ -443,6 +491,9 @@ fn main() -> ExitCode {
             Command::Executions { action } => airlock::executions_admin::executions(&file, action),
             Command::Runbook { action } => airlock::runbook_admin::runbook(&file, action),
             Command::Bench(args) => airlock::bench::run(args).await,
+            Command::Completions { .. } | Command::Man { .. } => {
+                unreachable!("answered before the configuration is read")
+            }
         }
     })
 }

@@ -1072,3 +1072,89 @@ fn exec_ends_when_nobody_decides_before_the_request_expires() {
     );
     assert!(text(&out.stderr).contains("[airlock] waiting: vm_start"));
 }
+
+/// Completions and manual pages come from the CLI definition: every
+/// subcommand is in them, and the shells and `man` read them.
+#[test]
+fn completions_and_manual_pages_cover_every_subcommand() {
+    let out = airlock(&["completions", "bash"], "", &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let bash = text(&out.stdout);
+    for word in [
+        "exec",
+        "serve",
+        "approvals",
+        "runbook",
+        "completions",
+        "--identity",
+    ] {
+        assert!(bash.contains(word), "bash completion lacks {word}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("airlock.bash");
+    std::fs::write(&script, &bash).unwrap();
+    let check = Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "bash -n: {}", text(&check.stderr));
+    let zsh = text(&airlock(&["completions", "zsh"], "", &[]).stdout);
+    assert!(
+        zsh.starts_with("#compdef airlock"),
+        "{}",
+        &zsh[..zsh.len().min(80)]
+    );
+    let fish = text(&airlock(&["completions", "fish"], "", &[]).stdout);
+    assert!(
+        fish.contains("complete -c airlock"),
+        "{}",
+        &fish[..fish.len().min(80)]
+    );
+    let refused = airlock(&["completions", "tcsh"], "", &[]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("bash"),
+        "names the shells: {}",
+        text(&refused.stderr)
+    );
+
+    let pages = dir.path().join("man");
+    std::fs::create_dir(&pages).unwrap();
+    let out = airlock(&["man", "--dir", pages.to_str().unwrap()], "", &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for page in [
+        "airlock.1",
+        "airlock-exec.1",
+        "airlock-serve.1",
+        "airlock-approvals-approve.1",
+        "airlock-completions.1",
+    ] {
+        let roff =
+            std::fs::read_to_string(pages.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(roff.contains(".TH"), "{page} is a manual page");
+    }
+    // `man` renders a page as a reader sees it (where man-db is installed;
+    // Debian's package build checks the pages again).
+    match Command::new("man")
+        .args(["-l", "-P", "cat"])
+        .arg(pages.join("airlock-exec.1"))
+        .env("MANWIDTH", "80")
+        .output()
+    {
+        Ok(shown) => {
+            assert!(shown.status.success(), "man: {}", text(&shown.stderr));
+            let shown = text(&shown.stdout);
+            assert!(
+                shown.contains("airlock-exec") && shown.contains("--identity"),
+                "{shown}"
+            );
+        }
+        Err(e) => eprintln!("SKIPPED rendering with man: {e}"),
+    }
+    let main_page = text(&airlock(&["man"], "", &[]).stdout);
+    assert!(
+        main_page.starts_with(".ie") && main_page.contains("airlock"),
+        "{main_page}"
+    );
+}
