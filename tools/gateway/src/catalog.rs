@@ -341,7 +341,7 @@ impl Catalog {
                 backend: e.spec.backend.clone(),
                 endpoint: e.spec.endpoint.clone(),
                 json_schema: e.spec.input_schema.clone(),
-                typescript: typescript::declarations_named([(&e.spec, e.result_type.as_str())]),
+                typescript: typescript::declarations([(&e.spec, e.result_type.as_str())]),
             },
             None => SchemaAnswer::Unknown {
                 name: quote_name(name),

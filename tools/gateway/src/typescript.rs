@@ -25,17 +25,10 @@ const SIGNATURE_MAX: usize = 160;
 /// after a named type for each result a schema describes
 /// (`type VmListResult = ...`), so a script can write
 /// `const vms: VmListResult = await tools.vm_list({})` without declaring
-/// it (scripts are not type-checked; the name is for the reader).
-pub fn declarations<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> String {
-    let specs: Vec<&ToolSpec> = specs.into_iter().collect();
-    let names: Vec<String> = specs.iter().map(|s| result_type(&s.name)).collect();
-    declarations_named(specs.into_iter().zip(names.iter().map(String::as_str)))
-}
-
-/// [`declarations`] with each result type's name given: the catalog's,
-/// which tells apart tools whose names fold to the same one (`vm_list`
-/// and `vmList`).
-pub fn declarations_named<'a>(tools: impl IntoIterator<Item = (&'a ToolSpec, &'a str)>) -> String {
+/// it (scripts are not type-checked; the name is for the reader). Each
+/// tool comes with its result type's name: the catalog's, which tells
+/// apart tools whose names fold to the same one (`vm_list` and `vmList`).
+pub fn declarations<'a>(tools: impl IntoIterator<Item = (&'a ToolSpec, &'a str)>) -> String {
     let tools: Vec<(&ToolSpec, &str)> = tools.into_iter().collect();
     let mut out = String::new();
     for (spec, name) in &tools {
@@ -90,8 +83,9 @@ fn function(spec: &ToolSpec, result_name: &str, out: &mut String) {
     ));
 }
 
-/// The name [`declarations`] gives a tool's result: `vm_list` →
-/// `VmListResult`, `cluster.resources-get` → `ClusterResourcesGetResult`.
+/// The name a tool's result type folds to: `vm_list` → `VmListResult`,
+/// `cluster.resources-get` → `ClusterResourcesGetResult` (the catalog adds
+/// a number where two tools fold to one).
 pub fn result_type(tool: &str) -> String {
     let mut out = String::new();
     for word in tool.split(|c: char| !c.is_ascii_alphanumeric()) {
@@ -505,7 +499,7 @@ mod tests {
 
     #[test]
     fn declaration_has_jsdoc_unions_optionals_and_defaults() {
-        let d = declarations([&spec()]);
+        let d = declarations([(&spec(), "VmStartResult")]);
         assert!(
             d.starts_with("/** What tools.vm_start answers. */\ntype VmStartResult = string;\n\ndeclare namespace tools {\n"),
             "{d}"
@@ -552,7 +546,7 @@ mod tests {
         assert_eq!(result_type("9p"), "T9pResult");
         let mut s = spec();
         s.output_schema = None;
-        let d = declarations([&s]);
+        let d = declarations([(&s, "VmStartResult")]);
         assert!(
             d.starts_with("declare namespace tools {"),
             "no schema, no type: {d}"
