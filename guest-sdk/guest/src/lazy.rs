@@ -12,10 +12,9 @@
 //! builds the same.
 
 use boa_engine::{
-    object::builtins::JsArray, Context, JsObject, JsResult, JsString, JsValue, NativeFunction,
+    object::builtins::JsArray, Context, JsNativeError, JsObject, JsResult, JsString, JsValue,
+    NativeFunction, Script, Source,
 };
-
-use crate::realm::run_installer;
 
 // A global stays an accessor for good: boa caches a global's lookup per
 // place in the code, and a place that once saw an accessor calls what it
@@ -61,8 +60,12 @@ pub(crate) fn install(
     natives: fn(&mut Context) -> JsObject,
 ) -> JsResult<()> {
     let loader = NativeFunction::from_copy_closure(move |_, _, ctx| {
+        let installer = Script::parse(Source::from_bytes(source), None, ctx)?.evaluate(ctx)?;
+        let installer = installer
+            .as_callable()
+            .ok_or_else(|| JsNativeError::typ().with_message("a lazy global is not a function"))?;
         let natives = natives(ctx);
-        run_installer(ctx, source, &[natives.into()])?;
+        installer.call(&JsValue::undefined(), &[natives.into()], ctx)?;
         Ok(JsValue::undefined())
     })
     .to_js_function(ctx.realm());
@@ -84,9 +87,14 @@ pub(crate) fn install(
         })
         .collect();
     let methods = JsArray::from_iter(methods, ctx);
-    run_installer(
-        ctx,
-        STAND_INS,
+    let installer = ctx.eval(Source::from_bytes(STAND_INS))?;
+    let installer = installer
+        .as_callable()
+        .ok_or_else(|| JsNativeError::typ().with_message("stand-ins are not a function"))?;
+    installer.call(
+        &JsValue::undefined(),
         &[loader.into(), globals.into(), methods.into()],
-    )
+        ctx,
+    )?;
+    Ok(())
 }

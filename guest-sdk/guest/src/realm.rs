@@ -213,6 +213,10 @@ fn install(ctx: &mut Context) -> JsResult<()> {
         NativeFunction::from_fn_ptr(clear_timeout),
     )?;
 
+    let installer = ctx.eval(Source::from_bytes(PRELUDE))?;
+    let installer = installer
+        .as_callable()
+        .ok_or_else(|| JsNativeError::typ().with_message("prelude is not a function"))?;
     let call = boa_engine::object::FunctionObjectBuilder::new(
         ctx.realm(),
         NativeFunction::from_fn_ptr(call_tool),
@@ -220,18 +224,7 @@ fn install(ctx: &mut Context) -> JsResult<()> {
     .name(js_string!("callTool"))
     .length(2)
     .build();
-    run_installer(ctx, PRELUDE, &[call.into()])
-}
-
-/// Evaluates `source`, a function expression written in JavaScript that
-/// defines globals, and calls it with `args`: how the guest's globals
-/// written in JavaScript are put on a realm.
-pub(crate) fn run_installer(ctx: &mut Context, source: &str, args: &[JsValue]) -> JsResult<()> {
-    let installer = ctx.eval(Source::from_bytes(source))?;
-    let installer = installer
-        .as_callable()
-        .ok_or_else(|| JsNativeError::typ().with_message("an installer is not a function"))?;
-    installer.call(&JsValue::undefined(), args, ctx)?;
+    installer.call(&JsValue::undefined(), &[call.into()], ctx)?;
     Ok(())
 }
 

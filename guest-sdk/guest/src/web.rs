@@ -5,7 +5,7 @@
 //! pre-initialised snapshot a fresh instance starts from), and drawing on
 //! nothing outside the realm: no time, no randomness.
 
-use boa_engine::{Context, JsResult};
+use boa_engine::{Context, JsResult, Source};
 
 const WEB: &str = r#"(function () {
   'use strict';
@@ -179,5 +179,9 @@ const WEB: &str = r#"(function () {
 
 /// Defines the globals above on the realm being built.
 pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
-    crate::realm::run_installer(ctx, WEB, &[])
+    let installer = ctx.eval(Source::from_bytes(WEB))?;
+    if let Some(f) = installer.as_callable() {
+        f.call(&boa_engine::JsValue::undefined(), &[], ctx)?;
+    }
+    Ok(())
 }
