@@ -7,7 +7,8 @@
 
 mod common;
 
-use airlock_gateway::{search::Query, Catalog, GatewayConfig, ToolSpec};
+use airlock_catalog::{search::Query, Catalog, ToolSpec};
+use airlock_gateway::GatewayConfig;
 use airlock_state::{local::AuditLog, Place};
 use common::{bench_call, curated_specs};
 use criterion::{criterion_group, criterion_main, Criterion};

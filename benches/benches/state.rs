@@ -16,11 +16,12 @@ use std::{
 
 mod common;
 
+use airlock_catalog::ToolSpec;
 use airlock_gateway::{
     approval::Asked,
     parked::{ParkCaps, ParkedRow, Take},
     state::State,
-    GatewayConfig, ToolSpec,
+    GatewayConfig,
 };
 use airlock_state::{Place, PostgresConfig};
 use airlock_testkit::TempPostgres;

@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use airlock_gateway::validate::{ArgsValidator, MAX_PROBLEMS};
+use airlock_catalog::validate::{ArgsValidator, MAX_PROBLEMS};
 use airlock_proxmox::{
         backend::build_request,
         curated,

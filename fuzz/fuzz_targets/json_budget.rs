@@ -6,7 +6,7 @@
 //! than the limit allows. `parse_now` agrees with both.
 #![no_main]
 
-use airlock_gateway::json_budget::{count_values, parse_now, ParseError, CONTAINER_WEIGHT};
+use airlock_edge::json_budget::{count_values, parse_now, ParseError, CONTAINER_WEIGHT};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use airlock_gateway::{spec::is_js_identifier, validate::ArgsValidator};
+use airlock_catalog::{spec::is_js_identifier, validate::ArgsValidator};
 use airlock_proxmox::{apidata, full, schema, tiers::TierRules};
 use libfuzzer_sys::fuzz_target;
 

@@ -5,15 +5,15 @@
 
 use std::{os::unix::fs::OpenOptionsExt, path::PathBuf, process::ExitCode, sync::Arc};
 
+use airlock_catalog::visible::visible;
 use airlock_gateway::{
     approval::{ApprovalError, Request, Status},
     audit,
     decision::{self, Decider},
     keys::{self, KeyStore},
-    runbook::{Runbook, RunbookStore},
     state::State,
-    visible::visible,
 };
+use airlock_runbooks::runbook::{Runbook, RunbookStore};
 use airlock_state::local::EnrollmentFile;
 use clap::Subcommand;
 
@@ -571,7 +571,7 @@ fn sent_twice(v: &audit::Verdict) -> ExitCode {
 
 /// Holds the calls made under runbook runs to their versions' files.
 fn runbook_claims(v: &audit::Verdict, store: Option<&dyn RunbookStore>) -> ExitCode {
-    use airlock_gateway::audit_runbooks::{check_claims, Known, MAX_CLAIMS};
+    use airlock_runbooks::audit_runbooks::{check_claims, Known, MAX_CLAIMS};
     if v.runbook_claims.is_empty() {
         return ExitCode::SUCCESS;
     }
@@ -666,7 +666,7 @@ fn export(file: &ConfigFile, output: Option<PathBuf>) -> ExitCode {
             let created = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(airlock_gateway::private_files::FILE_MODE)
+                .mode(airlock_edge::private_files::FILE_MODE)
                 .open(path);
             match created {
                 Ok(f) => s.audit.export(&mut std::io::BufWriter::new(f)),

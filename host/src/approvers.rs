@@ -17,11 +17,9 @@
 //! and `PREFIX:VALUE` identities of a configured OpenID issuer (their
 //! people cannot be listed in advance).
 
-use airlock_gateway::{
-    keys::{self, KeyStore},
-    person,
-    visible::visible,
-};
+use airlock_approver::person;
+use airlock_catalog::visible::visible;
+use airlock_gateway::keys::{self, KeyStore};
 
 use crate::settings::ConfigFile;
 

@@ -277,7 +277,7 @@ impl Checkpoints {
 }
 
 fn unavailable(tool: &str, why: &str) -> ToolFailure {
-    let quoted = airlock_gateway::catalog::quote_name(tool);
+    let quoted = airlock_catalog::catalog::quote_name(tool);
     ToolFailure::new(
         JOURNAL_UNAVAILABLE,
         format!(

@@ -12,11 +12,9 @@ use std::{
     time::Duration,
 };
 
+use airlock_catalog::Tier;
 use airlock_collector::{CollectorConfig, TierRule};
-use airlock_gateway::{
-    policy::{Grant, Mode},
-    Tier,
-};
+use airlock_gateway::policy::{Grant, Mode};
 use airlock_proxmox::backend::{ProxmoxConfig, TargetConfig};
 use airlock_sim::{collector::CollectorSim, Role, SimConfig, Simulator};
 
@@ -93,7 +91,7 @@ fn section_for(
 
 /// Token and key files, made as `airlock serve` will want them: 0600.
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    airlock_gateway::credential_file::write(path, text)
+    airlock_edge::credential_file::write(path, text)
         .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
@@ -371,7 +369,7 @@ pub fn keep_demo_state(file: &mut ConfigFile) -> Result<PathBuf, String> {
         .parent()
         .ok_or_else(|| format!("the state directory {} has no parent", dir.display()))?
         .to_path_buf();
-    airlock_gateway::private_files::private_dir(&dir).map_err(|e| e.to_string())?;
+    airlock_edge::private_files::private_dir(&dir).map_err(|e| e.to_string())?;
     let config_path = dir.join("demo.toml");
     let text = format!(
         "# Written by `airlock demo`: the state directory of its approvals and audit\n\

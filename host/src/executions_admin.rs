@@ -6,7 +6,8 @@
 
 use std::process::ExitCode;
 
-use airlock_gateway::{parked::ParkedInfo, visible::visible};
+use airlock_catalog::visible::visible;
+use airlock_gateway::parked::ParkedInfo;
 use clap::Subcommand;
 use serde_json::{json, Value};
 

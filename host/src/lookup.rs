@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use airlock_gateway::{search::Query, SchemaAnswer, Tier};
+use airlock_catalog::{search::Query, SchemaAnswer, Tier};
 
 use crate::{settings::ConfigFile, wiring};
 

@@ -241,7 +241,7 @@ enum Command {
         query: Vec<String>,
         /// Only these tiers (read, operate, admin, forbidden).
         #[arg(long = "tier")]
-        tiers: Vec<airlock_gateway::Tier>,
+        tiers: Vec<airlock_catalog::Tier>,
         /// Only this backend.
         #[arg(long)]
         backend: Option<String>,

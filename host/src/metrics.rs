@@ -420,7 +420,7 @@ pub async fn serve(
     };
     let key = match &options.key_file {
         Some(path) => {
-            let text = airlock_gateway::credential_file::read(path)
+            let text = airlock_edge::credential_file::read(path)
                 .map_err(|e| format!("--metrics-key-file: {e}"))?;
             let key = text.lines().next().unwrap_or("").trim().to_string();
             if key.len() < 16 {

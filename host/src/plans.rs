@@ -10,12 +10,12 @@
 
 use std::sync::Arc;
 
+use airlock_catalog::visible::visible;
 use airlock_gateway::{
     approval::Status,
     gateway::PlanFiled,
     plan::{PlanError, PlannedChange, Recorder},
     plan_apply::{Applying, PlanRun, Stop},
-    visible::visible,
     Caller, Gateway,
 };
 use serde_json::{json, Value};

@@ -3,7 +3,8 @@
 
 use std::io::Write;
 
-use airlock_gateway::{visible, Mode, UNTRUSTED_NOTE};
+use airlock_catalog::visible;
+use airlock_gateway::{Mode, UNTRUSTED_NOTE};
 use airlock_sandbox::{ExecError, Outcome};
 use serde_json::{json, Value};
 

@@ -5,7 +5,7 @@
 
 use std::{io::Read, path::PathBuf, process::ExitCode, sync::Arc};
 
-use airlock_gateway::visible::visible;
+use airlock_catalog::visible::visible;
 use airlock_gateway::{
     approval::Status,
     decision::{Channel, Decider},
@@ -404,7 +404,7 @@ async fn demo_runbook(runner: &Runner) -> Result<(), String> {
     let (stored, _) = store
         .add("drain_node", DEMO_RUNBOOK, "the demo, as author", now)
         .map_err(|e| e.to_string())?;
-    let version = airlock_gateway::runbook::short(&stored.version).to_string();
+    let version = airlock_runbooks::runbook::short(&stored.version).to_string();
     if stored.approved_by.is_none() {
         store
             .approve("drain_node", &stored.version, "the demo, as operator", now)

@@ -4,11 +4,9 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use airlock_gateway::{
-    runbook::{short, version_of, Runbook, RunbookStore, StoreError, Stored},
-    state::State,
-    visible::visible,
-};
+use airlock_catalog::visible::visible;
+use airlock_gateway::state::State;
+use airlock_runbooks::runbook::{short, version_of, Runbook, RunbookStore, StoreError, Stored};
 use clap::Subcommand;
 use serde_json::{Map, Value};
 
@@ -88,14 +86,14 @@ fn audited(state: &State, event: &str, s: &Stored, by: &str) -> Result<(), Strin
     line.insert("runbook_version".into(), Value::String(s.version.clone()));
     line.insert(
         "by".into(),
-        Value::String(airlock_gateway::visible::quote(by, 256)),
+        Value::String(airlock_catalog::visible::quote(by, 256)),
     );
     if event == "runbook_approved" {
         // Who wrote it, beside who approved it: `audit verify` holds the
         // two apart from this line alone (`audit_people`).
         line.insert(
             "author".into(),
-            Value::String(airlock_gateway::visible::quote(&s.author, 256)),
+            Value::String(airlock_catalog::visible::quote(&s.author, 256)),
         );
     }
     state
@@ -113,12 +111,12 @@ fn when(ms: i64) -> String {
 /// Reads a runbook file, refusing what is not one with the field and rule.
 fn read(path: &PathBuf) -> Result<(String, Runbook), String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if meta.len() > airlock_gateway::runbook::MAX_RUNBOOK_BYTES as u64 {
+    if meta.len() > airlock_runbooks::runbook::MAX_RUNBOOK_BYTES as u64 {
         return Err(format!(
             "{}: {} bytes; a runbook file is at most {} bytes",
             path.display(),
             meta.len(),
-            airlock_gateway::runbook::MAX_RUNBOOK_BYTES
+            airlock_runbooks::runbook::MAX_RUNBOOK_BYTES
         ));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -238,7 +236,7 @@ fn act(state: &State, known: &Known, action: RunbookAction) -> Result<(), String
                 );
             }
             let shown = match version {
-                Some(v) => airlock_gateway::runbook::pick(&name, &versions, &v)
+                Some(v) => airlock_runbooks::runbook::pick(&name, &versions, &v)
                     .map_err(|e| e.to_string())?,
                 None => first,
             };
@@ -259,7 +257,7 @@ fn act(state: &State, known: &Known, action: RunbookAction) -> Result<(), String
                     (a, text)
                 }
                 Some(v) => {
-                    let s = airlock_gateway::runbook::pick(&name, &versions, &v)
+                    let s = airlock_runbooks::runbook::pick(&name, &versions, &v)
                         .map_err(|e| e.to_string())?;
                     (format!("version {}", short(&s.version)), s.text.clone())
                 }

@@ -22,10 +22,8 @@ use std::{
     time::Instant,
 };
 
-use airlock_gateway::{
-    runbook::{short, Runbook, RunbookRun},
-    Caller, Gateway,
-};
+use airlock_gateway::{Caller, Gateway};
+use airlock_runbooks::runbook::{short, Runbook, RunbookRun};
 use airlock_sandbox::{CallNote, Limit, Limits, Sandbox, ToolFailure};
 use serde_json::{json, Value};
 
@@ -140,7 +138,7 @@ impl Runner {
         args: Value,
         note: &CallNote,
     ) -> Result<Value, ToolFailure> {
-        let quoted = airlock_gateway::visible::quote(name, 64);
+        let quoted = airlock_catalog::visible::quote(name, 64);
         let current = gateway
             .state()
             .runbooks
@@ -251,11 +249,11 @@ fn run_id() -> String {
 pub fn search(
     gateway: &Gateway,
     query: &str,
-    tiers: &[airlock_gateway::spec::Tier],
-    results: &mut airlock_gateway::search::Results,
-) -> Vec<airlock_gateway::runbook::Found> {
+    tiers: &[airlock_catalog::spec::Tier],
+    results: &mut airlock_catalog::search::Results,
+) -> Vec<airlock_runbooks::runbook::Found> {
     match gateway.state().runbooks.current() {
-        Ok(current) => airlock_gateway::runbook::search(&current, query, tiers, 5),
+        Ok(current) => airlock_runbooks::runbook::search(&current, query, tiers, 5),
         Err(e) => {
             results.add_hint(format!("Runbooks not searched: {e}."));
             Vec::new()

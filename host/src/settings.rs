@@ -80,7 +80,7 @@ pub struct PolicySection {
 #[serde(default, deny_unknown_fields)]
 pub struct RunbooksSection {
     /// `"refuse"` (the default) or `"ask"`.
-    pub outside_bounds: airlock_gateway::runbook::Outside,
+    pub outside_bounds: airlock_runbooks::runbook::Outside,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -535,7 +535,8 @@ pub use airlock_sandbox::parse_bytes;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use airlock_gateway::{Mode as Access, Tier};
+    use airlock_catalog::Tier;
+    use airlock_gateway::Mode as Access;
 
     #[test]
     fn sizes() {

@@ -36,6 +36,7 @@ use std::{
 };
 
 use airlock::demo;
+use airlock_catalog::ToolSpec;
 use airlock_gateway::{
     approval::Status,
     audit,
@@ -46,7 +47,7 @@ use airlock_gateway::{
     plan::Recorder,
     plan_apply::{Applying, PlanRun},
     policy::{Grant, PolicyConfig},
-    Backend, BackendError, Caller, Gateway, GatewayConfig, Mode, Reply, ToolSpec,
+    Backend, BackendError, Caller, Gateway, GatewayConfig, Mode, Reply,
 };
 use airlock_proxmox::backend::ProxmoxBackend;
 use airlock_sandbox::{Limits, Sandbox, SandboxConfig};

@@ -708,7 +708,7 @@ fn the_simulated_cluster_never_uses_a_real_deployments_state() {
 fn search_says_when_the_collector_has_not_answered() {
     let state = State::new();
     let key = state.path().join("quox.key");
-    airlock_gateway::credential_file::write(&key, "k-1\n").unwrap();
+    airlock_edge::credential_file::write(&key, "k-1\n").unwrap();
     // Port 9 (discard) has nothing listening here.
     let config = state.config(&format!(
         "[collector]\nurl = \"http://127.0.0.1:9\"\nservice_key_file = {:?}\n",
@@ -895,7 +895,7 @@ fn a_denied_collector_tool_stays_denied_when_another_takes_its_name() {
         "input_schema": {"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"]}}));
     let state = State::new();
     let key = state.path().join("quox.key");
-    airlock_gateway::credential_file::write(&key, "k-2\n").unwrap();
+    airlock_edge::credential_file::write(&key, "k-2\n").unwrap();
     let config = state.config(&format!(
         "[identities.ops]\nmode = \"rw\"\n[policy]\ndeny = [\"quox_docker_status\"]\n\
          [collector]\nurl = {:?}\nservice_key_file = {:?}\n",

@@ -23,7 +23,8 @@ use std::{
 };
 
 use airlock::demo;
-use airlock_gateway::{audit, digest::sha256_json};
+use airlock_catalog::digest::sha256_json;
+use airlock_gateway::audit;
 use airlock_proxmox::{backend::build_request, curated, tiers::TierRules};
 use airlock_sim::{
     pve::cluster::{Kind, Power},

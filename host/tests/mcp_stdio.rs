@@ -1042,7 +1042,7 @@ async fn a_collector_that_comes_up_late_is_announced_as_changed_lists() {
         .port();
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("quox.key");
-    airlock_gateway::credential_file::write(&key_file, "late-collector-key").unwrap();
+    airlock_edge::credential_file::write(&key_file, "late-collector-key").unwrap();
     let config = dir.path().join("airlock.toml");
     std::fs::write(
         &config,

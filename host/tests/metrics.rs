@@ -59,7 +59,7 @@ async fn a_scrape_counts_what_the_executions_did() {
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("metrics.key");
     let key = "metrics-scraper-key-0123456789";
-    airlock_gateway::credential_file::write(&key_file, &format!("{key}\n")).unwrap();
+    airlock_edge::credential_file::write(&key_file, &format!("{key}\n")).unwrap();
     let (_sim, server, alice, _) = serve_configured(
         Duration::from_millis(5),
         "\n[rate]\ncalls_per_minute = 4\n\n[limits]\nwall_time_ms = 300\n",

@@ -26,8 +26,8 @@ use std::{
     time::Duration,
 };
 
+use airlock_catalog::Tier;
 use airlock_collector::{CollectorConfig, TierRule};
-use airlock_gateway::Tier;
 use airlock_sim::collector::CollectorSim;
 use airlock_sim::{Role, SimConfig, SimToken, Simulator};
 use common::{call, text};
@@ -246,7 +246,7 @@ impl World {
         // mallory's token file holds the admin token id with a wrong secret.
         let wrong_token = plant("pve-wrong");
         let mallory_file = dir.path().join("tokens/mallory.token");
-        airlock_gateway::credential_file::write(
+        airlock_edge::credential_file::write(
             &mallory_file,
             &format!("airlock@pve!admin={wrong_token}"),
         )
@@ -271,8 +271,7 @@ impl World {
             .join("\n");
 
         let collector_key = plant("quox-key");
-        airlock_gateway::credential_file::write(&dir.path().join("quox.key"), &collector_key)
-            .unwrap();
+        airlock_edge::credential_file::write(&dir.path().join("quox.key"), &collector_key).unwrap();
         let collector = CollectorSim::start(0, &collector_key).await.unwrap();
 
         let mut secrets: Vec<(String, String)> = sim_config

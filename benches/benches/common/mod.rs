@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use airlock_gateway::{Backend, BackendError, Caller, Gateway, GatewayConfig, Reply, ToolSpec};
+use airlock_catalog::ToolSpec;
+use airlock_gateway::{Backend, BackendError, Caller, Gateway, GatewayConfig, Reply};
 use airlock_proxmox::{curated, tiers::TierRules};
 use airlock_state::Place;
 use async_trait::async_trait;

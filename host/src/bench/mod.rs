@@ -9,7 +9,7 @@ mod workloads;
 
 use std::{path::PathBuf, process::ExitCode, sync::Arc};
 
-use airlock_gateway::Catalog;
+use airlock_catalog::Catalog;
 use airlock_proxmox::{apidata, curated, full, tiers::TierRules};
 use airlock_sandbox::Mode;
 use indicatif::{ProgressBar, ProgressStyle};

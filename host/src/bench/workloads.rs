@@ -11,7 +11,8 @@ use std::{
 };
 
 use airlock_benches::{EchoHost, WORKLOADS};
-use airlock_gateway::{search::Query, Caller, Catalog};
+use airlock_catalog::{search::Query, Catalog};
+use airlock_gateway::Caller;
 use airlock_sandbox::{
     Capacity, Limits, Mode, Sandbox, SandboxConfig, ToolCall, ToolFailure, ToolHost,
 };

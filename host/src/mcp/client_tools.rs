@@ -29,9 +29,9 @@ use std::sync::{
 };
 
 use crate::wiring::Runbooks as _;
+use airlock_catalog::{catalog::quote_name, visible::visible};
 use airlock_gateway::{
-    approval::Status, catalog::quote_name, decision::Decider, visible::visible, CallError, Called,
-    Caller, Gateway, Refused,
+    approval::Status, decision::Decider, CallError, Called, Caller, Gateway, Refused,
 };
 use airlock_sandbox::{CallNote, ToolCall, ToolFailure, ToolHost};
 use async_trait::async_trait;
@@ -212,7 +212,7 @@ impl ClientTools {
     fn is_read(&self, name: &str, unknown: bool) -> bool {
         crate::wiring::runbook_name(name).is_none()
             && self.gateway.catalog().get(name).map_or(unknown, |e| {
-                e.spec.tier == airlock_gateway::spec::Tier::Read
+                e.spec.tier == airlock_catalog::spec::Tier::Read
             })
     }
 

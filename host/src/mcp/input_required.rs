@@ -22,7 +22,8 @@
 
 use std::time::Duration;
 
-use airlock_gateway::{approval::Status, decision::Decider, visible::visible, Caller, Gateway};
+use airlock_catalog::visible::visible;
+use airlock_gateway::{approval::Status, decision::Decider, Caller, Gateway};
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, InputRequest,
     InputRequests, InputRequiredResult, InputResponses, ProtocolVersion, RequestStateCodec,

@@ -17,7 +17,8 @@ mod traces;
 
 use std::sync::{atomic::AtomicU32, Arc};
 
-use airlock_gateway::{search::Query, Caller, Gateway, Tier};
+use airlock_catalog::{search::Query, Tier};
+use airlock_gateway::{Caller, Gateway};
 use airlock_sandbox::{ExecError, Journal, Limits, Sandbox};
 #[allow(deprecated)]
 use rmcp::model::SetLevelRequestParams;
@@ -375,7 +376,7 @@ impl AirlockServer {
         let refused = |kind: &str, message: String| {
             CallToolResult::structured_error(json!({"error": {
                 "kind": kind,
-                "message": airlock_gateway::visible::visible(&message),
+                "message": airlock_catalog::visible::visible(&message),
             }}))
         };
         let state = match input_required::open(gateway, &caller.identity, args, sealed) {
@@ -522,36 +523,36 @@ impl AirlockServer {
                 }
                 return CallToolResult::structured_error(json!({"error": {
                     "kind": "JournalTampered",
-                    "execution": airlock_gateway::visible::visible(id),
-                    "message": airlock_gateway::visible::visible(&e.to_string()),
+                    "execution": airlock_catalog::visible::visible(id),
+                    "message": airlock_catalog::visible::visible(&e.to_string()),
                 }}));
             }
             Err(e @ crate::durable::FollowError::Expired(..)) => {
                 return CallToolResult::structured_error(json!({"error": {
                     "kind": "LifetimeExceeded",
-                    "execution": airlock_gateway::visible::visible(id),
-                    "message": airlock_gateway::visible::visible(&e.to_string()),
+                    "execution": airlock_catalog::visible::visible(id),
+                    "message": airlock_catalog::visible::visible(&e.to_string()),
                 }}));
             }
             Err(e @ crate::durable::FollowError::Running(_)) => {
                 return CallToolResult::structured_error(json!({"error": {
                     "kind": "ExecutionBusy",
-                    "execution": airlock_gateway::visible::visible(id),
-                    "message": airlock_gateway::visible::visible(&e.to_string()),
+                    "execution": airlock_catalog::visible::visible(id),
+                    "message": airlock_catalog::visible::visible(&e.to_string()),
                 }}));
             }
             Err(e @ crate::durable::FollowError::Unavailable(_)) => {
                 crate::metrics::global().state_refusal("parked");
                 return CallToolResult::structured_error(crate::execution::state_unavailable(
                     "parked",
-                    &airlock_gateway::visible::visible(&e.to_string()),
+                    &airlock_catalog::visible::visible(&e.to_string()),
                 ));
             }
             Err(e) => {
                 return CallToolResult::structured_error(json!({"error": {
                     "kind": "UnknownExecution",
-                    "execution": airlock_gateway::visible::visible(id),
-                    "message": airlock_gateway::visible::visible(&e.to_string()),
+                    "execution": airlock_catalog::visible::visible(id),
+                    "message": airlock_catalog::visible::visible(&e.to_string()),
                 }}))
             }
         };

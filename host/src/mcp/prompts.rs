@@ -13,10 +13,8 @@
 //! and a runbook's calls pass the same gateway as any script's.
 
 use airlock_collector::Collector;
-use airlock_gateway::{
-    runbook::{short, Runbook},
-    Gateway,
-};
+use airlock_gateway::Gateway;
+use airlock_runbooks::runbook::{short, Runbook};
 use rmcp::model::{GetPromptResult, Prompt, PromptArgument, PromptMessage, Role};
 use serde_json::{Map, Value};
 

@@ -3,9 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use airlock_gateway::{
-    runbook::Found, search::Results, spec::is_js_identifier, visible, SchemaAnswer,
-};
+use airlock_catalog::{search::Results, spec::is_js_identifier, visible, SchemaAnswer};
+use airlock_runbooks::runbook::Found;
 use airlock_sandbox::{ExecError, Outcome};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};

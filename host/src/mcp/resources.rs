@@ -10,10 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use airlock_gateway::{
+use airlock_catalog::{
     catalog::{name_too_long, quote_name},
-    visible, Caller, Catalog, Mode, SchemaAnswer, Tier,
+    visible, Catalog, SchemaAnswer, Tier,
 };
+use airlock_gateway::{Caller, Mode};
 use rmcp::model::{
     CompletionInfo, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
 };
@@ -325,7 +326,7 @@ fn tool_in(catalog: &Catalog, name: &str) -> Result<String, ResourceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use airlock_gateway::{Hints, ToolSpec};
+    use airlock_catalog::{Hints, ToolSpec};
     use serde_json::json;
 
     fn catalog() -> Catalog {

@@ -24,7 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use airlock_gateway::visible::visible;
+use airlock_catalog::visible::visible;
 use rmcp::model::{
     CallToolResult, CreateTaskResult, DetailedTask, InputRequests, JsonObject, ProtocolVersion,
     Task, TaskPayload, TaskStatus,

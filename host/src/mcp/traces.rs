@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use airlock_gateway::visible;
+use airlock_catalog::visible;
 use airlock_sandbox::{CallRecord, Outcome, Stats};
 use serde_json::json;
 

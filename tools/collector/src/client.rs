@@ -8,7 +8,7 @@ use reqwest::{header::HeaderValue, StatusCode};
 use serde_json::Value;
 
 use crate::CollectorError;
-use airlock_gateway::{
+use airlock_edge::{
     json_budget::{self, ParseError},
     tls::{self, Trust},
 };

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::{template::Template, TierRule, BACKEND_ID, NAMESPACE};
-use airlock_gateway::spec::{Hints, Tier, ToolSpec};
+use airlock_catalog::spec::{Hints, Tier, ToolSpec};
 
 /// One discovered tool: the catalog's spec and the collector's own name.
 #[derive(Clone, Debug, PartialEq)]

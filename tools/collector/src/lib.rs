@@ -32,10 +32,10 @@ use serde_json::{json, Map, Value};
 
 pub use discovery::{PromptArgument, Resource};
 
+use airlock_catalog::spec::{Tier, ToolSpec};
 use airlock_gateway::{
     backend::{Backend, BackendError, Reply},
     caller::Caller,
-    spec::{Tier, ToolSpec},
 };
 
 /// Backend id, recorded in audit lines.
@@ -126,7 +126,7 @@ pub enum CollectorError {
     #[error("the collector's answer is larger than {limit} bytes (collector.max_response_bytes)")]
     TooLarge { limit: u64 },
     /// Within the byte cap, but too costly to parse (`json_budget`).
-    #[error("the collector's answer holds more than {limit} JSON values (at most one per {} bytes of collector.max_response_bytes = {cap}; a key counts as one value, an object or array as {}) and was not parsed; ask for less or raise collector.max_response_bytes", airlock_gateway::json_budget::BYTES_PER_VALUE, airlock_gateway::json_budget::CONTAINER_WEIGHT)]
+    #[error("the collector's answer holds more than {limit} JSON values (at most one per {} bytes of collector.max_response_bytes = {cap}; a key counts as one value, an object or array as {}) and was not parsed; ask for less or raise collector.max_response_bytes", airlock_edge::json_budget::BYTES_PER_VALUE, airlock_edge::json_budget::CONTAINER_WEIGHT)]
     TooManyValues { limit: u64, cap: u64 },
     #[error("the collector's answer is not valid JSON ({0})")]
     Malformed(String),
@@ -238,7 +238,7 @@ impl Collector {
     /// The session of `identity` under this process's session id: stable
     /// for the process, one per person, and no longer than an id may be.
     fn session_for(&self, identity: &str) -> String {
-        let hash = airlock_gateway::digest::sha256_hex(identity.as_bytes());
+        let hash = airlock_catalog::digest::sha256_hex(identity.as_bytes());
         format!("{}-{}", self.session_id, &hash[..12])
             .chars()
             .take(64)
@@ -316,7 +316,7 @@ impl Collector {
         }
         check_plain_http(url)?;
         let key = match &config.service_key_file {
-            Some(path) => airlock_gateway::credential_file::read(path)
+            Some(path) => airlock_edge::credential_file::read(path)
                 .map_err(|e| CollectorError::Config(format!("collector.service_key_file: {e}")))?
                 .trim()
                 .to_string(),
@@ -371,11 +371,11 @@ impl Collector {
             }
         }
         let trust = match (&config.fingerprint, &config.ca_file) {
-            (Some(fp), _) => Some(airlock_gateway::tls::Trust::Pin(
-                airlock_gateway::tls::parse_fingerprint(fp)
+            (Some(fp), _) => Some(airlock_edge::tls::Trust::Pin(
+                airlock_edge::tls::parse_fingerprint(fp)
                     .map_err(|e| CollectorError::Config(format!("collector.fingerprint: {e}")))?,
             )),
-            (None, Some(ca)) => Some(airlock_gateway::tls::Trust::CaBundle(ca.clone())),
+            (None, Some(ca)) => Some(airlock_edge::tls::Trust::CaBundle(ca.clone())),
             (None, None) => None,
         };
         let client = client::Client::new(

@@ -6,12 +6,13 @@
 
 use std::{sync::Arc, time::Duration};
 
+use airlock_catalog::Tier;
 use airlock_collector::{Collector, CollectorConfig, CollectorError, PromptError, TierRule};
 use airlock_gateway::{
     audit,
     decision::Decider,
     policy::{Grant, PolicyConfig},
-    Backend, CallError, Caller, Gateway, GatewayConfig, Mode, Tier,
+    Backend, CallError, Caller, Gateway, GatewayConfig, Mode,
 };
 use airlock_sim::{
     collector::{Behaviour, CollectorSim},
@@ -25,7 +26,7 @@ const KEY: &str = "svc-key-7d1e5c-DO-NOT-LEAK";
 fn config(url: &str) -> (CollectorConfig, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("quox.key");
-    airlock_gateway::credential_file::write(&key_file, &format!("{KEY}\n")).unwrap();
+    airlock_edge::credential_file::write(&key_file, &format!("{KEY}\n")).unwrap();
     let config = CollectorConfig {
         url: url.to_string(),
         service_key_file: Some(key_file),
@@ -148,7 +149,7 @@ async fn discovered_tools_run_through_the_gateway() {
             ("quox_ssh_exec", Tier::Admin)
         ]
     );
-    let hits = catalog.search(&airlock_gateway::search::Query {
+    let hits = catalog.search(&airlock_catalog::search::Query {
         text: "docker containers on a host".into(),
         ..Default::default()
     });
@@ -168,7 +169,7 @@ async fn discovered_tools_run_through_the_gateway() {
     assert_eq!(
         sent[1],
         json!({"tool_name": "docker.status", "input": {"host": "edge-1", "all": false}, "agent_id": "ops-agent",
-            "session_id": format!("s-1-{}", &airlock_gateway::digest::sha256_hex(b"viewer")[..12]),
+            "session_id": format!("s-1-{}", &airlock_catalog::digest::sha256_hex(b"viewer")[..12]),
             "org_id": "airlock", "user_id": "viewer"}),
         "the collector gets its own tool name, the schema's defaults, the configured ids, and who is calling"
     );

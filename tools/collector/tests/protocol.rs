@@ -27,11 +27,12 @@ use std::{
     time::Duration,
 };
 
+use airlock_catalog::Tier;
 use airlock_collector::{Collector, CollectorConfig, TierRule};
 use airlock_gateway::{
     decision::Decider,
     policy::{Grant, PolicyConfig},
-    Backend, CallError, Caller, Gateway, GatewayConfig, Mode, Tier,
+    Backend, CallError, Caller, Gateway, GatewayConfig, Mode,
 };
 use airlock_state::Place;
 use axum::{
@@ -192,7 +193,7 @@ impl Setup {
         });
         let dir = tempfile::tempdir().unwrap();
         let key_file = dir.path().join("quox.key");
-        airlock_gateway::credential_file::write(&key_file, KEY).unwrap();
+        airlock_edge::credential_file::write(&key_file, KEY).unwrap();
         let config = CollectorConfig {
             url: format!("http://{addr}"),
             service_key_file: Some(key_file),

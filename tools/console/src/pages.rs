@@ -3,10 +3,10 @@
 //! control and invisible characters spelled out (`visible`), never as
 //! markup. No page has a script; the decisions are plain forms.
 
+use airlock_catalog::visible::visible;
 use airlock_gateway::{
     approval::{Request, Status},
     plan::PlannedChange,
-    visible::visible,
 };
 use maud::{html, Markup, DOCTYPE};
 

@@ -138,7 +138,7 @@ pub(crate) async fn oidc_callback(
             StatusCode::FORBIDDEN,
             c.login_page(Some(&format!(
                 "{} has no role in the console: an operator adds the identity to [console] approvers or auditors, or one of its groups to [console.oidc] approver_groups or auditor_groups.",
-                airlock_gateway::visible::visible(&person.identity)
+                airlock_catalog::visible::visible(&person.identity)
             ))),
         );
     };

@@ -2,7 +2,8 @@
 //! pass. Every value comes from the audit chain, which holds what agents
 //! sent: all of it is escaped by maud and spelled out by `visible`.
 
-use airlock_gateway::{parked::ParkedInfo, visible::visible};
+use airlock_catalog::visible::visible;
+use airlock_gateway::parked::ParkedInfo;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 

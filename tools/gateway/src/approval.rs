@@ -27,10 +27,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    plan::{self, PlanError, PlannedChange, PLAN_TOOL},
-    private_files::StateDirError,
-};
+use crate::plan::{self, PlanError, PlannedChange, PLAN_TOOL};
+use airlock_edge::private_files::StateDirError;
 
 /// Default lifetime of a request, and of an approval once granted.
 pub const DEFAULT_TTL_MS: i64 = 10 * 60 * 1000;
@@ -112,11 +110,11 @@ impl Request {
     }
 
     /// Whether the person who decided is the identity that asked.
-    /// One person in any spelling ([`crate::person::same`]).
+    /// One person in any spelling ([`airlock_approver::person::same`]).
     pub fn decided_by_requester(&self) -> bool {
         self.decided_by
             .as_deref()
-            .is_some_and(|by| crate::person::same(by, &self.identity))
+            .is_some_and(|by| airlock_approver::person::same(by, &self.identity))
     }
 }
 
@@ -308,9 +306,9 @@ impl Decider {
 /// Why `decider` may not move `current` to `to`, if it may not: a person
 /// approving a request they asked themselves, without `approve_own`.
 /// Names are compared as one person's in any spelling
-/// ([`crate::person::same`]): `Olga` is `olga`.
+/// ([`airlock_approver::person::same`]): `Olga` is `olga`.
 pub fn refusal(current: &Request, decider: &Decider, to: Status) -> Option<ApprovalError> {
-    let own = crate::person::same(&decider.who, &current.identity);
+    let own = airlock_approver::person::same(&decider.who, &current.identity);
     (to == Status::Approved && own && !decider.may_approve_own).then(|| ApprovalError::OwnRequest {
         id: current.id.clone(),
         identity: current.identity.clone(),
@@ -465,10 +463,13 @@ pub fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Option<Plan
 pub fn told_reason(r: &Request) -> String {
     let mut out = String::new();
     if let Some(by) = &r.decided_by {
-        out.push_str(&format!(" by {}", crate::visible::visible(by)));
+        out.push_str(&format!(" by {}", airlock_catalog::visible::visible(by)));
     }
     if let Some(reason) = &r.reason {
-        out.push_str(&format!(": \"{}\"", crate::visible::visible(reason)));
+        out.push_str(&format!(
+            ": \"{}\"",
+            airlock_catalog::visible::visible(reason)
+        ));
     }
     out
 }

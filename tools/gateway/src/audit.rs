@@ -28,10 +28,8 @@ use std::{
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::{
-    digest::{canonical_json, sha256_hex},
-    private_files::StateDirError,
-};
+use airlock_catalog::digest::{canonical_json, sha256_hex};
+use airlock_edge::private_files::StateDirError;
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -179,7 +177,7 @@ pub struct Verdict {
     pub plans_unchecked: u64,
     /// Calls made under runbook runs, for checking against the versions'
     /// files (`audit_runbooks::check_claims`).
-    pub runbook_claims: Vec<crate::audit_runbooks::Claim>,
+    pub runbook_claims: Vec<airlock_runbooks::audit_runbooks::Claim>,
     /// Runbook calls past `audit_runbooks::MAX_CLAIMS`, not kept.
     pub runbooks_unchecked: u64,
     /// Lines where one person approved what they asked, wrote or ran
@@ -255,7 +253,7 @@ pub struct Verifier {
     /// Change plans' lines, checked against each other.
     plans: crate::audit_plans::PlanLedger,
     /// Runbook runs' calls, for checking against their files.
-    runbooks: crate::audit_runbooks::RunbookLedger,
+    runbooks: airlock_runbooks::audit_runbooks::RunbookLedger,
     /// Four eyes kept in every spelling of a name.
     people: crate::audit_people::PeopleLedger,
     /// Each change of an execution sent once.

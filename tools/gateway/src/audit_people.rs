@@ -1,6 +1,6 @@
 //! What `airlock audit verify` checks of four eyes beyond the chain: that
 //! no line records a person approving what they asked, wrote or ran
-//! under another spelling of their name ([`crate::person`]).
+//! under another spelling of their name ([`airlock_approver::person`]).
 //!
 //! Before names were compared canonically, `--by Olga` could approve
 //! what `olga` asked, and the lines then say so in plain sight: the
@@ -25,7 +25,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::person;
+use airlock_approver::person;
 
 /// Runbook versions whose authors are remembered, at most.
 pub const MAX_VERSIONS: usize = 10_000;
@@ -133,7 +133,7 @@ impl PeopleLedger {
                 let author = text(record, "author").or(self.authors.get(&key).map(String::as_str));
                 if let Some(author) = author {
                     if same(author, by) {
-                        let short = crate::runbook::short(version);
+                        let short = airlock_runbooks::runbook::short(version);
                         self.find(
                             line,
                             format!("{by} approved version {short} of runbook {name}, which {author} added: an author never approves their own version (four eyes)"),

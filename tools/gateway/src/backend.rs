@@ -5,7 +5,8 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use crate::{caller::Caller, spec::ToolSpec};
+use crate::caller::Caller;
+use airlock_catalog::spec::ToolSpec;
 
 /// A successful backend answer.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::{plan_apply::PlanRun, policy::Mode, runbook::RunbookRun};
+use crate::{plan_apply::PlanRun, policy::Mode};
+use airlock_runbooks::runbook::RunbookRun;
 
 /// Who is calling, and from which execution.
 #[derive(Clone, Debug, PartialEq, Eq)]

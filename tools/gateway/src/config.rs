@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::{
     approval::{DEFAULT_MAX_OPEN, DEFAULT_TTL_MS},
     policy::PolicyConfig,
-    spec::Tier,
 };
+use airlock_catalog::spec::Tier;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -111,7 +111,7 @@ pub struct GatewayConfig {
     pub approve_command: String,
     /// What a runbook's call outside its file does (`[runbooks]
     /// outside_bounds`): refused unsent, or asks as any call.
-    pub runbook_outside: crate::runbook::Outside,
+    pub runbook_outside: airlock_runbooks::runbook::Outside,
 }
 
 /// What `approve_command` is when nothing more specific is known.
@@ -124,7 +124,7 @@ impl Default for GatewayConfig {
             approval: ApprovalConfig::default(),
             rate: RateConfig::default(),
             approve_command: DEFAULT_APPROVE_COMMAND.to_string(),
-            runbook_outside: crate::runbook::Outside::default(),
+            runbook_outside: airlock_runbooks::runbook::Outside::default(),
         }
     }
 }

@@ -24,7 +24,7 @@ pub enum KeyError {
     /// Not this user's alone, or not readable: whoever can write the
     /// file could enroll a key of their own.
     #[error("enrollment file: {0}")]
-    Checked(#[from] crate::credential_file::CredentialFileError),
+    Checked(#[from] airlock_edge::credential_file::CredentialFileError),
     #[error("the key store {location} is unavailable: {message}")]
     Store { location: String, message: String },
 }

@@ -277,7 +277,7 @@ pub fn cancel(
 ) -> Result<ParkedInfo, CancelError> {
     let gone = parked
         .cancel(execution, now_ms)?
-        .ok_or_else(|| CancelError::NotWaiting(crate::visible::visible(execution)))?;
+        .ok_or_else(|| CancelError::NotWaiting(airlock_catalog::visible::visible(execution)))?;
     let mut line = serde_json::Map::new();
     line.insert("execution".into(), gone.execution.clone().into());
     line.insert("identity".into(), gone.identity.clone().into());
@@ -291,7 +291,7 @@ pub fn cancel(
     audit
         .append("execution_end", line)
         .map_err(|e| CancelError::EndLine {
-            execution: crate::visible::visible(&gone.execution),
+            execution: airlock_catalog::visible::visible(&gone.execution),
             error: e.to_string(),
         })?;
     Ok(gone)

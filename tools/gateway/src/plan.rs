@@ -32,7 +32,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::{
+use airlock_catalog::{
     digest::sha256_json,
     spec::{Tier, ToolSpec},
 };
@@ -58,7 +58,7 @@ pub struct PlannedChange {
     pub n: u32,
     /// The tool's catalog name when the plan was recorded, shown.
     pub tool: String,
-    /// The tool's stable key ([`crate::ToolSpec::key`]), which applying
+    /// The tool's stable key ([`airlock_catalog::ToolSpec::key`]), which applying
     /// matches: a name a backend moved to another tool since does not
     /// match. Empty in plans from before keys (then the name is matched).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -145,7 +145,7 @@ pub fn target_of(spec: &ToolSpec, args: &Value) -> String {
         .filter_map(|p| {
             let v = args.get(p)?;
             let shown = match v {
-                Value::String(s) => crate::visible::visible(s),
+                Value::String(s) => airlock_catalog::visible::visible(s),
                 other => other.to_string(),
             };
             Some(format!("{p}={shown}"))

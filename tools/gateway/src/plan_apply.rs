@@ -27,10 +27,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::{
-    plan::{PlannedChange, Recorder},
-    spec::Tier,
-};
+use crate::plan::{PlannedChange, Recorder};
+use airlock_catalog::spec::Tier;
 
 /// The longest answer of a change kept to recognise a later read of it
 /// (a Proxmox task id is under 100 bytes).

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
+use airlock_catalog::{
     catalog::Catalog,
     spec::{Tier, ToolSpec},
 };
@@ -280,7 +280,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Hints, ToolSpec};
+    use airlock_catalog::spec::{Hints, ToolSpec};
     use serde_json::json;
 
     fn catalog() -> Catalog {

@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use crate::{
     approval::ApprovalStore, audit::AuditStore, config::ApprovalConfig, keys::KeyStore,
-    parked::ParkedStore, rate::RateLimits, runbook::RunbookStore, shares::ExecutionShares,
+    parked::ParkedStore, rate::RateLimits, shares::ExecutionShares,
 };
+use airlock_runbooks::runbook::RunbookStore;
 
 /// The stores one gateway (or one operator command) works with.
 #[derive(Clone)]

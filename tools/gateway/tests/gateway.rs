@@ -11,6 +11,7 @@ use std::{
     },
 };
 
+use airlock_catalog::spec::{Hints, Tier, ToolSpec};
 use airlock_gateway::{
     approval::Status,
     audit,
@@ -18,7 +19,6 @@ use airlock_gateway::{
     decision::Decider,
     gateway::StartError,
     policy::{Grant, Mode, PolicyConfig},
-    spec::{Hints, Tier, ToolSpec},
     CallError, Caller, Gateway, GatewayConfig,
 };
 use airlock_state::Place;

@@ -15,12 +15,15 @@ use std::{
     time::Duration,
 };
 
+use airlock_catalog::{
+    digest::sha256_json,
+    spec::{Hints, Tier, ToolSpec},
+};
 use airlock_gateway::{
     approval::{Request, Status, DEFAULT_TTL_MS},
     audit,
     backend::{Backend, BackendError, Reply, TaskEnd},
     decision::Decider,
-    digest::sha256_json,
     gateway::PlanFiled,
     plan::{
         list_hash, table, PlanError, PlannedChange, Recorder, MAX_PLAN_CHANGES,
@@ -28,7 +31,6 @@ use airlock_gateway::{
     },
     plan_apply::{Applying, PlanRun},
     policy::{Grant, Mode, PolicyConfig},
-    spec::{Hints, Tier, ToolSpec},
     CallError, Caller, Gateway, GatewayConfig,
 };
 use airlock_state::{local::AuditLog, Place};

@@ -14,10 +14,12 @@ use std::{
 
 use std::sync::Arc;
 
-use airlock_gateway::{
-    backend::{Backend, BackendError, Reply},
+use airlock_catalog::{
     spec::{Hints, Tier, ToolSpec},
     validate::ArgsValidator,
+};
+use airlock_gateway::{
+    backend::{Backend, BackendError, Reply},
     CallError, Caller, Gateway, GatewayConfig, Mode, Refused,
 };
 use airlock_state::Place;

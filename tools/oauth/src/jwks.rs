@@ -465,7 +465,7 @@ fn key_algorithm(alg: Algorithm) -> Option<KeyAlgorithm> {
 /// trust store.
 pub fn outbound_tls(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
     match ca_file {
-        Some(path) => airlock_gateway::tls::client_config(&airlock_gateway::tls::Trust::CaBundle(
+        Some(path) => airlock_edge::tls::client_config(&airlock_edge::tls::Trust::CaBundle(
             path.to_path_buf(),
         ))
         .map_err(|e| format!("ca_file: {e}")),

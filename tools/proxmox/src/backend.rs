@@ -19,13 +19,13 @@ use crate::{
     tiers::{TierRule, TierRules},
     upid::Upid,
 };
-use airlock_gateway::tls::{parse_fingerprint, Trust};
+use airlock_catalog::spec::{Tier, ToolSpec};
+use airlock_edge::json_budget;
+use airlock_edge::tls::{parse_fingerprint, Trust};
 use airlock_gateway::{
     backend::{Backend, BackendError, Reply, TaskEnd},
     caller::Caller,
-    json_budget,
     policy::Mode,
-    spec::{Tier, ToolSpec},
 };
 
 /// Which tools to offer.
@@ -244,7 +244,7 @@ impl ProxmoxBackend {
                 for (spec, _) in tools.iter_mut() {
                     if let Some(t) = config.tiers.get(&spec.name) {
                         spec.tier = *t;
-                        spec.hints = airlock_gateway::spec::Hints::for_tier(*t);
+                        spec.hints = airlock_catalog::spec::Hints::for_tier(*t);
                     }
                 }
                 tools
@@ -256,7 +256,7 @@ impl ProxmoxBackend {
         overridden.sort();
         for name in overridden {
             if !generated.iter().any(|(spec, _)| &spec.name == name) {
-                let hint = airlock_gateway::catalog::similar_names(
+                let hint = airlock_catalog::catalog::similar_names(
                     name,
                     generated.iter().map(|(s, _)| s.name.as_str()),
                 );

@@ -13,8 +13,8 @@ use crate::{
     body::{read_capped, BodyCap, BodyError, DEFAULT_MAX_RESPONSE_BYTES},
     transport,
 };
-use airlock_gateway::json_budget::{self, ParseError};
-use airlock_gateway::tls::{client_config, Trust};
+use airlock_edge::json_budget::{self, ParseError};
+use airlock_edge::tls::{client_config, Trust};
 
 /// Longest text taken from a PVE error answer (reason phrase, `message`,
 /// one parameter's complaint); the cluster decides its length, so it is cut.
@@ -40,7 +40,7 @@ pub enum TokenError {
     #[error("an API token looks like USER@REALM!TOKENID=SECRET (the secret is not shown)")]
     Malformed,
     #[error("token file: {0}")]
-    File(#[from] airlock_gateway::credential_file::CredentialFileError),
+    File(#[from] airlock_edge::credential_file::CredentialFileError),
 }
 
 impl ApiToken {
@@ -65,7 +65,7 @@ impl ApiToken {
 
     /// Reads a token file (one line, `USER@REALM!TOKENID=SECRET`).
     pub fn from_file(path: &Path) -> Result<Self, TokenError> {
-        let text = airlock_gateway::credential_file::read(path)?;
+        let text = airlock_edge::credential_file::read(path)?;
         Self::parse(&text)
     }
 
@@ -176,7 +176,7 @@ pub enum ClientError {
     #[error("target url `{0}` must be https://host[:port]")]
     Url(String),
     #[error(transparent)]
-    Tls(#[from] airlock_gateway::tls::TlsError),
+    Tls(#[from] airlock_edge::tls::TlsError),
     #[error("HTTP client: {0}")]
     Build(String),
 }
@@ -434,7 +434,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("alice.token");
         let line = "alice@pve!airlock=0b9c6a5e-1f1e-4c2a-9a0e-8f1c2d3e4f50\n";
-        airlock_gateway::credential_file::write(&path, line).unwrap();
+        airlock_edge::credential_file::write(&path, line).unwrap();
         assert_eq!(
             ApiToken::from_file(&path).unwrap().id(),
             "alice@pve!airlock"

@@ -18,7 +18,7 @@ use crate::{
     tiers::TierRules,
     vocabulary,
 };
-use airlock_gateway::spec::{Hints, Tier, ToolSpec};
+use airlock_catalog::spec::{Hints, Tier, ToolSpec};
 
 use Tier::{Admin, Forbidden, Operate, Read};
 
@@ -398,7 +398,7 @@ fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use airlock_gateway::Catalog;
+    use airlock_catalog::Catalog;
 
     #[test]
     fn keys_name_operations() {

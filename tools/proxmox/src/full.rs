@@ -12,7 +12,7 @@ use crate::{
     schema,
     tiers::TierRules,
 };
-use airlock_gateway::spec::{Hints, ToolSpec};
+use airlock_catalog::spec::{Hints, ToolSpec};
 
 /// PVE's own `target` (a destination node) is offered as `target_node`,
 /// because `target` selects the cluster.

@@ -286,7 +286,7 @@ fn ident(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use airlock_gateway::spec::is_js_identifier;
+    use airlock_catalog::spec::is_js_identifier;
     use serde_json::Value;
 
     fn op(method: Method, path: &str) -> Operation {

@@ -26,7 +26,7 @@
 
 use serde_json::Value;
 
-use airlock_gateway::redact::{is_secret, REDACTED};
+use airlock_catalog::redact::{is_secret, REDACTED};
 
 /// How a field is masked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

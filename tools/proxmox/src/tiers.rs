@@ -6,7 +6,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::apidata::Method;
-use airlock_gateway::spec::Tier;
+use airlock_catalog::spec::Tier;
 
 /// One rule as configured: `method` (`GET`, `POST`, `PUT`, `DELETE` or `*`)
 /// and a regular expression matched against the whole path template.

@@ -9,7 +9,7 @@ use std::error::Error as StdError;
 
 use rustls::CertificateError;
 
-use airlock_gateway::tls::PinMismatch;
+use airlock_edge::tls::PinMismatch;
 
 /// What went wrong, for `PveError::Connect`.
 pub fn describe(e: &reqwest::Error) -> String {

@@ -9,7 +9,7 @@ use common::schema_file;
 
 use std::sync::OnceLock;
 
-use airlock_gateway::{search::Query, Catalog, Tier, ToolSpec};
+use airlock_catalog::{search::Query, Catalog, Tier, ToolSpec};
 use airlock_proxmox::{apidata, full, route::Route, tiers::TierRules};
 
 /// (query, the operations that answer it: `METHOD /path`).

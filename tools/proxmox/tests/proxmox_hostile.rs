@@ -7,11 +7,9 @@
 
 use std::{collections::BTreeMap, path::Path};
 
-use airlock_gateway::{
-    redact::REDACTED,
-    tls::{parse_fingerprint, Trust},
-    Backend, Caller, ToolSpec,
-};
+use airlock_catalog::{redact::REDACTED, ToolSpec};
+use airlock_edge::tls::{parse_fingerprint, Trust};
+use airlock_gateway::{Backend, Caller};
 use airlock_proxmox::{
     apidata::Method,
     backend::{CatalogKind, ProxmoxBackend, ProxmoxConfig, TargetConfig},
@@ -53,7 +51,7 @@ fn get(path: &str) -> Request {
 /// A `[proxmox]` section with one target `lab` at `server`, alice's token.
 fn config(server: &Server, dir: &Path, catalog: CatalogKind) -> ProxmoxConfig {
     let file = dir.join("alice.token");
-    airlock_gateway::credential_file::write(&file, &token_line()).unwrap();
+    airlock_edge::credential_file::write(&file, &token_line()).unwrap();
     let mut targets = BTreeMap::new();
     targets.insert(
         "lab".to_string(),
@@ -459,7 +457,7 @@ async fn a_host_name_that_does_not_resolve_is_said_so_without_the_name() {
     // The backend names the target by its configured name instead.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("alice.token");
-    airlock_gateway::credential_file::write(&file, &token_line()).unwrap();
+    airlock_edge::credential_file::write(&file, &token_line()).unwrap();
     let mut targets = BTreeMap::new();
     targets.insert(
         "lab".to_string(),

@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration};
 
-use airlock_gateway::tls::{parse_fingerprint, Trust};
+use airlock_edge::tls::{parse_fingerprint, Trust};
 use airlock_gateway::{Backend, Caller, Gateway, GatewayConfig};
 use airlock_proxmox::{
     apidata::Method,
@@ -321,8 +321,7 @@ fn write_tokens(
         ("rita", Role::Reader),
     ] {
         let path = dir.join(format!("{identity}.token"));
-        airlock_gateway::credential_file::write(&path, &config.token(role).unwrap().line())
-            .unwrap();
+        airlock_edge::credential_file::write(&path, &config.token(role).unwrap().line()).unwrap();
         map.insert(identity.to_string(), path);
     }
     map
@@ -602,8 +601,7 @@ async fn tokens_by_mode_pick_the_least_mode_that_does_the_call() {
     let mut by_mode = std::collections::HashMap::new();
     for (mode, role) in [(Mode::Ro, Role::Reader), (Mode::Rw, Role::Admin)] {
         let path = dir.path().join(format!("mode-{mode}.token"));
-        airlock_gateway::credential_file::write(&path, &config.token(role).unwrap().line())
-            .unwrap();
+        airlock_edge::credential_file::write(&path, &config.token(role).unwrap().line()).unwrap();
         by_mode.insert(mode, path);
     }
     proxmox.targets.get_mut("lab").unwrap().tokens_by_mode = by_mode;
@@ -670,7 +668,7 @@ async fn a_misspelt_tier_override_is_refused() {
     let mut proxmox = proxmox_config(&sim, &config, dir.path(), CatalogKind::Curated);
     proxmox
         .tiers
-        .insert("vm_strat".into(), airlock_gateway::Tier::Operate);
+        .insert("vm_strat".into(), airlock_catalog::Tier::Operate);
     let err = match ProxmoxBackend::new(&proxmox).await {
         Ok(_) => panic!("a tier override naming no tool was accepted"),
         Err(e) => e.to_string(),
@@ -682,12 +680,12 @@ async fn a_misspelt_tier_override_is_refused() {
     proxmox.tiers.clear();
     proxmox
         .tiers
-        .insert("vm_start".into(), airlock_gateway::Tier::Admin);
+        .insert("vm_start".into(), airlock_catalog::Tier::Admin);
     let backend = ProxmoxBackend::new(&proxmox).await.unwrap();
     let start = backend
         .tools()
         .into_iter()
         .find(|t| t.name == "vm_start")
         .unwrap();
-    assert_eq!(start.tier, airlock_gateway::Tier::Admin);
+    assert_eq!(start.tier, airlock_catalog::Tier::Admin);
 }

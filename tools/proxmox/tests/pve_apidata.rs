@@ -5,7 +5,7 @@
 mod common;
 use common::schema_file;
 
-use airlock_gateway::{Catalog, Tier};
+use airlock_catalog::{Catalog, Tier};
 use airlock_proxmox::{apidata, full, tiers::TierRules};
 
 #[test]
@@ -225,7 +225,7 @@ fn the_real_schema_fits_the_default_schema_cap_with_room() {
     );
     // And its values (counted before it is parsed) fit the count the cap
     // allows, with room.
-    use airlock_gateway::json_budget::{count_values, max_values};
+    use airlock_edge::json_budget::{count_values, max_values};
     let values = count_values(&std::fs::read(&path).unwrap(), u64::MAX);
     let limit = max_values(DEFAULT_MAX_SCHEMA_BYTES);
     eprintln!("the real schema: {size} B, {values} values (limit {limit})");

@@ -2,7 +2,7 @@
 //! and the tools that must be in the top 3. The catalog here is shaped like
 //! Airlock's Proxmox catalog (names, summaries, parameters).
 
-use airlock_gateway::{
+use airlock_catalog::{
     search::Query,
     spec::{Hints, Tier, ToolSpec},
     Catalog,

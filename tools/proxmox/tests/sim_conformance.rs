@@ -18,7 +18,7 @@ use common::schema_file;
 
 use std::{collections::BTreeSet, time::Duration};
 
-use airlock_gateway::tls::{client_config, parse_fingerprint, Trust};
+use airlock_edge::tls::{client_config, parse_fingerprint, Trust};
 use airlock_proxmox::{
     apidata::{self, Method, Operation},
     curated,
@@ -534,7 +534,7 @@ async fn the_simulator_answers_as_the_real_schema_says() {
     let tools = curated::tools(&TierRules::defaults(), &Default::default(), "pve");
     let mut needed: Vec<(Method, String)> = tools
         .iter()
-        .filter(|(spec, _)| spec.tier != airlock_gateway::Tier::Forbidden)
+        .filter(|(spec, _)| spec.tier != airlock_catalog::Tier::Forbidden)
         .map(|(_, r)| (r.method, r.path.clone()))
         .collect();
     needed.extend(SEEN_IN_CLIENTS.iter().map(|(m, p)| (*m, p.to_string())));

@@ -101,10 +101,10 @@ impl Place {
                 sessions: None,
                 console: None,
                 runbooks: Arc::new(local::SqliteRunbooks::open(
-                    &airlock_gateway::private_files::parent_of(approvals_db).join("runbooks.db"),
+                    &airlock_edge::private_files::parent_of(approvals_db).join("runbooks.db"),
                 )?),
                 parked: Arc::new(local::SqliteParked::open(
-                    &airlock_gateway::private_files::parent_of(approvals_db).join("executions.db"),
+                    &airlock_edge::private_files::parent_of(approvals_db).join("executions.db"),
                 )?),
             }),
         }
@@ -125,7 +125,7 @@ pub enum StateError {
     #[error(transparent)]
     Audit(#[from] AuditError),
     #[error(transparent)]
-    Runbooks(#[from] airlock_gateway::runbook::StoreError),
+    Runbooks(#[from] airlock_runbooks::runbook::StoreError),
     #[error(transparent)]
     Parked(#[from] airlock_gateway::parked::ParkedUnavailable),
     #[error("[state] backend \"postgres\": {0}")]

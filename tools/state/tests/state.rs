@@ -9,6 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use airlock_catalog::spec::Tier;
 use airlock_gateway::{
     approval::{ApprovalError, ApprovalStore, Asked, Check, Request, Status},
     audit::{self, AuditError, MAX_LINE_BYTES},
@@ -16,7 +17,6 @@ use airlock_gateway::{
     decision::Decider,
     keys::{self, KeyError, KeyStore},
     plan::{list_hash, table, PlanError, PlannedChange, PLAN_TOOL},
-    spec::Tier,
     state::State,
     GatewayConfig,
 };
@@ -1330,7 +1330,7 @@ fn runbook_file(n: u32) -> String {
 both!(
     runbook_versions_are_approved_once_by_another_person,
     |f: Fixture| {
-        use airlock_gateway::runbook::StoreError;
+        use airlock_runbooks::runbook::StoreError;
         let s = f.open();
         let rb = &s.runbooks;
         let (v1, new) = rb
@@ -1340,7 +1340,7 @@ both!(
         assert_eq!(v1.status(), "unapproved");
         assert_eq!(
             v1.version,
-            airlock_gateway::runbook::version_of(&runbook_file(1))
+            airlock_runbooks::runbook::version_of(&runbook_file(1))
         );
         // Four eyes: the author cannot approve; a prefix, however long,
         // is not what a person approves.

@@ -3,7 +3,7 @@
 //! line.
 
 use super::*;
-use crate::runbook::{Admitted, RunbookRun};
+use airlock_runbooks::runbook::{Admitted, RunbookRun};
 
 impl Gateway {
     /// Rate limit, lookup, validation, policy and approval. Adds what it
@@ -16,7 +16,7 @@ impl Gateway {
         args: &Value,
         args_hash: &str,
         line: &mut Map<String, Value>,
-    ) -> Result<&'c crate::catalog::Entry, CallError> {
+    ) -> Result<&'c airlock_catalog::catalog::Entry, CallError> {
         // Charged before anything else, whatever the call turns out to be.
         self.take_token(&caller.identity)?;
         if catalog::name_too_long(name).is_some() {
@@ -229,7 +229,9 @@ impl Gateway {
                 let by = run.approved_by.as_deref().unwrap_or_default();
                 // Four eyes: a person who approved a version does not
                 // thereby approve their own calls through it.
-                if crate::person::same(by, &caller.identity) && !self.may_approve_own(caller) {
+                if airlock_approver::person::same(by, &caller.identity)
+                    && !self.may_approve_own(caller)
+                {
                     return Err(refused(format!(
                         "{by} approved this version of runbook {}, and approvals of one's own calls are off: another operator approves it",
                         rb.name

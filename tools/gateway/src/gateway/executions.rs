@@ -237,7 +237,7 @@ impl Gateway {
     pub fn runbook_started(
         &self,
         caller: &Caller,
-        run: &crate::runbook::RunbookRun,
+        run: &airlock_runbooks::runbook::RunbookRun,
     ) -> Result<(), AuditError> {
         let mut line = Map::new();
         if let Some(x) = &caller.execution {

@@ -59,18 +59,19 @@ use crate::{
     audit_fields,
     backend::Backend,
     backend::TaskEnd,
-    catalog::{self, quote_name, Catalog, CatalogError, Clash},
     config::GatewayConfig,
-    digest::{sha256_hex, sha256_json},
-    discovery,
     observe::{Observer, TimedAudit, UNKNOWN_TOOL},
     plan::{PlanError, PlannedChange, Recorder},
     plan_apply::{Applying, Called as PlanCalled, PlanRun, StepEnd, Taking},
     policy::{Mode, Policy, PolicyError},
-    redact,
-    spec::{Tier, ToolSpec},
     state::{OpenError, State, Stores},
-    summary,
+};
+use airlock_approver::summary;
+use airlock_catalog::{
+    catalog::{self, quote_name, Catalog, CatalogError, Clash},
+    digest::{sha256_hex, sha256_json},
+    discovery, redact,
+    spec::{Tier, ToolSpec},
 };
 
 type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -89,7 +90,7 @@ pub struct Gateway {
     /// Tiers whose approval may be asked in the MCP client.
     in_client_tiers: Vec<Tier>,
     approve_command: String,
-    runbook_outside: crate::runbook::Outside,
+    runbook_outside: airlock_runbooks::runbook::Outside,
     backends: HashMap<String, (Arc<dyn Backend>, Semaphore)>,
     /// Backend ids in the order given: earlier ones keep a clashing name.
     order: Vec<String>,
@@ -267,7 +268,7 @@ impl Gateway {
     }
 
     /// What a runbook's call outside its file does here.
-    pub fn runbook_outside(&self) -> crate::runbook::Outside {
+    pub fn runbook_outside(&self) -> airlock_runbooks::runbook::Outside {
         self.runbook_outside
     }
 

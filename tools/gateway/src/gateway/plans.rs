@@ -291,7 +291,9 @@ impl StepGuard<'_> {
             // not trusted to have waited.
             None => StepEnd::Failed("not a read of a task".into()),
             Some(TaskEnd::Running) => StepEnd::NotEnded,
-            Some(TaskEnd::Failed(status)) => StepEnd::Failed(crate::visible::quote(&status, 64)),
+            Some(TaskEnd::Failed(status)) => {
+                StepEnd::Failed(airlock_catalog::visible::quote(&status, 64))
+            }
         }
     }
 

@@ -10,6 +10,7 @@ use std::{
     },
 };
 
+use airlock_edge::private_files::{parent_of, private_dir, private_file};
 use airlock_gateway::{
     approval::{
         changes_text, key_of, new_id, new_key, parse_changes, plan_request, single_request,
@@ -17,7 +18,6 @@ use airlock_gateway::{
         Status, DEFAULT_MAX_OPEN, PURGE_EVERY_MS,
     },
     plan::{PlanError, PlannedChange},
-    private_files::{parent_of, private_dir, private_file},
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
@@ -247,7 +247,7 @@ impl ApprovalStore for SqliteApprovals {
                 request_id: id,
                 own: decided_by
                     .as_deref()
-                    .is_some_and(|by| airlock_gateway::person::same(by, asked.identity)),
+                    .is_some_and(|by| airlock_approver::person::same(by, asked.identity)),
                 decided_by,
                 decided_via,
             });

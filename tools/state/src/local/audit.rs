@@ -21,10 +21,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use airlock_gateway::{
-    audit::{seal, verify, AuditError, AuditStore, Head, Verdict, GENESIS},
-    private_files::{parent_of, private_dir, private_file},
-};
+use airlock_edge::private_files::{parent_of, private_dir, private_file};
+use airlock_gateway::audit::{seal, verify, AuditError, AuditStore, Head, Verdict, GENESIS};
 use serde_json::{Map, Value};
 
 /// The longest an append waits for another process's lock on the file.
@@ -273,10 +271,8 @@ fn last_head(mut file: &File) -> std::io::Result<Head> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use airlock_gateway::{
-        audit::{verify_lines, MAX_LINE_BYTES},
-        private_files::StateDirError,
-    };
+    use airlock_edge::private_files::StateDirError;
+    use airlock_gateway::audit::{verify_lines, MAX_LINE_BYTES};
     use serde_json::json;
 
     fn fields(v: Value) -> Map<String, Value> {

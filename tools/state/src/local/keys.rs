@@ -3,11 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use airlock_gateway::{
-    credential_file,
-    keys::{check_identity, parse_hash, KeyError, KeyHash, KeyStore},
-    private_files,
-};
+use airlock_edge::{credential_file, private_files};
+use airlock_gateway::keys::{check_identity, parse_hash, KeyError, KeyHash, KeyStore};
 use serde::Deserialize;
 
 /// One machine's keys: a TOML file of `[[client]]` entries

@@ -1,6 +1,6 @@
 //! One machine's state: approvals in a SQLite file and the audit chain in
 //! a JSONL file, both in the state directory (private to this user, see
-//! `airlock_gateway::private_files`); bearer keys in an enrollment file;
+//! `airlock_edge::private_files`); bearer keys in an enrollment file;
 //! parked executions in a SQLite file of their own;
 //! rate buckets and places of executions in this process's memory.
 

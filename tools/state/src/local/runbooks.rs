@@ -4,7 +4,7 @@
 
 use std::{path::Path, sync::Mutex};
 
-use airlock_gateway::runbook::{
+use airlock_runbooks::runbook::{
     may_approve, pick_whole, version_of, RunbookStore, StoreError, Stored,
 };
 use rusqlite::{params, Connection, TransactionBehavior};

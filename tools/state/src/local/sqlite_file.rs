@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use airlock_gateway::private_files::{parent_of, private_dir, private_file};
+use airlock_edge::private_files::{parent_of, private_dir, private_file};
 use rusqlite::Connection;
 
 /// Opens (creating if needed) the file at `path`, private to this user,

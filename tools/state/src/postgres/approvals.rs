@@ -159,7 +159,7 @@ impl ApprovalStore for PgApprovals {
                     request_id: row.get(0),
                     own: decided_by
                         .as_deref()
-                        .is_some_and(|by| airlock_gateway::person::same(by, &identity)),
+                        .is_some_and(|by| airlock_approver::person::same(by, &identity)),
                     decided_by,
                     decided_via: row.get(2),
                 });

@@ -106,7 +106,7 @@ impl PostgresConfig {
             ))
         })?;
         if let Some(path) = &self.password_file {
-            let text = airlock_gateway::credential_file::read(path)
+            let text = airlock_edge::credential_file::read(path)
                 .map_err(|e| PgError::Config(format!("[state] password_file: {e}")))?;
             let password = text.lines().next().unwrap_or("").trim_end_matches('\r');
             if password.is_empty() {

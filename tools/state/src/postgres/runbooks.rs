@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{connection, lock_key, unavailable, PgError, Postgres, LOCK_CLASS};
-use airlock_gateway::runbook::{
+use airlock_runbooks::runbook::{
     may_approve, pick_whole, version_of, RunbookStore, StoreError, Stored,
 };
 

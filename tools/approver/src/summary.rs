@@ -35,7 +35,8 @@ use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
 use sha2::Sha256;
 
-use crate::{digest::sha256_hex, redact::is_secret, ssh_keys, visible::must_escape};
+use crate::ssh_keys;
+use airlock_catalog::{digest::sha256_hex, redact::is_secret, visible::must_escape};
 
 /// The key of the short hashes secrets are shown by: 32 random bytes kept
 /// with the approvals (one per deployment, so every replica shows a
@@ -78,7 +79,7 @@ fn json_tag(mut mac: Hmac<Sha256>, v: &Value) -> (usize, String) {
     // its JSON.
     mac.update(b"json\0");
     let mut chars = 0usize;
-    crate::digest::write(v, &mut |bytes| {
+    airlock_catalog::digest::write(v, &mut |bytes| {
         mac.update(bytes);
         // UTF-8: every byte but a continuation byte starts a char.
         chars += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count();

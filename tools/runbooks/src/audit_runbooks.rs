@@ -25,7 +25,8 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::{runbook::Runbook, spec::Tier};
+use crate::runbook::Runbook;
+use airlock_catalog::spec::Tier;
 
 /// Runbook calls kept for checking, at most.
 pub const MAX_CLAIMS: usize = 100_000;

@@ -47,10 +47,10 @@ use jsonschema::Validator;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::{
+use airlock_approver::summary::SummaryKey;
+use airlock_catalog::{
     digest::sha256_hex,
     spec::{Hints, Tier, ToolSpec},
-    summary::SummaryKey,
     validate::ArgsValidator,
 };
 
@@ -349,7 +349,7 @@ impl Runbook {
         }
         let mut calls = Vec::with_capacity(form.calls.len());
         for (i, c) in form.calls.into_iter().enumerate() {
-            if c.tool.is_empty() || c.tool.len() > crate::catalog::MAX_NAME_BYTES {
+            if c.tool.is_empty() || c.tool.len() > airlock_catalog::catalog::MAX_NAME_BYTES {
                 return Err(field(format!("calls[{i}].tool"), "a tool's catalog name"));
             }
             if calls.iter().any(|a: &Allowed| a.tool == c.tool) {
@@ -461,7 +461,7 @@ impl Runbook {
         } in &allowed.bounds
         {
             let value = args.get(arg).unwrap_or(&Value::Null);
-            let secret = crate::redact::is_secret(arg);
+            let secret = airlock_catalog::redact::is_secret(arg);
             if recorded && Recorded::is_tag(value) {
                 // A value its bound fixes is never hidden behind a tag.
                 if *fixes == Fixes::Listed && !secret {
@@ -479,7 +479,9 @@ impl Runbook {
                 v == STRUCTURED
                     || (v.ends_with('…') && v.chars().count() == MAX_BOUND_VALUE_CHARS + 1)
             });
-            if recorded && (was_cut || (secret && value.as_str() == Some(crate::redact::REDACTED)))
+            if recorded
+                && (was_cut
+                    || (secret && value.as_str() == Some(airlock_catalog::redact::REDACTED)))
             {
                 seen.insert(arg.clone(), value.clone());
                 continue;
@@ -496,7 +498,7 @@ impl Runbook {
             // could be tried against a dictionary): that it was given.
             let shown = match key {
                 Some(_) if secret && !value.is_null() => {
-                    Value::String(crate::redact::REDACTED.into())
+                    Value::String(airlock_catalog::redact::REDACTED.into())
                 }
                 Some(key) if !value.is_null() && !fixes.value(value) => Recorded::tag(value, key),
                 _ => cut(value),
@@ -796,7 +798,7 @@ pub fn may_approve(s: &Stored, by: &str) -> Result<(), StoreError> {
             version: short(&s.version).into(),
         });
     }
-    if crate::person::same(&s.author, by) {
+    if airlock_approver::person::same(&s.author, by) {
         return Err(StoreError::OwnVersion {
             name: s.name.clone(),
             version: short(&s.version).into(),
@@ -870,7 +872,7 @@ pub fn search(current: &[Stored], query: &str, tiers: &[Tier], limit: usize) -> 
                     Found {
                         kind: "runbook",
                         call: format!("runbooks.{}", rb.name),
-                        signature: crate::typescript::signature(&rb.spec),
+                        signature: airlock_catalog::typescript::signature(&rb.spec),
                         description: rb.description.clone(),
                         status: if s.approved_by.is_some() {
                             "approved"
@@ -1023,11 +1025,11 @@ source = "1"
         let rb = Runbook::parse(&file).unwrap();
         let args = json!({"vmid": 100, "cipassword": "correct horse battery"});
         let seen = rb.check("vm_reboot", Tier::Operate, &args, &key()).unwrap();
-        assert_eq!(seen["cipassword"], crate::redact::REDACTED);
+        assert_eq!(seen["cipassword"], airlock_catalog::redact::REDACTED);
         assert!(!Value::Object(seen.clone()).to_string().contains("horse"));
         assert!(rb.check_recorded("vm_reboot", Tier::Operate, &seen).is_ok());
         // Lines written before tags said `[redacted]`: they still verify.
-        let old = json!({"vmid": 100, "cipassword": crate::redact::REDACTED});
+        let old = json!({"vmid": 100, "cipassword": airlock_catalog::redact::REDACTED});
         assert!(rb
             .check_recorded("vm_reboot", Tier::Operate, old.as_object().unwrap())
             .is_ok());

@@ -27,7 +27,7 @@ impl<F: FnMut(&[u8])> std::io::Write for Sink<'_, F> {
 
 /// Writes `v`'s canonical JSON to `out` piece by piece: nothing the size
 /// of `v` is built.
-pub(crate) fn write(v: &Value, out: &mut impl FnMut(&[u8])) {
+pub fn write(v: &Value, out: &mut impl FnMut(&[u8])) {
     match v {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
