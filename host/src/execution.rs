@@ -14,7 +14,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use airlock_gateway::{audit::AuditError, gateway::StartError, Caller, Gateway};
+use airlock_gateway::{
+    audit::AuditError,
+    gateway::{LimitsUsed, StartError},
+    Caller, Gateway,
+};
 use airlock_sandbox::{ExecError, Limits, Outcome, Sandbox, ToolHost};
 
 use crate::wiring::ScriptTools;
@@ -205,26 +209,40 @@ impl Execution {
     /// Writes the end line. A failure to write it is logged, not returned:
     /// the work is done, and its calls are in the log line by line.
     pub fn finish(self, ended: Ended<'_>) -> Finished {
-        let (kind, calls, limit) = match ended {
-            Ended::Ran(o) => (
-                o.error().map(|e| e.kind()).unwrap_or("ok"),
-                o.stats.tool_calls,
-                match o.error() {
+        let took = self.started.elapsed();
+        let used = match ended {
+            Ended::Ran(o) => LimitsUsed {
+                tool_calls: o.stats.tool_calls,
+                wall: took,
+                sandbox: Some(Duration::from_micros(o.stats.wall_us)),
+                peak_memory_bytes: Some(o.stats.peak_memory_bytes),
+                result_bytes: Some(result_bytes(o)),
+                journal_bytes: o.stats.journal.as_ref().map(|j| j.bytes),
+                limit: match o.error() {
                     Some(ExecError::LimitExceeded { limit, .. }) => Some(limit.name()),
                     _ => None,
                 },
-            ),
-            Ended::Cancelled { calls } => ("Cancelled", calls, None),
+            },
+            Ended::Cancelled { calls } => LimitsUsed {
+                tool_calls: calls,
+                wall: took,
+                ..LimitsUsed::default()
+            },
         };
-        let took = self.started.elapsed();
+        let kind = match ended {
+            Ended::Ran(o) => o.error().map(|e| e.kind()).unwrap_or("ok"),
+            Ended::Cancelled { .. } => "Cancelled",
+        };
+        let calls = used.tool_calls;
         let metrics = crate::metrics::global();
-        metrics.execution(kind, limit, took);
+        metrics.execution(kind, used.limit, took);
+        metrics.used(self.gateway.mode_of(&self.caller).as_str(), &used);
         if let Ended::Ran(o) = ended {
             let waited = Duration::from_micros(o.stats.queue_us);
-            metrics.admission(&self.caller.identity, waited, limit);
+            metrics.admission(&self.caller.identity, waited, used.limit);
         }
         let id = self.id().to_string();
-        if let Err(e) = self.gateway.execution_finished(&id, kind, calls, took) {
+        if let Err(e) = self.gateway.execution_ended(&id, kind, &used) {
             tracing::warn!(execution = %id, error = %e, "could not record the end of an execution in the audit log");
         }
         Finished {
@@ -233,5 +251,28 @@ impl Execution {
             calls,
             took,
         }
+    }
+}
+
+/// The bytes of an outcome's value as JSON, counted without building the
+/// text; the size before the cut when the value was cut to `result_bytes`.
+fn result_bytes(o: &Outcome) -> u64 {
+    if let Some(t) = &o.truncated {
+        return t.original_bytes;
+    }
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match &o.result {
+        Ok(v) => serde_json::to_writer(&mut count, v).map_or(0, |()| count.0),
+        Err(_) => 0,
     }
 }

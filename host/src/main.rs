@@ -285,6 +285,12 @@ enum Command {
         #[command(subcommand)]
         action: admin::AuditAction,
     },
+    /// How close executions come to the sandbox's limits, read from the
+    /// audit, with a suggested value per limit (changes nothing).
+    Limits {
+        #[command(subcommand)]
+        action: airlock::limits_report::LimitsAction,
+    },
 }
 
 fn main() -> ExitCode {
@@ -488,6 +494,7 @@ fn main() -> ExitCode {
             }
             Command::Approvals { action } => admin::approvals(&file, action),
             Command::Audit { action } => admin::audit(&file, action),
+            Command::Limits { action } => airlock::limits_report::limits(&file, action),
             Command::Executions { action } => airlock::executions_admin::executions(&file, action),
             Command::Runbook { action } => airlock::runbook_admin::runbook(&file, action),
             Command::Bench(args) => airlock::bench::run(args).await,

@@ -39,6 +39,16 @@ struct OutcomeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModeLabel {
+    /// The mode the execution's identity runs in (`ro`, `operator`,
+    /// `rw`): three series per histogram, whatever the identities.
+    mode: &'static str,
+}
+
+/// A histogram per identity mode.
+type ByMode = Family<ModeLabel, Histogram, fn() -> Histogram>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabel {
     limit: &'static str,
 }
@@ -105,6 +115,13 @@ pub struct Metrics {
     executions: Family<OutcomeLabel, Counter>,
     execution_seconds: Histogram,
     limit_hits: Family<LimitLabel, Counter>,
+    /// What executions used of each limit, for tuning them (the same
+    /// numbers `airlock limits report` reads from the audit).
+    used_sandbox_seconds: ByMode,
+    used_memory_bytes: ByMode,
+    used_tool_calls: ByMode,
+    used_result_bytes: ByMode,
+    used_journal_bytes: ByMode,
     calls: Family<CallLabel, Counter>,
     call_seconds: Histogram,
     audit_appends: Family<WrittenLabel, Counter>,
@@ -158,6 +175,36 @@ impl Metrics {
             "limit_hits",
             "Executions ended and calls refused by a limit, by the limit's name",
             limit_hits.clone(),
+        );
+        let mut by_mode = |name: &str, help: &str, new: fn() -> Histogram| {
+            let family = ByMode::new_with_constructor(new);
+            registry.register(name, help, family.clone());
+            family
+        };
+        let used_sandbox_seconds = by_mode(
+            "execution_used_sandbox_seconds",
+            "Time an execution's last run spent in the sandbox, against wall_time_ms, by the identity's mode",
+            || Histogram::new(exponential_buckets(0.001, 2.0, 20)),
+        );
+        let used_memory_bytes = by_mode(
+            "execution_used_memory_bytes",
+            "Peak linear memory of an execution's last run, against memory_bytes, by the identity's mode",
+            || Histogram::new(exponential_buckets(1_048_576.0, 2.0, 13)),
+        );
+        let used_tool_calls = by_mode(
+            "execution_used_tool_calls",
+            "Tool calls an execution made, against tool_calls, by the identity's mode",
+            || Histogram::new(exponential_buckets(1.0, 2.0, 15)),
+        );
+        let used_result_bytes = by_mode(
+            "execution_used_result_bytes",
+            "Bytes of an execution's value as JSON (before any cut), against result_bytes, by the identity's mode",
+            || Histogram::new(exponential_buckets(64.0, 2.0, 20)),
+        );
+        let used_journal_bytes = by_mode(
+            "execution_used_journal_bytes",
+            "A durable execution's journal at its end, against journal_bytes, by the identity's mode",
+            || Histogram::new(exponential_buckets(1024.0, 2.0, 20)),
         );
         let calls = Family::<CallLabel, Counter>::default();
         registry.register(
@@ -239,6 +286,11 @@ impl Metrics {
             executions,
             execution_seconds,
             limit_hits,
+            used_sandbox_seconds,
+            used_memory_bytes,
+            used_tool_calls,
+            used_result_bytes,
+            used_journal_bytes,
             calls,
             call_seconds,
             audit_appends,
@@ -292,6 +344,36 @@ impl Metrics {
         self.execution_seconds.observe(took.as_secs_f64());
         if let Some(limit) = limit {
             self.limit_hits.get_or_create(&LimitLabel { limit }).inc();
+        }
+    }
+
+    /// What one execution used of its limits; `mode` is its identity's.
+    /// What was not measured (an execution cancelled outside the sandbox,
+    /// a journal of one that is not durable) is not observed.
+    pub fn used(&self, mode: &'static str, used: &airlock_gateway::gateway::LimitsUsed) {
+        let label = ModeLabel { mode };
+        self.used_tool_calls
+            .get_or_create(&label)
+            .observe(f64::from(used.tool_calls));
+        let measured = [
+            (
+                &self.used_sandbox_seconds,
+                used.sandbox.map(|d| d.as_secs_f64()),
+            ),
+            (
+                &self.used_memory_bytes,
+                used.peak_memory_bytes.map(|b| b as f64),
+            ),
+            (&self.used_result_bytes, used.result_bytes.map(|b| b as f64)),
+            (
+                &self.used_journal_bytes,
+                used.journal_bytes.map(|b| b as f64),
+            ),
+        ];
+        for (family, value) in measured {
+            if let Some(v) = value {
+                family.get_or_create(&label).observe(v);
+            }
         }
     }
 
@@ -481,15 +563,17 @@ pub async fn serve(
             .await
             .ok()
             .flatten();
-            (
-                StatusCode::OK,
-                [(
-                    header::CONTENT_TYPE,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                )],
-                global().render(pending),
-            )
-                .into_response()
+            let rendered = global().render(pending);
+            let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            let (kind, body) = if crate::exposition::wants_text(accept) {
+                (
+                    crate::exposition::TEXT,
+                    crate::exposition::to_text(&rendered),
+                )
+            } else {
+                (crate::exposition::OPENMETRICS, rendered)
+            };
+            (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response()
         }
     };
     let app = Router::new().route("/metrics", get(scrape));

@@ -1158,3 +1158,79 @@ fn completions_and_manual_pages_cover_every_subcommand() {
         "{main_page}"
     );
 }
+
+/// `airlock limits report` reads what each execution used from the
+/// audit's end lines and sets it against the configured limits.
+#[test]
+fn the_limits_report_reads_each_limit_s_use_from_the_audit() {
+    let state = State::new();
+    let config = state.config("[limits]\ntool_calls = 8\nresult_bytes = 65536\n");
+    // 22 runs: run i makes i % 4 + 1 calls and returns a string of
+    // 10 * i characters (JSON: two quotes more); the last makes nine
+    // calls, one past the limit.
+    let runs = 22;
+    for i in 0..runs {
+        let calls = if i == runs - 1 { 9 } else { i % 4 + 1 };
+        let script = format!(
+            "for (let k = 0; k < {calls}; k++) await tools.node_list(); 'x'.repeat({})",
+            10 * i
+        );
+        let out = state.run(&["--config", &config, "exec", "-"], &script);
+        assert_eq!(
+            out.status.code(),
+            Some(if i == runs - 1 { 1 } else { 0 }),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    let out = state.run(&["--config", &config, "limits", "report", "--json"], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = json_of(&out);
+    assert_eq!(r["executions"], runs);
+    let limit = |name: &str| {
+        r["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["limit"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {r:#}"))
+            .clone()
+    };
+    let calls = limit("tool_calls");
+    assert_eq!(calls["configured"], 8);
+    assert_eq!(calls["executions"], runs);
+    assert_eq!(calls["hits"], 1, "{calls}");
+    // Calls made: 1, 2, 3, 4 repeated over 21 runs, then eight before
+    // the ninth was refused.
+    assert_eq!(calls["p50"], 2, "{calls}");
+    assert_eq!(calls["max"], 8, "{calls}");
+    // A limit that stopped a run is suggested past itself.
+    assert!(calls["suggested"].as_u64().unwrap() >= 12, "{calls}");
+    let result = limit("result_bytes");
+    assert_eq!(result["max"], 10 * (runs - 2) + 2, "{result}");
+    assert_eq!(result["hits"], 0);
+    let memory = limit("memory_bytes");
+    assert!(memory["p50"].as_u64().unwrap() > 1 << 20, "{memory}");
+    assert!(memory["suggested"].as_u64().unwrap() >= memory["max"].as_u64().unwrap());
+    assert_eq!(limit("wall_time_ms")["executions"], runs);
+    // The table names every limit, and says nothing was changed.
+    let out = state.run(&["--config", &config, "limits", "report"], "");
+    let table = text(&out.stdout);
+    for name in [
+        "wall_time_ms",
+        "memory_bytes",
+        "tool_calls",
+        "result_bytes",
+        "journal_bytes",
+    ] {
+        assert!(table.contains(name), "{table}");
+    }
+    assert!(
+        table.contains("tool_calls: 1 execution(s) hit it"),
+        "{table}"
+    );
+    assert!(table.contains("Nothing was changed"), "{table}");
+    // The new end-line fields keep the chain whole.
+    let out = state.run(&["--config", &config, "audit", "verify"], "");
+    assert!(out.status.success(), "{}", text(&out.stdout));
+}

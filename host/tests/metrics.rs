@@ -118,7 +118,8 @@ async fn a_scrape_counts_what_the_executions_did() {
         .to_str()
         .unwrap()
         .starts_with("application/openmetrics-text"));
-    let m = parse(&scraped.text().await.unwrap());
+    let body = scraped.text().await.unwrap();
+    let m = parse(&body);
     let get = |k: &str| {
         m.get(k)
             .copied()
@@ -140,6 +141,67 @@ async fn a_scrape_counts_what_the_executions_did() {
         );
     }
     assert_eq!(get("airlock_execution_seconds_count{}"), 6.0);
+    // What each execution used of its limits, one series per identity
+    // mode, observed at its end (as `airlock limits report` reads it):
+    // five ended in the sandbox; the sixth waits, parked, and is
+    // observed when it ends.
+    let by_mode = |family: &str| -> Vec<(String, f64)> {
+        m.iter()
+            .filter(|(k, _)| k.starts_with(&format!("{family}_count{{mode=")))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    for family in [
+        "airlock_execution_used_tool_calls",
+        "airlock_execution_used_sandbox_seconds",
+        "airlock_execution_used_memory_bytes",
+        "airlock_execution_used_result_bytes",
+    ] {
+        let series = by_mode(family);
+        assert_eq!(series.len(), 1, "{family}: {series:?}");
+        assert_eq!(series[0].1, 5.0, "{family}: {series:?}");
+    }
+    let mode = by_mode("airlock_execution_used_tool_calls")[0].0.clone();
+    let mode = mode.split("mode=").nth(1).unwrap().trim_end_matches('}');
+    // Calls made: none, none, none (over the wall clock), one refused,
+    // six (two allowed, four rate-limited).
+    assert_eq!(
+        get(&format!(
+            "airlock_execution_used_tool_calls_sum{{mode={mode}}}"
+        )),
+        0.0 + 0.0 + 0.0 + 1.0 + 6.0
+    );
+    // The run stopped by the wall clock spent about 300 ms in the sandbox.
+    assert!(
+        get(&format!(
+            "airlock_execution_used_sandbox_seconds_sum{{mode={mode}}}"
+        )) >= 0.3
+    );
+    assert!(
+        get(&format!(
+            "airlock_execution_used_memory_bytes_bucket{{le=1048576.0,mode={mode}}}"
+        )) < 6.0,
+        "a sandbox holds more than 1 MiB"
+    );
+    // The text format, for scrapers that ask for it, through
+    // Prometheus' own checker where Debian's package provides it.
+    let text = http
+        .get(&url)
+        .bearer_auth(key)
+        .header("accept", "text/plain; version=0.0.4")
+        .send()
+        .await
+        .unwrap();
+    assert!(text.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
+    let text = text.text().await.unwrap();
+    assert!(
+        text.contains("# TYPE airlock_executions_total counter\n"),
+        "{text}"
+    );
+    promtool_check(&text);
     assert_eq!(get("airlock_limit_hits_total{limit=wall_time_ms}"), 1.0);
     assert_eq!(
         get("airlock_limit_hits_total{limit=rate.calls_per_minute}"),
@@ -208,5 +270,49 @@ fn metrics_beyond_loopback_need_a_key() {
     assert!(
         err.contains("--metrics-key-file") && err.contains("0.0.0.0"),
         "{err}"
+    );
+}
+
+/// `promtool check metrics` on a text-format exposition, with promtool from
+/// `scripts/install-promtool.sh` (Debian's `prometheus` package, unpacked
+/// under `target/`); SKIPPED, said, where there is none to be had.
+fn promtool_check(body: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let found = Command::new("sh")
+        .arg(root.join("scripts/install-promtool.sh"))
+        .arg(root.join("target/promtool"))
+        .output()
+        .unwrap();
+    if !found.status.success() {
+        eprintln!(
+            "SKIPPED promtool check metrics: {}",
+            String::from_utf8_lossy(&found.stderr)
+        );
+        return;
+    }
+    let promtool = String::from_utf8(found.stdout).unwrap().trim().to_string();
+    let mut child = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}\n{body}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -185,11 +185,41 @@ impl Gateway {
         tool_calls: u32,
         wall: Duration,
     ) -> Result<(), AuditError> {
+        let used = LimitsUsed {
+            tool_calls,
+            wall,
+            ..LimitsUsed::default()
+        };
+        self.execution_ended(execution, outcome, &used)
+    }
+
+    /// Records how an execution ended and what it used of its limits:
+    /// the line `airlock limits report` reads back.
+    pub fn execution_ended(
+        &self,
+        execution: &str,
+        outcome: &str,
+        used: &LimitsUsed,
+    ) -> Result<(), AuditError> {
         let mut line = Map::new();
         line.insert("execution".into(), Value::String(execution.into()));
         line.insert("outcome".into(), audit_fields::code(outcome));
-        line.insert("tool_calls".into(), Value::from(tool_calls));
-        line.insert("wall_ms".into(), Value::from(wall.as_millis() as u64));
+        line.insert("tool_calls".into(), Value::from(used.tool_calls));
+        line.insert("wall_ms".into(), Value::from(used.wall.as_millis() as u64));
+        let measured = [
+            ("sandbox_ms", used.sandbox.map(|d| d.as_millis() as u64)),
+            ("peak_memory_bytes", used.peak_memory_bytes),
+            ("result_bytes", used.result_bytes),
+            ("journal_bytes", used.journal_bytes),
+        ];
+        for (field, value) in measured {
+            if let Some(v) = value {
+                line.insert(field.into(), Value::from(v));
+            }
+        }
+        if let Some(limit) = used.limit {
+            line.insert("limit".into(), audit_fields::code(limit));
+        }
         let identity = self.let_go(execution);
         let written = match &identity {
             Some(identity) => self.append_for(identity, "execution_end", line.clone()),
@@ -213,6 +243,27 @@ impl Gateway {
             }
         }
     }
+}
+
+/// What one execution used of the limits an operator sets, as its end
+/// line records it. Only `tool_calls` and `wall` are known for every
+/// end; the rest are known when the execution's last run ended in the
+/// sandbox (not for one cancelled, or ended by its lifetime).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LimitsUsed {
+    pub tool_calls: u32,
+    /// From the audited start to the end, waiting included.
+    pub wall: Duration,
+    /// The last run's time in the sandbox: what `wall_time_ms` bounds.
+    pub sandbox: Option<Duration>,
+    pub peak_memory_bytes: Option<u64>,
+    /// The bytes of the script's value as JSON, before any cut to
+    /// `result_bytes`.
+    pub result_bytes: Option<u64>,
+    /// A durable execution's journal, as counted against `journal_bytes`.
+    pub journal_bytes: Option<u64>,
+    /// The limit that ended the execution, when one did.
+    pub limit: Option<&'static str>,
 }
 
 /// Why an execution was not started (nothing ran, nothing was audited

@@ -32,7 +32,7 @@ mod rate_counts;
 mod rebuild;
 mod refusals;
 
-pub use executions::StartError;
+pub use executions::{LimitsUsed, StartError};
 pub use plans::PlanFiled;
 use plans::{called, StepGuard};
 use rate_counts::Unwritten;
