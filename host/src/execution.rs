@@ -214,9 +214,11 @@ impl Execution {
             Ended::Ran(o) => LimitsUsed {
                 tool_calls: o.stats.tool_calls,
                 wall: took,
-                sandbox: Some(Duration::from_micros(o.stats.wall_us)),
-                peak_memory_bytes: Some(o.stats.peak_memory_bytes),
-                result_bytes: Some(result_bytes(o)),
+                // A run refused before it had an instance measured
+                // nothing: left out, not counted as zero.
+                sandbox: entered(o).then(|| Duration::from_micros(o.stats.wall_us)),
+                peak_memory_bytes: entered(o).then_some(o.stats.peak_memory_bytes),
+                result_bytes: result_bytes(o),
                 journal_bytes: o.stats.journal.as_ref().map(|j| j.bytes),
                 limit: match o.error() {
                     Some(ExecError::LimitExceeded { limit, .. }) => Some(limit.name()),
@@ -254,11 +256,19 @@ impl Execution {
     }
 }
 
+/// Whether the run had an instance: one refused at admission, or before
+/// its instance was made, used no memory.
+fn entered(o: &Outcome) -> bool {
+    o.stats.peak_memory_bytes > 0
+}
+
 /// The bytes of an outcome's value as JSON, counted without building the
-/// text; the size before the cut when the value was cut to `result_bytes`.
-fn result_bytes(o: &Outcome) -> u64 {
+/// text; the size before the cut when the value was cut to `result_bytes`
+/// (the guest's own count, so held to what a guest's memory can hold);
+/// none for a run that ended without a value.
+fn result_bytes(o: &Outcome) -> Option<u64> {
     if let Some(t) = &o.truncated {
-        return t.original_bytes;
+        return Some(t.original_bytes.min(airlock_sandbox::MAX_MEMORY_BYTES));
     }
     struct Count(u64);
     impl std::io::Write for Count {
@@ -271,8 +281,7 @@ fn result_bytes(o: &Outcome) -> u64 {
         }
     }
     let mut count = Count(0);
-    match &o.result {
-        Ok(v) => serde_json::to_writer(&mut count, v).map_or(0, |()| count.0),
-        Err(_) => 0,
-    }
+    let value = o.result.as_ref().ok()?;
+    serde_json::to_writer(&mut count, value).ok()?;
+    Some(count.0)
 }

@@ -7,8 +7,9 @@
 //! named in its `# HELP` and `# TYPE` lines (OpenMetrics names the
 //! family, `airlock_executions`; the text format names the sample,
 //! `airlock_executions_total`), in the type `unknown` (`untyped`), in
-//! `# UNIT` lines and the closing `# EOF` (neither in the text format),
-//! and in the escaping of `"` in help texts. Samples are the same lines.
+//! and in `# UNIT` lines and the closing `# EOF` (neither in the text
+//! format). Samples are the same lines. Help texts are Airlock's own
+//! and hold no `"` or newline, which the two formats escape differently.
 
 /// The content type of each format.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -49,12 +50,7 @@ pub fn to_text(openmetrics: &str) -> String {
         }
         let rewritten = if let Some(rest) = line.strip_prefix("# HELP ") {
             let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
-            // OpenMetrics escapes `"` in help; the text format does not.
-            format!(
-                "# HELP {} {}",
-                sample_name(name, &counters),
-                help.replace("\\\"", "\"")
-            )
+            format!("# HELP {} {help}", sample_name(name, &counters))
         } else if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
             let kind = match kind {
@@ -87,7 +83,7 @@ mod tests {
     #[test]
     fn counters_are_named_by_their_sample_and_the_rest_kept() {
         let om = concat!(
-            "# HELP airlock_executions Executions ended, \\\"quoted\\\".\n",
+            "# HELP airlock_executions Executions ended.\n",
             "# TYPE airlock_executions counter\n",
             "airlock_executions_total{outcome=\"ok\"} 2\n",
             "# HELP airlock_up Up.\n",
@@ -100,7 +96,7 @@ mod tests {
         assert_eq!(
             to_text(om),
             concat!(
-                "# HELP airlock_executions_total Executions ended, \"quoted\".\n",
+                "# HELP airlock_executions_total Executions ended.\n",
                 "# TYPE airlock_executions_total counter\n",
                 "airlock_executions_total{outcome=\"ok\"} 2\n",
                 "# HELP airlock_up Up.\n",

@@ -163,7 +163,8 @@ impl Measured {
         match self {
             Measured::MemoryBytes => airlock_sandbox::MAX_MEMORY_BYTES,
             Measured::JournalBytes => airlock_sandbox::MAX_JOURNAL_BYTES,
-            _ => u64::MAX,
+            Measured::ResultBytes => airlock_sandbox::MAX_HANDOVER_BYTES,
+            Measured::WallTimeMs | Measured::ToolCalls => u64::MAX,
         }
     }
 }
@@ -182,6 +183,9 @@ pub struct LimitUse {
     /// Executions this limit stopped (or, for `result_bytes`, whose
     /// value it cut).
     pub hits: usize,
+    /// The identities those executions ran as (known from their start
+    /// lines in the period): one identity's hits raise nothing.
+    pub hit_identities: usize,
     /// `None` with fewer than [`MIN_EXECUTIONS`] executions measured.
     pub suggested: Option<u64>,
 }
@@ -207,10 +211,15 @@ type Used = [Option<u64>; 5];
 struct EndLines {
     cutoff: Option<SystemTime>,
     partial: Vec<u8>,
+    /// Inside a line longer than any line of a chain: dropped to its end.
+    skipping: bool,
     lines: u64,
     ends: Vec<Used>,
-    /// The limit named by each end line that a limit stopped.
-    stopped: Vec<String>,
+    /// Running executions' identities, from their start lines.
+    running: std::collections::HashMap<String, String>,
+    /// For each end line: the limit that stopped it ([`Measured::ALL`]'s
+    /// index; `None` for another or none) and its identity if known.
+    stopped: Vec<(Option<usize>, Option<String>)>,
 }
 
 impl EndLines {
@@ -219,9 +228,20 @@ impl EndLines {
         let Ok(Value::Object(line)) = serde_json::from_slice::<Value>(bytes) else {
             return;
         };
-        if line.get("event").and_then(Value::as_str) != Some("execution_end") {
-            return;
+        let execution = line.get("execution").and_then(Value::as_str);
+        match line.get("event").and_then(Value::as_str) {
+            Some("execution_start") => {
+                if let (Some(x), Some(who)) =
+                    (execution, line.get("identity").and_then(Value::as_str))
+                {
+                    self.running.insert(x.to_string(), who.to_string());
+                }
+                return;
+            }
+            Some("execution_end") => {}
+            _ => return,
         }
+        let identity = execution.and_then(|x| self.running.remove(x));
         if let Some(cutoff) = self.cutoff {
             let at = line
                 .get("ts")
@@ -236,9 +256,9 @@ impl EndLines {
             *slot = line.get(m.field()).and_then(Value::as_u64);
         }
         self.ends.push(used);
-        if let Some(limit) = line.get("limit").and_then(Value::as_str) {
-            self.stopped.push(limit.to_string());
-        }
+        let limit = line.get("limit").and_then(Value::as_str);
+        let index = limit.and_then(|l| Measured::ALL.iter().position(|m| m.name() == l));
+        self.stopped.push((index, identity));
     }
 }
 
@@ -246,7 +266,9 @@ impl Write for EndLines {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut rest = buf;
         while let Some(at) = rest.iter().position(|b| *b == b'\n') {
-            if self.partial.is_empty() {
+            if std::mem::take(&mut self.skipping) {
+                // The end of an over-long line: not a line of its own.
+            } else if self.partial.is_empty() {
                 self.line(&rest[..at]);
             } else {
                 self.partial.extend_from_slice(&rest[..at]);
@@ -257,10 +279,12 @@ impl Write for EndLines {
         }
         // A line is at most MAX_LINE_BYTES; anything longer is no line
         // of a chain and is not kept growing.
-        if self.partial.len() + rest.len() <= MAX_LINE_BYTES {
+        if self.skipping {
+        } else if self.partial.len() + rest.len() <= MAX_LINE_BYTES {
             self.partial.extend_from_slice(rest);
         } else {
             self.partial.clear();
+            self.skipping = true;
         }
         Ok(buf.len())
     }
@@ -286,12 +310,14 @@ pub fn report(
     let mut ends = EndLines {
         cutoff,
         partial: Vec::new(),
+        skipping: false,
         lines: 0,
         ends: Vec::new(),
+        running: Default::default(),
         stopped: Vec::new(),
     };
     store.export(&mut ends)?;
-    if !ends.partial.is_empty() {
+    if !ends.partial.is_empty() && !ends.skipping {
         let last = std::mem::take(&mut ends.partial);
         ends.line(&last);
     }
@@ -302,13 +328,25 @@ pub fn report(
             let mut values: Vec<u64> = ends.ends.iter().filter_map(|u| u[i]).collect();
             values.sort_unstable();
             let configured = m.configured(limits);
-            let hits = match m {
-                // A value over the cap is cut, not an error: its end line
-                // holds the size it would have had.
-                Measured::ResultBytes => values.iter().filter(|v| **v > configured).count(),
-                _ => ends.stopped.iter().filter(|l| *l == m.name()).count(),
+            // A value over the cap is cut, not an error: its end line
+            // holds the size it would have had.
+            let hit = |(used, (stopped, _)): &(&Used, &(Option<usize>, Option<String>))| match m {
+                Measured::ResultBytes => used[i].is_some_and(|v| v > configured),
+                _ => *stopped == Some(i),
             };
-            use_of(*m, configured, &values, hits, headroom_percent)
+            let hits: Vec<_> = ends.ends.iter().zip(&ends.stopped).filter(hit).collect();
+            let who: std::collections::HashSet<_> = hits
+                .iter()
+                .filter_map(|(_, (_, id))| id.as_deref())
+                .collect();
+            use_of(
+                *m,
+                configured,
+                &values,
+                hits.len(),
+                who.len(),
+                headroom_percent,
+            )
         })
         .collect();
     Ok(Report {
@@ -321,14 +359,23 @@ pub fn report(
     })
 }
 
-fn use_of(m: Measured, configured: u64, sorted: &[u64], hits: usize, headroom: u32) -> LimitUse {
+fn use_of(
+    m: Measured,
+    configured: u64,
+    sorted: &[u64],
+    hits: usize,
+    hit_identities: usize,
+    headroom: u32,
+) -> LimitUse {
     let pick = |q: f64| percentile(sorted, q);
     let p99 = pick(0.99);
     let max = sorted.last().copied();
     let suggested = match (p99, max) {
         (Some(p99), Some(max)) if sorted.len() >= MIN_EXECUTIONS => {
             let mut want = with_headroom(p99, headroom).max(max);
-            if hits > 0 {
+            // One identity's hits may be one runaway script, or one
+            // script pushing the limit up on purpose: several raise it.
+            if hit_identities >= 2 {
                 want = want.max(with_headroom(configured, headroom));
             }
             let unit = m.unit();
@@ -346,6 +393,7 @@ fn use_of(m: Measured, configured: u64, sorted: &[u64], hits: usize, headroom: u
         p99,
         max,
         hits,
+        hit_identities,
         suggested,
     }
 }
@@ -380,7 +428,8 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "{} executions ended{} in {} ({} lines read)",
+            "{} executions ended{} in {} ({} lines read; the chain is not verified here: \
+             `airlock audit verify` does that)",
             self.executions,
             match &self.since {
                 Some(s) => format!(" since {s}"),
@@ -420,9 +469,17 @@ impl std::fmt::Display for Report {
         for l in self.limits.iter().filter(|l| l.hits > 0) {
             writeln!(
                 f,
-                "{}: {} execution(s) hit it, and what they needed is not known; look at them \
-                 (`airlock executions list`, the audit) before raising it: a runaway script hits limits too.",
-                l.limit, l.hits
+                "{}: {} execution(s) of {} identit{} hit it, and what they needed is not known; \
+                 look at them in the audit before raising it: a runaway script hits limits too{}.",
+                l.limit,
+                l.hits,
+                l.hit_identities,
+                if l.hit_identities == 1 { "y" } else { "ies" },
+                if l.hit_identities < 2 {
+                    " (hits of fewer than two identities do not raise the suggestion)"
+                } else {
+                    ""
+                }
             )?;
         }
         Ok(())
@@ -449,35 +506,44 @@ mod tests {
         assert_eq!(round_up(1200), 1200);
         let v: Vec<u64> = (1..=100).map(|i| i * 10).collect();
         // p99 990 + 50 % = 1485 → 1500.
-        let u = use_of(Measured::ToolCalls, 5000, &v, 0, 50);
+        let u = use_of(Measured::ToolCalls, 5000, &v, 0, 0, 50);
         assert_eq!(u.suggested, Some(1500));
         // Memory in whole MiB: 3.25 MiB + 50 % is 4.9, so 5 MiB; but
         // never under the floor.
         let mem = vec![3_407_872; 30];
-        let u = use_of(Measured::MemoryBytes, 256 << 20, &mem, 0, 50);
+        let u = use_of(Measured::MemoryBytes, 256 << 20, &mem, 0, 0, 50);
         assert_eq!(u.suggested, Some(32 << 20));
         let mem = vec![100 << 20; 30];
-        let u = use_of(Measured::MemoryBytes, 256 << 20, &mem, 0, 50);
+        let u = use_of(Measured::MemoryBytes, 256 << 20, &mem, 0, 0, 50);
         assert_eq!(u.suggested, Some(150 << 20));
         // A quiet period does not talk the wall clock down to nothing.
-        let u = use_of(Measured::WallTimeMs, 60_000, &[5; 30], 0, 50);
+        let u = use_of(Measured::WallTimeMs, 60_000, &[5; 30], 0, 0, 50);
         assert_eq!(u.suggested, Some(1_000));
         // One outlier far above p99 still fits.
         let mut w = v.clone();
         w.push(9000);
-        let u = use_of(Measured::ToolCalls, 10_000, &w, 0, 50);
+        let u = use_of(Measured::ToolCalls, 10_000, &w, 0, 0, 50);
         assert_eq!(u.suggested, Some(9000));
-        // A limit that stopped runs is raised past itself.
-        let u = use_of(Measured::ToolCalls, 1000, &v, 3, 50);
+        // A limit that stopped runs of several identities is raised past
+        // itself; one identity's hits (a runaway script, or one pushing
+        // the limit up) raise nothing.
+        let u = use_of(Measured::ToolCalls, 2000, &v, 3, 2, 50);
+        assert_eq!(u.suggested, Some(3000));
+        let u = use_of(Measured::ToolCalls, 2000, &v, 3, 1, 50);
         assert_eq!(u.suggested, Some(1500));
+        // A result size is suggested at most what the configuration takes,
+        // whatever a guest claimed its cut value measured.
+        let claimed = vec![u64::MAX / 2; 30];
+        let u = use_of(Measured::ResultBytes, 1 << 20, &claimed, 30, 5, 50);
+        assert_eq!(u.suggested, Some(airlock_sandbox::MAX_HANDOVER_BYTES));
         // Too few runs: no suggestion.
         assert_eq!(
-            use_of(Measured::ToolCalls, 10, &v[..5], 0, 50).suggested,
+            use_of(Measured::ToolCalls, 10, &v[..5], 0, 0, 50).suggested,
             None
         );
         // Never past what the configuration accepts.
         let huge = vec![airlock_sandbox::MAX_MEMORY_BYTES; 30];
-        let u = use_of(Measured::MemoryBytes, 1 << 30, &huge, 0, 50);
+        let u = use_of(Measured::MemoryBytes, 1 << 30, &huge, 0, 0, 50);
         assert_eq!(u.suggested, Some(airlock_sandbox::MAX_MEMORY_BYTES));
     }
 
@@ -486,22 +552,30 @@ mod tests {
         let mut ends = EndLines {
             cutoff: None,
             partial: Vec::new(),
+            skipping: false,
             lines: 0,
             ends: Vec::new(),
+            running: Default::default(),
             stopped: Vec::new(),
         };
-        let text = concat!(
-            r#"{"event":"call","tool_calls":99}"#,
-            "\n",
-            r#"{"event":"execution_end","tool_calls":3,"sandbox_ms":12,"peak_memory_bytes":2097152,"result_bytes":40}"#,
-            "\n",
-            r#"{"event":"execution_end","tool_calls":1,"limit":"wall_time_ms"}"#,
-            "\n",
+        let long = format!(
+            r#"{{"event":"execution_end","tool_calls":7,"x":"{}"}}"#,
+            "a".repeat(MAX_LINE_BYTES)
         );
+        let text = [
+            r#"{"event":"call","tool_calls":99}"#,
+            r#"{"event":"execution_start","execution":"x2","identity":"olga"}"#,
+            r#"{"event":"execution_end","tool_calls":3,"sandbox_ms":12,"peak_memory_bytes":2097152,"result_bytes":40}"#,
+            // Longer than any line of a chain: dropped whole, its end too.
+            &long,
+            r#"{"event":"execution_end","execution":"x2","tool_calls":1,"limit":"wall_time_ms"}"#,
+            "",
+        ]
+        .join("\n");
         for chunk in text.as_bytes().chunks(7) {
             ends.write_all(chunk).unwrap();
         }
-        assert_eq!(ends.lines, 3);
+        assert_eq!(ends.lines, 4);
         assert_eq!(
             ends.ends,
             [
@@ -509,7 +583,11 @@ mod tests {
                 [None, None, Some(1), None, None]
             ]
         );
-        assert_eq!(ends.stopped, ["wall_time_ms"]);
+        assert_eq!(
+            ends.stopped,
+            [(None, None), (Some(0), Some("olga".to_string()))]
+        );
+        assert!(ends.running.is_empty());
     }
 
     #[test]
@@ -517,8 +595,10 @@ mod tests {
         let mut ends = EndLines {
             cutoff: Some(humantime::parse_rfc3339("2026-12-01T00:00:00Z").unwrap()),
             partial: Vec::new(),
+            skipping: false,
             lines: 0,
             ends: Vec::new(),
+            running: Default::default(),
             stopped: Vec::new(),
         };
         for ts in [

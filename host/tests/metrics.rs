@@ -151,15 +151,17 @@ async fn a_scrape_counts_what_the_executions_did() {
             .map(|(k, v)| (k.clone(), *v))
             .collect()
     };
-    for family in [
-        "airlock_execution_used_tool_calls",
-        "airlock_execution_used_sandbox_seconds",
-        "airlock_execution_used_memory_bytes",
-        "airlock_execution_used_result_bytes",
+    // Five ended in the sandbox; two of them with a value (`1 + 1` and
+    // the six calls), whose size is what `result_bytes` bounds.
+    for (family, n) in [
+        ("airlock_execution_used_tool_calls", 5.0),
+        ("airlock_execution_used_sandbox_seconds", 5.0),
+        ("airlock_execution_used_memory_bytes", 5.0),
+        ("airlock_execution_used_result_bytes", 2.0),
     ] {
         let series = by_mode(family);
         assert_eq!(series.len(), 1, "{family}: {series:?}");
-        assert_eq!(series[0].1, 5.0, "{family}: {series:?}");
+        assert_eq!(series[0].1, n, "{family}: {series:?}");
     }
     let mode = by_mode("airlock_execution_used_tool_calls")[0].0.clone();
     let mode = mode.split("mode=").nth(1).unwrap().trim_end_matches('}');
