@@ -21,8 +21,8 @@ fn unit() -> String {
 /// The value of `key=` in the unit (the last one, as systemd takes it).
 fn setting(unit: &str, key: &str) -> Option<String> {
     unit.lines()
-        .filter_map(|l| l.strip_prefix(&format!("{key}=")))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
         .map(str::to_string)
 }
 
