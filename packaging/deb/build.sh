@@ -1,0 +1,39 @@
+#!/bin/sh
+# Builds the Debian package, target/debian/airlock_VERSION-1_ARCH.deb:
+# the release binary, its manual pages and shell completions (generated
+# from the binary itself), the systemd unit, the commented conffile
+# /etc/airlock/airlock.toml and the maintainer scripts. Installs the
+# packaging tool, cargo-deb (pinned), into target/tools when missing.
+# Extra arguments go to cargo-deb.
+set -eu
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+cargo_deb="$root/target/tools/bin/cargo-deb"
+if [ ! -x "$cargo_deb" ]; then
+    echo "build.sh: installing cargo-deb 3.6.0 into target/tools (a few minutes, once)" >&2
+    cargo install --locked --quiet --root "$root/target/tools" cargo-deb --version 3.6.0
+fi
+
+airlock="$root/target/release/airlock"
+# AIRLOCK_PREBUILT=1: the release binary is already built (the package
+# test, run by cargo itself, whose environment would make a nested build
+# start over).
+if [ "${AIRLOCK_PREBUILT:-}" != "1" ]; then
+    cargo build --release -p airlock
+fi
+if [ ! -x "$airlock" ]; then
+    echo "build.sh: no $airlock; build it first (cargo build --release -p airlock)" >&2
+    exit 1
+fi
+
+assets="$root/target/release/deb-assets"
+rm -rf "$assets"
+mkdir -p "$assets/man" "$assets/completions"
+"$airlock" man --dir "$assets/man"
+gzip -9n "$assets"/man/*.1
+"$airlock" completions bash >"$assets/completions/airlock"
+"$airlock" completions zsh >"$assets/completions/_airlock"
+"$airlock" completions fish >"$assets/completions/airlock.fish"
+
+"$cargo_deb" -p airlock --no-build --output "$root/target/debian/" "$@"
