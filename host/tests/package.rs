@@ -94,6 +94,12 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
     let postinst = std::fs::read_to_string(ctrl.join("postinst")).unwrap();
     assert!(postinst.contains("adduser --system --group"), "{postinst}");
     assert!(postinst.contains("chmod 0700"), "{postinst}");
+    assert!(
+        postinst.contains(
+            "install -m 0600 -o airlock -g airlock /dev/null /var/lib/airlock/clients.toml"
+        ),
+        "an empty enrollment file the service can read: {postinst}"
+    );
     let postrm = std::fs::read_to_string(ctrl.join("postrm")).unwrap();
     assert!(postrm.contains("rm -rf /var/cache/airlock"), "{postrm}");
 
@@ -161,15 +167,39 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
         std::fs::read_to_string(unpacked.join("usr/lib/systemd/system/airlock.service")).unwrap(),
         std::fs::read_to_string(root.join("packaging/deb/airlock.service")).unwrap()
     );
+    // The conffile names the service's directories for every command;
+    // here they are a temporary directory's.
     let state = tempfile::tempdir().unwrap();
+    let conffile = std::fs::read_to_string(unpacked.join("etc/airlock/airlock.toml")).unwrap();
+    assert!(
+        conffile.contains("state_dir = \"/var/lib/airlock\"\n"),
+        "{conffile}"
+    );
+    assert!(
+        conffile.contains("cache_dir = \"/var/cache/airlock\"\n"),
+        "{conffile}"
+    );
+    let config = state.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        conffile
+            .replace(
+                "/var/lib/airlock",
+                &state.path().join("lib").display().to_string(),
+            )
+            .replace(
+                "/var/cache/airlock",
+                &state.path().join("cache").display().to_string(),
+            ),
+    )
+    .unwrap();
     let script = state.path().join("nodes.js");
     std::fs::write(&script, "(await tools.node_list()).length > 0").unwrap();
     let out = run(Command::new(unpacked.join("usr/bin/airlock"))
         .arg("--config")
-        .arg(unpacked.join("etc/airlock/airlock.toml"))
+        .arg(&config)
         .arg("exec")
-        .arg(&script)
-        .env("AIRLOCK_STATE_DIR", state.path()));
+        .arg(&script));
     assert_eq!(
         out.trim(),
         "true",

@@ -50,15 +50,27 @@ fn the_unit_is_hardened_and_sized_from_the_sandbox_s_limits() {
         setting(&unit, "SystemCallFilter").is_some(),
         "a system call filter"
     );
-    // Memory: every slot at its cap, and 512 MiB for the server.
+    // Memory: slowed past every slot at its cap and 512 MiB for the
+    // server; stopped past twice the slots (each execution may run a
+    // runbook in an instance of its own) and 1 GiB.
     let limits = airlock_sandbox::Limits::default();
     let slots = airlock_sandbox::Capacity::default().executions_in_flight as u64;
-    let want_mib = slots * (limits.memory_bytes >> 20) + 512;
+    let per_slot_mib = limits.memory_bytes >> 20;
+    assert_eq!(
+        setting(&unit, "MemoryHigh"),
+        Some(format!("{}M", slots * per_slot_mib + 512)),
+        "MemoryHigh = {slots} slots × {per_slot_mib} MiB + 512 MiB"
+    );
     assert_eq!(
         setting(&unit, "MemoryMax"),
-        Some(format!("{want_mib}M")),
-        "MemoryMax = {slots} slots × {} MiB + 512 MiB",
-        limits.memory_bytes >> 20
+        Some(format!("{}M", 2 * slots * per_slot_mib + 1024)),
+        "MemoryMax = 2 × {slots} slots × {per_slot_mib} MiB + 1 GiB"
+    );
+    // Clients' keys live with the state, where the service may read them.
+    assert!(
+        unit.lines()
+            .any(|l| l == "Environment=AIRLOCK_ENROLLMENT=/var/lib/airlock/clients.toml"),
+        "{unit}"
     );
     // Stop waits for the drain: longer than the default grace (30 s).
     let stop: u64 = setting(&unit, "TimeoutStopSec").unwrap().parse().unwrap();

@@ -9,13 +9,14 @@ set -eu
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+target="${CARGO_TARGET_DIR:-$root/target}"
 cargo_deb="$root/target/tools/bin/cargo-deb"
-if [ ! -x "$cargo_deb" ]; then
+if [ ! -x "$cargo_deb" ] || [ "$("$cargo_deb" --version 2>/dev/null)" != "cargo-deb 3.6.0" ]; then
     echo "build.sh: installing cargo-deb 3.6.0 into target/tools (a few minutes, once)" >&2
-    cargo install --locked --quiet --root "$root/target/tools" cargo-deb --version 3.6.0
+    cargo install --locked --quiet --force --root "$root/target/tools" cargo-deb --version 3.6.0
 fi
 
-airlock="$root/target/release/airlock"
+airlock="$target/release/airlock"
 # AIRLOCK_PREBUILT=1: the release binary is already built (the package
 # test, run by cargo itself, whose environment would make a nested build
 # start over).
@@ -27,7 +28,7 @@ if [ ! -x "$airlock" ]; then
     exit 1
 fi
 
-assets="$root/target/release/deb-assets"
+assets="$target/release/deb-assets"
 rm -rf "$assets"
 mkdir -p "$assets/man" "$assets/completions"
 "$airlock" man --dir "$assets/man"
@@ -36,4 +37,4 @@ gzip -9n "$assets"/man/*.1
 "$airlock" completions zsh >"$assets/completions/_airlock"
 "$airlock" completions fish >"$assets/completions/airlock.fish"
 
-"$cargo_deb" -p airlock --no-build --output "$root/target/debian/" "$@"
+"$cargo_deb" -p airlock --no-build --output "$target/debian/" "$@"
