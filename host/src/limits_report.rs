@@ -208,6 +208,7 @@ type Used = [Option<u64>; 5];
 
 /// Collects end lines from an export, one line at a time: nothing the
 /// size of the audit is held, only five numbers per execution.
+#[derive(Default)]
 struct EndLines {
     cutoff: Option<SystemTime>,
     partial: Vec<u8>,
@@ -223,6 +224,13 @@ struct EndLines {
 }
 
 impl EndLines {
+    fn new(cutoff: Option<SystemTime>) -> Self {
+        Self {
+            cutoff,
+            ..Self::default()
+        }
+    }
+
     fn line(&mut self, bytes: &[u8]) {
         self.lines += 1;
         let Ok(Value::Object(line)) = serde_json::from_slice::<Value>(bytes) else {
@@ -307,15 +315,7 @@ pub fn report(
             .checked_sub(d)
             .unwrap_or(SystemTime::UNIX_EPOCH)
     });
-    let mut ends = EndLines {
-        cutoff,
-        partial: Vec::new(),
-        skipping: false,
-        lines: 0,
-        ends: Vec::new(),
-        running: Default::default(),
-        stopped: Vec::new(),
-    };
+    let mut ends = EndLines::new(cutoff);
     store.export(&mut ends)?;
     if !ends.partial.is_empty() && !ends.skipping {
         let last = std::mem::take(&mut ends.partial);
@@ -549,15 +549,7 @@ mod tests {
 
     #[test]
     fn end_lines_are_read_across_writes_and_others_skipped() {
-        let mut ends = EndLines {
-            cutoff: None,
-            partial: Vec::new(),
-            skipping: false,
-            lines: 0,
-            ends: Vec::new(),
-            running: Default::default(),
-            stopped: Vec::new(),
-        };
+        let mut ends = EndLines::new(None);
         let long = format!(
             r#"{{"event":"execution_end","tool_calls":7,"x":"{}"}}"#,
             "a".repeat(MAX_LINE_BYTES)
@@ -592,15 +584,9 @@ mod tests {
 
     #[test]
     fn lines_before_the_period_or_without_a_time_are_left_out() {
-        let mut ends = EndLines {
-            cutoff: Some(humantime::parse_rfc3339("2026-12-01T00:00:00Z").unwrap()),
-            partial: Vec::new(),
-            skipping: false,
-            lines: 0,
-            ends: Vec::new(),
-            running: Default::default(),
-            stopped: Vec::new(),
-        };
+        let mut ends = EndLines::new(Some(
+            humantime::parse_rfc3339("2026-12-01T00:00:00Z").unwrap(),
+        ));
         for ts in [
             "2026-11-30T23:59:59.999Z",
             "2026-12-01T00:00:00.000Z",

@@ -24,8 +24,21 @@ for family in text_string_to_metric_families(sys.stdin.read()):
         out[f"{s.name}{{{labels}}}"] = s.value
 print(json.dumps(out))
 "#;
-    let mut child = Command::new(common::test_python())
-        .args(["-c", program])
+    let out = fed(
+        Command::new(common::test_python()).args(["-c", program]),
+        text,
+    );
+    assert!(
+        out.status.success(),
+        "the Prometheus parser refused the exposition: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs `cmd` with `input` on its standard input; what it printed.
+fn fed(cmd: &mut Command, input: &str) -> std::process::Output {
+    let mut child = cmd
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -36,15 +49,9 @@ print(json.dumps(out))
         .stdin
         .take()
         .unwrap()
-        .write_all(text.as_bytes())
+        .write_all(input.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the Prometheus parser refused the exposition: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    child.wait_with_output().unwrap()
 }
 
 fn metrics_url(server: &Server) -> String {
@@ -296,21 +303,7 @@ fn promtool_check(body: &str) {
         return;
     }
     let promtool = String::from_utf8(found.stdout).unwrap().trim().to_string();
-    let mut child = Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = fed(Command::new(&promtool).args(["check", "metrics"]), body);
     assert!(
         out.status.success(),
         "promtool check metrics: {}{}\n{body}",
