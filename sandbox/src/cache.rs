@@ -63,7 +63,7 @@ pub fn prepare_dir(dir: &Path) -> std::io::Result<()> {
     }
     if meta.uid() != euid() {
         return refuse(format!(
-            "{} belongs to uid {}, not to this user ({}); compiled code is loaded only from a directory of your own",
+            "{} belongs to uid {}, not to this user ({}); compiled code is loaded only from a directory of your own: run the command as its owner (for the Debian package's /var/cache/airlock: sudo -u airlock airlock ...), or point AIRLOCK_CACHE_DIR (--cache-dir) at a directory of your own",
             dir.display(),
             meta.uid(),
             euid()

@@ -31,8 +31,15 @@ pub enum StateDirError {
     Symlink { path: String },
     #[error("the state directory {path} is not a directory; move it away or configure another state directory")]
     NotDirectory { path: String },
-    #[error("the state directory {path} belongs to uid {owner}, not to this user (uid {me}), who could then not keep its approvals and audit log to itself; use a directory of your own, or: chown {me} {path} && chmod 700 {path}")]
+    #[error("the state directory {path} belongs to uid {owner}, not to this user (uid {me}), who could then not keep its approvals and audit log to itself, and whose files there its owner could not use; run the command as its owner (for the Debian package's /var/lib/airlock: sudo -u airlock airlock ...), or use a directory of your own")]
     NotOwned { path: String, owner: u32, me: u32 },
+    #[error("the state directory {path} does not exist, and would be made inside {parent}, which belongs to uid {owner}, not to this user (uid {me}): that user could replace it, and could not use what this command made there; run the command as that user (for the Debian package's /var/lib/airlock: sudo -u airlock airlock ...), or use a directory of your own")]
+    InsideOthers {
+        path: String,
+        parent: String,
+        owner: u32,
+        me: u32,
+    },
     #[error("the state directory {path} is writable by {who} (mode {mode:03o}), who could then approve calls or rewrite the audit log; fix: chmod 700 {path}")]
     Writable {
         path: String,
@@ -64,14 +71,17 @@ pub fn parent_of(file: &Path) -> &Path {
 pub fn private_dir(dir: &Path) -> Result<(), StateDirError> {
     let path = || dir.display().to_string();
     match std::fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => DirBuilder::new()
-            .recursive(true)
-            .mode(DIR_MODE)
-            .create(dir)
-            .map_err(|e| StateDirError::Create {
-                path: path(),
-                message: e.to_string(),
-            })?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            not_inside_others(dir)?;
+            DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(dir)
+                .map_err(|e| StateDirError::Create {
+                    path: path(),
+                    message: e.to_string(),
+                })?
+        }
         Err(e) => {
             return Err(StateDirError::Inspect {
                 path: path(),
@@ -107,6 +117,33 @@ pub fn private_dir(dir: &Path) -> Result<(), StateDirError> {
             mode,
         }),
     }
+}
+
+/// A directory about to be made must not go inside another user's
+/// (root's directories, such as /var/lib or /tmp, are everyone's
+/// parents): root making `/var/lib/airlock/simulated` would leave the
+/// service a directory it may not use, and a directory another user owns
+/// is one they can swap.
+fn not_inside_others(dir: &Path) -> Result<(), StateDirError> {
+    let me = effective_uid();
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let Some(parent) = absolute
+        .ancestors()
+        .skip(1)
+        .find(|a| std::fs::symlink_metadata(a).is_ok())
+    else {
+        return Ok(());
+    };
+    let owner = std::fs::metadata(parent).map(|m| m.uid()).unwrap_or(me);
+    if owner == me || owner == 0 {
+        return Ok(());
+    }
+    Err(StateDirError::InsideOthers {
+        path: dir.display().to_string(),
+        parent: parent.display().to_string(),
+        owner,
+        me,
+    })
 }
 
 /// Mode bits by which the group may write.
@@ -202,6 +239,16 @@ mod tests {
                 matches!(e, StateDirError::NotOwned { owner: 65534, .. }),
                 "{e}"
             );
+            assert!(e.to_string().contains("sudo -u airlock"), "{e}");
+            // Nor is a directory made inside it, at any depth.
+            let inside = theirs.join("simulated/deeper");
+            let e = private_dir(&inside).unwrap_err();
+            assert!(
+                matches!(&e, StateDirError::InsideOthers { owner: 65534, parent, .. }
+                    if *parent == theirs.display().to_string()),
+                "{e}"
+            );
+            assert!(!theirs.join("simulated").exists(), "nothing made");
         }
 
         let file = root.path().join("file");
