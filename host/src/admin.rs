@@ -48,7 +48,7 @@ pub enum ApprovalAction {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
         /// Who decided (recorded with the request).
-        /// Default: the login name ($USER).
+        /// Default: the login name ($SUDO_USER under sudo, else $USER).
         #[arg(long)]
         by: Option<String>,
         /// Why, in a sentence (at most 500 characters): kept with the
@@ -62,7 +62,7 @@ pub enum ApprovalAction {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
         /// Who decided (recorded with the request).
-        /// Default: the login name ($USER).
+        /// Default: the login name ($SUDO_USER under sudo, else $USER).
         #[arg(long)]
         by: Option<String>,
         /// Why, in a sentence (at most 500 characters): kept with the

@@ -126,9 +126,12 @@ impl Known {
         ))
     }
 
-    /// [`Known::resolve`] with this process's login name.
+    /// [`Known::resolve`] with this process's login name: the person who
+    /// ran `sudo -u airlock airlock approvals approve` (`SUDO_USER`), not
+    /// the service account sudo made them, else `USER`.
     pub fn decider(&self, by: Option<&str>) -> Result<String, String> {
-        self.resolve(by, std::env::var("USER").ok().as_deref())
+        let var = |name| std::env::var(name).ok().filter(|v| !v.is_empty());
+        self.resolve(by, var("SUDO_USER").or_else(|| var("USER")).as_deref())
     }
 
     /// The known identity `name` is a spelling of, if it is one (one

@@ -142,6 +142,14 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         task_delay_ms: u64,
     },
+    /// Compile the sandbox guest into the cache now, with the sandbox
+    /// settings the service will use, so that its first start does not
+    /// spend seconds compiling. The Debian package runs it at install, as
+    /// the service's user.
+    Prepare {
+        #[command(flatten)]
+        sandbox: SandboxFlags,
+    },
     /// Serve Airlock to an MCP client on stdio (search, get_schema, execute).
     Serve {
         /// Identity the session acts as (its mode comes from [identities]).
@@ -337,7 +345,17 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let mut file = match settings::load_file(cli.config.as_deref()) {
+    // Commands that run their own simulation read no configuration unless
+    // one is named; the others fall back to the packaged install's.
+    let own_world = matches!(
+        cli.command,
+        Command::Demo { .. } | Command::Sim { .. } | Command::Bench(_)
+    );
+    let config_path = match own_world {
+        true => cli.config.clone(),
+        false => settings::config_path(cli.config.as_deref()),
+    };
+    let mut file = match settings::load_file(config_path.as_deref()) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");
@@ -402,6 +420,7 @@ fn main() -> ExitCode {
                 dir,
                 task_delay_ms,
             } => sim_command(port, &dir, task_delay_ms).await,
+            Command::Prepare { sandbox } => airlock::serve::prepare(&file, &sandbox).await,
             Command::Serve {
                 identity,
                 prefix,
@@ -442,7 +461,7 @@ fn main() -> ExitCode {
                     Some(listen) => {
                         let options = airlock::http::HttpOptions {
                             listen,
-                            enrollment,
+                            enrollment: enrollment.or_else(|| config.enrollment.clone()),
                             no_auth,
                             default_identity: identity,
                             allowed_hosts,
@@ -467,11 +486,16 @@ fn main() -> ExitCode {
                 identity,
                 file: path,
                 console,
-            } => admin::enroll(&file, &identity, path, console),
+            } => admin::enroll(
+                &file,
+                &identity,
+                path.or_else(|| file.enrollment.clone()),
+                console,
+            ),
             Command::Revoke {
                 identity,
                 file: path,
-            } => admin::revoke(&file, &identity, path),
+            } => admin::revoke(&file, &identity, path.or_else(|| file.enrollment.clone())),
             Command::Search {
                 query,
                 tiers,

@@ -23,7 +23,7 @@ pub enum RunbookAction {
     Add {
         file: PathBuf,
         /// Who wrote it: this person cannot approve it (four eyes).
-        /// Default: the login name ($USER).
+        /// Default: the login name ($SUDO_USER under sudo, else $USER).
         #[arg(long)]
         by: Option<String>,
     },
@@ -56,7 +56,7 @@ pub enum RunbookAction {
         /// FILE` print it).
         version: String,
         /// Who approves (recorded, and written to the audit).
-        /// Default: the login name ($USER).
+        /// Default: the login name ($SUDO_USER under sudo, else $USER).
         #[arg(long)]
         by: Option<String>,
     },
@@ -65,7 +65,7 @@ pub enum RunbookAction {
     Retire {
         name: String,
         /// Who retires it (written to the audit).
-        /// Default: the login name ($USER).
+        /// Default: the login name ($SUDO_USER under sudo, else $USER).
         #[arg(long)]
         by: Option<String>,
     },

@@ -108,6 +108,45 @@ async fn executions_ended(shared: &Shared) {
     }
 }
 
+/// `airlock prepare`: the sandbox as `serve` would start it, built once
+/// so that the compiled guest is in the cache (keyed by the guest, the
+/// engine and the settings that change the code, so it must be these
+/// settings), then dropped. Touches no state and no backend.
+pub async fn prepare(file: &ConfigFile, flags: &SandboxFlags) -> ExitCode {
+    let started = std::time::Instant::now();
+    let config = match flags.resolve(file) {
+        Ok((config, _)) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match Sandbox::new(config).await {
+        Ok(sandbox) => {
+            let dir = sandbox
+                .config()
+                .cache_dir
+                .clone()
+                .or_else(airlock_sandbox::default_cache_dir)
+                .unwrap_or_default();
+            let what = match sandbox.compiled_now() {
+                true => "compiled the sandbox guest into",
+                false => "the sandbox guest was already compiled in",
+            };
+            println!(
+                "{what} {} ({:.1} s)",
+                dir.display(),
+                started.elapsed().as_secs_f64()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot prepare the sandbox: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// The gateway, the sandbox and the limits every session shares.
 pub async fn shared(
     file: &ConfigFile,

@@ -29,6 +29,10 @@ pub const SIMULATED_STATE: &str = "simulated";
 pub struct ConfigFile {
     /// Where approvals and (by default) the audit log live.
     pub state_dir: Option<PathBuf>,
+    /// The enrollment file (`serve --http` keys, `enroll`, `revoke`)
+    /// when neither `--enrollment`/`--file` nor `AIRLOCK_ENROLLMENT`
+    /// names one: the Debian package's conffile names the service's.
+    pub enrollment: Option<PathBuf>,
     pub sandbox: SandboxConfig,
     pub limits: Limits,
     pub policy: PolicySection,
@@ -121,6 +125,8 @@ pub enum SettingsError {
         path: String,
         source: std::io::Error,
     },
+    #[error("cannot read {path}, the configuration every command uses when none is named (the service's, readable by root and the airlock group): run the command as the service's user, `sudo -u airlock airlock ...`, or name a configuration of your own with --config FILE (AIRLOCK_CONFIG); --config /dev/null runs with none")]
+    SystemUnreadable { path: String },
     #[error("config file {path} is not valid: {message}")]
     Parse { path: String, message: String },
     #[error("environment variable {name}: {message}")]
@@ -131,13 +137,45 @@ pub enum SettingsError {
     NoStateDir(#[from] NoStateDir),
 }
 
+/// The configuration a packaged install keeps (`packaging/deb`), which
+/// commands read when no `--config` or `AIRLOCK_CONFIG` names another, so
+/// that an operator's `airlock approvals approve` acts on the service's
+/// state, not on a directory of their own.
+pub const SYSTEM_CONFIG: &str = "/etc/airlock/airlock.toml";
+
+/// The configuration file to read: the one named, else
+/// [`SYSTEM_CONFIG`] when it exists (even when this user may not read
+/// it: that is refused by [`load_file`] rather than passed over, since
+/// going on without it would act on other state than the service's).
+pub fn config_path(named: Option<&Path>) -> Option<PathBuf> {
+    config_path_in(named, Path::new(SYSTEM_CONFIG))
+}
+
+fn config_path_in(named: Option<&Path>, system: &Path) -> Option<PathBuf> {
+    match named {
+        Some(p) => Some(p.to_path_buf()),
+        None => std::fs::symlink_metadata(system)
+            .is_ok()
+            .then(|| system.to_path_buf()),
+    }
+}
+
 pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
     let Some(path) = path else {
         return Ok(ConfigFile::default());
     };
-    let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
-        path: path.display().to_string(),
-        source,
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        if path == Path::new(SYSTEM_CONFIG) && source.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            SettingsError::SystemUnreadable {
+                path: path.display().to_string(),
+            }
+        } else {
+            SettingsError::Read {
+                path: path.display().to_string(),
+                source,
+            }
+        }
     })?;
     let mut file: ConfigFile = toml::from_str(&text).map_err(|e| SettingsError::Parse {
         path: path.display().to_string(),
@@ -173,7 +211,12 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
                 message,
             })?;
     }
-    file.approve_command = Some(approve_command("airlock", path));
+    file.approve_command = Some(if path == Path::new(SYSTEM_CONFIG) {
+        // The package's state is the airlock user's own (0700).
+        "sudo -u airlock airlock approvals approve".to_string()
+    } else {
+        approve_command("airlock", path)
+    });
     Ok(file)
 }
 
@@ -534,6 +577,21 @@ pub use airlock_sandbox::parse_bytes;
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_system_configuration_is_the_default_only_when_it_exists_and_none_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let system = dir.path().join("airlock.toml");
+        let named = dir.path().join("mine.toml");
+        assert_eq!(config_path_in(None, &system), None, "no file, no default");
+        std::fs::write(&system, "").unwrap();
+        assert_eq!(config_path_in(None, &system), Some(system.clone()));
+        assert_eq!(
+            config_path_in(Some(&named), &system),
+            Some(named.clone()),
+            "a named file wins"
+        );
+    }
     use super::*;
     use airlock_catalog::Tier;
     use airlock_gateway::Mode as Access;
