@@ -3,8 +3,8 @@
 //! modes and owners, its conffile, its maintainer scripts, and that the
 //! files in it work (the conffile is a configuration Airlock starts with;
 //! the unit is the one `service_unit.rs` checks). Installing it into a
-//! clean Debian root is the install test's (to come); this one needs only
-//! dpkg-deb, and says SKIPPED without it.
+//! clean Debian root is `install.rs`'s; this one needs only dpkg-deb, and
+//! says SKIPPED without it.
 
 use std::{
     path::{Path, PathBuf},
@@ -16,6 +16,11 @@ fn repo() -> PathBuf {
         .parent()
         .unwrap()
         .to_path_buf()
+}
+
+/// Root's, as tar lists it by number (cargo-deb) or by name (dpkg-deb).
+fn root_s(owner: &str) -> bool {
+    owner == "0/0" || owner == "root/root"
 }
 
 fn run(cmd: &mut Command) -> String {
@@ -100,6 +105,10 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
         ),
         "an empty enrollment file the service can read: {postinst}"
     );
+    // Sums of every file but the conffile, for dpkg --verify and debsums.
+    let sums = std::fs::read_to_string(ctrl.join("md5sums")).unwrap();
+    assert!(sums.contains("  usr/bin/airlock\n"), "{sums}");
+    assert!(!sums.contains("etc/airlock"), "{sums}");
     let postrm = std::fs::read_to_string(ctrl.join("postrm")).unwrap();
     assert!(postrm.contains("rm -rf /var/cache/airlock"), "{postrm}");
 
@@ -137,16 +146,18 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
         ("usr/share/doc/airlock/README.md", "-rw-r--r--"),
         ("usr/share/doc/airlock/CONFIGURATION.md", "-rw-r--r--"),
         ("usr/share/doc/airlock/copyright", "-rw-r--r--"),
+        ("usr/share/doc/airlock/changelog.Debian.gz", "-rw-r--r--"),
+        ("usr/share/lintian/overrides/airlock", "-rw-r--r--"),
     ];
     for (path, mode) in want {
         let (m, owner) = files
             .get(path)
             .unwrap_or_else(|| panic!("{path} not in the package:\n{listing}"));
         assert_eq!(m, mode, "{path}");
-        assert_eq!(owner, "0/0", "{path}");
+        assert!(root_s(owner), "{path}: {owner}");
     }
     assert!(
-        files.values().all(|(_, owner)| owner == "0/0"),
+        files.values().all(|(_, owner)| root_s(owner)),
         "every file root's:\n{listing}"
     );
     // One page per subcommand, as `airlock man --dir` writes them.

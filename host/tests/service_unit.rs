@@ -66,11 +66,27 @@ fn the_unit_is_hardened_and_sized_from_the_sandbox_s_limits() {
         Some(format!("{}M", 2 * slots * per_slot_mib + 1024)),
         "MemoryMax = 2 × {slots} slots × {per_slot_mib} MiB + 1 GiB"
     );
-    // Clients' keys live with the state, where the service may read them.
+    // The conffile names the state, the keys and the cache, for the
+    // service and operators' commands alike: an environment variable here
+    // would override the file for the service only (AIRLOCK_CACHE_DIR,
+    // AIRLOCK_ENROLLMENT) and part the two.
+    let environment: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .collect();
+    assert_eq!(
+        environment,
+        [
+            "AIRLOCK_CONFIG=/etc/airlock/airlock.toml",
+            // A fallback: the file's state_dir comes first.
+            "AIRLOCK_STATE_DIR=/var/lib/airlock",
+            "AIRLOCK_LOG_FORMAT=json"
+        ]
+    );
+    let conffile = std::fs::read_to_string(repo().join("packaging/deb/airlock.toml")).unwrap();
     assert!(
-        unit.lines()
-            .any(|l| l == "Environment=AIRLOCK_ENROLLMENT=/var/lib/airlock/clients.toml"),
-        "{unit}"
+        conffile.contains("\nenrollment = \"/var/lib/airlock/clients.toml\"\n"),
+        "{conffile}"
     );
     // Stop waits for the drain: longer than the default grace (30 s).
     let stop: u64 = setting(&unit, "TimeoutStopSec").unwrap().parse().unwrap();

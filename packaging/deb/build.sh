@@ -37,4 +37,21 @@ gzip -9n "$assets"/man/*.1
 "$airlock" completions zsh >"$assets/completions/_airlock"
 "$airlock" completions fish >"$assets/completions/airlock.fish"
 
-"$cargo_deb" -p airlock --no-build --output "$target/debian/" "$@"
+# --fast: the package is unpacked and packed again below.
+deb=$("$cargo_deb" -p airlock --no-build --fast --output "$target/debian/" "$@" | tail -n 1)
+
+# cargo-deb writes no md5sums; dpkg --verify and debsums check installed
+# files against it. Conffiles are left out, as dh_md5sums does (dpkg
+# keeps their sums itself).
+unpacked=$(mktemp -d "$target/debian/.unpacked.XXXXXX")
+trap 'rm -rf "$unpacked"' EXIT INT TERM
+dpkg-deb -R "$deb" "$unpacked"
+(
+    cd "$unpacked"
+    find . -path ./DEBIAN -prune -o -type f -print | sed 's|^\./||' | LC_ALL=C sort |
+        grep -vxF "$(sed 's|^/||' DEBIAN/conffiles)" |
+        xargs -d '\n' md5sum >DEBIAN/md5sums
+)
+chmod 0644 "$unpacked/DEBIAN/md5sums"
+dpkg-deb --root-owner-group -Zxz -b "$unpacked" "$deb" >/dev/null
+echo "$deb"
