@@ -110,9 +110,7 @@ impl Server {
     /// `dir/clients.toml` as the enrollment file tests add keys to; waits
     /// until it says where it serves.
     pub fn spawn(dir: tempfile::TempDir, args: &[OsString]) -> Server {
-        // reqwest is built without a default TLS provider in this workspace.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        let child = Command::new(env!("CARGO_BIN_EXE_airlock"))
             .args(args)
             .env("AIRLOCK_STATE_DIR", dir.path())
             // Drop kills the server (SIGKILL): temporary files it makes
@@ -126,6 +124,16 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let enrollment = dir.path().join(ENROLLMENT);
+        Server::adopt(child, enrollment, dir)
+    }
+
+    /// A server already started (its stderr piped), with `enrollment` as
+    /// its key file and `dir` kept until it is dropped; waits until it
+    /// says where it serves, in text or JSON diagnostics.
+    pub fn adopt(mut child: Child, enrollment: PathBuf, dir: tempfile::TempDir) -> Server {
+        // reqwest is built without a default TLS provider in this workspace.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let (tx, lines) = mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         std::thread::spawn(move || {
@@ -141,7 +149,7 @@ impl Server {
             url: String::new(),
             lines,
             read: Default::default(),
-            enrollment: dir.path().join(ENROLLMENT),
+            enrollment,
             _dir: dir,
         };
         let line = server.wait_for("serving MCP at ");
@@ -149,7 +157,9 @@ impl Server {
             .split("serving MCP at ")
             .nth(1)
             .unwrap()
-            .trim()
+            .split(|c: char| c == '"' || c.is_whitespace())
+            .next()
+            .unwrap()
             .to_string();
         server
     }
