@@ -7,9 +7,11 @@
 //! (a typo, a look-alike letter from another script) is refused with what
 //! to do, and a name that is one spelling of a known identity (`Olga`) is
 //! recorded as that identity: what the store, the audit chain and every
-//! later check then see. Without `--by`, the login name (`$USER`) stands:
-//! the system vouches for it, not the person typing; it too is recorded
-//! as the identity it spells, if it spells one.
+//! later check then see. Without `--by`, the login name stands
+//! (`$SUDO_USER` under sudo, else `$USER`): set by sudo or the login, not
+//! checked here, so no stronger than `--by`, which whoever may write the
+//! state can give anyway; it too is recorded as the identity it spells,
+//! if it spells one.
 //!
 //! Known are: the identities `[identities]` lists (the simulated
 //! cluster's local, rita, olga and alice when it lists none), the console's

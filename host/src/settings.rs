@@ -154,9 +154,13 @@ pub fn config_path(named: Option<&Path>) -> Option<PathBuf> {
 fn config_path_in(named: Option<&Path>, system: &Path) -> Option<PathBuf> {
     match named {
         Some(p) => Some(p.to_path_buf()),
-        None => std::fs::symlink_metadata(system)
-            .is_ok()
-            .then(|| system.to_path_buf()),
+        // Only "not there" passes it over: a file this user may not even
+        // look at (the package's /etc/airlock is root:airlock 0750) is
+        // the service's, and reading it is refused with what to do.
+        None => match std::fs::symlink_metadata(system) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            _ => Some(system.to_path_buf()),
+        },
     }
 }
 
@@ -165,8 +169,7 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
         return Ok(ConfigFile::default());
     };
     let text = std::fs::read_to_string(path).map_err(|source| {
-        if path == Path::new(SYSTEM_CONFIG) && source.kind() == std::io::ErrorKind::PermissionDenied
-        {
+        if path == Path::new(SYSTEM_CONFIG) && source.kind() != std::io::ErrorKind::NotFound {
             SettingsError::SystemUnreadable {
                 path: path.display().to_string(),
             }
@@ -591,6 +594,18 @@ mod tests {
             Some(named.clone()),
             "a named file wins"
         );
+        // One this user may not look at is still the default (its
+        // reading is then refused), never passed over: a directory that
+        // may not be searched, unless this is root, whom nothing stops.
+        let closed = dir.path().join("closed");
+        std::fs::create_dir(&closed).unwrap();
+        let hidden = closed.join("airlock.toml");
+        std::fs::write(&hidden, "").unwrap();
+        std::fs::set_permissions(&closed, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+            .unwrap();
+        assert_eq!(config_path_in(None, &hidden), Some(hidden.clone()));
+        std::fs::set_permissions(&closed, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
     }
     use super::*;
     use airlock_catalog::Tier;

@@ -100,10 +100,8 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
     assert!(postinst.contains("adduser --system --group"), "{postinst}");
     assert!(postinst.contains("chmod 0700"), "{postinst}");
     assert!(
-        postinst.contains(
-            "install -m 0600 -o airlock -g airlock /dev/null /var/lib/airlock/clients.toml"
-        ),
-        "an empty enrollment file the service can read: {postinst}"
+        postinst.contains("mv -n -T \"$empty\" \"$keys\""),
+        "an empty enrollment file the service can read, renamed into place: {postinst}"
     );
     // Sums of every file but the conffile, for dpkg --verify and debsums.
     let sums = std::fs::read_to_string(ctrl.join("md5sums")).unwrap();

@@ -45,6 +45,8 @@ deb=$("$cargo_deb" -p airlock --no-build --fast --output "$target/debian/" "$@" 
 # keeps their sums itself).
 unpacked=$(mktemp -d "$target/debian/.unpacked.XXXXXX")
 trap 'rm -rf "$unpacked"' EXIT INT TERM
+# mktemp made it 0700; it is the package's root directory.
+chmod 0755 "$unpacked"
 dpkg-deb -R "$deb" "$unpacked"
 (
     cd "$unpacked"

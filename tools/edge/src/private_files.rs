@@ -33,7 +33,7 @@ pub enum StateDirError {
     NotDirectory { path: String },
     #[error("the state directory {path} belongs to uid {owner}, not to this user (uid {me}), who could then not keep its approvals and audit log to itself, and whose files there its owner could not use; run the command as its owner (for the Debian package's /var/lib/airlock: sudo -u airlock airlock ...), or use a directory of your own")]
     NotOwned { path: String, owner: u32, me: u32 },
-    #[error("the state directory {path} does not exist, and would be made inside {parent}, which belongs to uid {owner}, not to this user (uid {me}): that user could replace it, and could not use what this command made there; run the command as that user (for the Debian package's /var/lib/airlock: sudo -u airlock airlock ...), or use a directory of your own")]
+    #[error("the state directory {path} does not exist, and would be made inside {parent}, which belongs to uid {owner} (this user is uid {me}) or which others may write to: they could replace it, or could not use what this command made there; run the command as its owner (for the Debian package's /var/lib/airlock: sudo -u airlock airlock ...), or use a directory of your own")]
     InsideOthers {
         path: String,
         parent: String,
@@ -119,32 +119,65 @@ pub fn private_dir(dir: &Path) -> Result<(), StateDirError> {
     }
 }
 
-/// A directory about to be made must not go inside another user's
-/// (root's directories, such as /var/lib or /tmp, are everyone's
+/// A directory about to be made must not go inside another user's, at
+/// any depth (root's directories, such as /var/lib, are everyone's
 /// parents): root making `/var/lib/airlock/simulated` would leave the
-/// service a directory it may not use, and a directory another user owns
-/// is one they can swap.
+/// service a directory it may not use, and whoever owns or may write to
+/// an ancestor can swap what is below it. Links on the way are judged as
+/// links (their owner), and an ancestor that cannot be inspected refuses.
 fn not_inside_others(dir: &Path) -> Result<(), StateDirError> {
     let me = effective_uid();
     let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let Some(parent) = absolute
-        .ancestors()
-        .skip(1)
-        .find(|a| std::fs::symlink_metadata(a).is_ok())
-    else {
-        return Ok(());
-    };
-    let owner = std::fs::metadata(parent).map(|m| m.uid()).unwrap_or(me);
-    if owner == me || owner == 0 {
-        return Ok(());
+    for parent in absolute.ancestors().skip(1) {
+        let meta = match std::fs::symlink_metadata(parent) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(StateDirError::Inspect {
+                    path: parent.display().to_string(),
+                    message: e.to_string(),
+                })
+            }
+        };
+        let owner = meta.uid();
+        let shared = meta.is_dir()
+            && meta.mode() & (GROUP_WRITE | OTHERS_WRITE) != 0
+            && meta.mode() & STICKY == 0;
+        if (owner != me && owner != 0) || shared {
+            return Err(StateDirError::InsideOthers {
+                path: dir.display().to_string(),
+                parent: parent.display().to_string(),
+                owner,
+                me,
+            });
+        }
     }
-    Err(StateDirError::InsideOthers {
-        path: dir.display().to_string(),
-        parent: parent.display().to_string(),
-        owner,
-        me,
-    })
+    Ok(())
 }
+
+/// Refuses an existing directory that belongs to another user than this
+/// one or root, for files made in it one at a time (a first enrollment
+/// file in the service's state directory, made by root, would be root's
+/// and stop the service).
+pub fn not_another_users(dir: &Path) -> Result<(), StateDirError> {
+    let me = effective_uid();
+    let meta = std::fs::metadata(dir).map_err(|e| StateDirError::Inspect {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    })?;
+    match meta.uid() {
+        owner if owner == me || owner == 0 => Ok(()),
+        owner => Err(StateDirError::NotOwned {
+            path: dir.display().to_string(),
+            owner,
+            me,
+        }),
+    }
+}
+
+/// The sticky bit: in a directory others may write, only a file's owner
+/// may remove or rename it (/tmp).
+const STICKY: u32 = 0o1000;
 
 /// Mode bits by which the group may write.
 pub(crate) const GROUP_WRITE: u32 = 0o020;
@@ -250,6 +283,14 @@ mod tests {
             );
             assert!(!theirs.join("simulated").exists(), "nothing made");
         }
+        // Inside a directory others may write to, unless it is sticky.
+        let open = root.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = private_dir(&open.join("a/b")).unwrap_err();
+        assert!(matches!(e, StateDirError::InsideOthers { .. }), "{e}");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        private_dir(&open.join("a/b")).unwrap();
 
         let file = root.path().join("file");
         std::fs::write(&file, "").unwrap();

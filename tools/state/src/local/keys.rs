@@ -60,10 +60,14 @@ impl KeyStore for EnrollmentFile {
             hex::encode(key_sha256)
         ));
         // A first key may name a directory that does not exist yet: made
-        // as the state directory is (0700, this user's).
+        // as the state directory is (0700, this user's). One that exists
+        // must not be another user's: root adding the first key to the
+        // service's own directory would leave it a file it may not read.
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.exists() {
                 private_files::private_dir(dir).map_err(|e| self.error(e))?;
+            } else {
+                private_files::not_another_users(dir).map_err(|e| self.error(e))?;
             }
         }
         Ok(credential_file::write(&self.path, &text)?)
@@ -106,5 +110,29 @@ impl KeyStore for EnrollmentFile {
 
     fn location(&self) -> String {
         self.path.display().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_key_is_not_written_into_another_user_s_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let theirs = root.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        // Only root can give a directory away to test with.
+        if std::os::unix::fs::chown(&theirs, Some(65534), None).is_err() {
+            return;
+        }
+        let file = EnrollmentFile::new(theirs.join("clients.toml"));
+        let e = file.add("agent", &[7; 32]).unwrap_err();
+        assert!(e.to_string().contains("belongs to uid 65534"), "{e}");
+        assert!(!theirs.join("clients.toml").exists(), "nothing written");
+        // A directory of this user's takes it.
+        let mine = EnrollmentFile::new(root.path().join("clients.toml"));
+        mine.add("agent", &[7; 32]).unwrap();
+        assert_eq!(mine.all().unwrap().len(), 1);
     }
 }
