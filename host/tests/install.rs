@@ -208,11 +208,19 @@ fn missing() -> Option<&'static str> {
 fn lintian(deb: &Path) {
     let have = Command::new("lintian").arg("--version").output().is_ok();
     if !have {
-        let out = Command::new("apt-get")
-            .args(["install", "-y", "-q", "lintian"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .output()
-            .unwrap();
+        let install = || {
+            Command::new("apt-get")
+                .args(["install", "-y", "-q", "lintian"])
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .output()
+                .unwrap()
+        };
+        let mut out = install();
+        if !out.status.success() {
+            // A fresh machine's package lists may be missing or stale.
+            ok(Command::new("apt-get").args(["update", "-q"]));
+            out = install();
+        }
         assert!(out.status.success(), "apt-get install lintian: {out:?}");
     }
     let out = Command::new("lintian")
