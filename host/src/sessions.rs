@@ -48,11 +48,27 @@ impl SessionStore for SharedSessions {
             tracing::debug!("a session's initialize parameters are too large to keep for other replicas; it lives on this one only");
             return Ok(());
         };
-        let (records, id) = (self.0.clone(), session_id.to_string());
-        tokio::task::spawn_blocking(move || records.put(&id, &text))
-            .await
-            .map_err(failed)?
-            .map_err(failed)
+        // rmcp only logs a failed store and serves the session anyway, on
+        // this replica alone: the others would answer its requests 404.
+        // After the database restarts, a pooled connection is found dead
+        // only when used (and is then dropped), so a failure is tried
+        // again on another before the session is left unshared.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let (records, id, text) = (self.0.clone(), session_id.to_string(), text.clone());
+            let stored = tokio::task::spawn_blocking(move || records.put(&id, &text))
+                .await
+                .map_err(failed)
+                .and_then(|r| r.map_err(failed));
+            match stored {
+                Ok(()) => return Ok(()),
+                Err(e) if attempts >= STORE_ATTEMPTS => return Err(e),
+                Err(e) => {
+                    tracing::debug!(error = %e, attempts, "storing a session for the other replicas failed; trying again")
+                }
+            }
+        }
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
@@ -63,6 +79,9 @@ impl SessionStore for SharedSessions {
             .map_err(failed)
     }
 }
+
+/// Tries at storing a session's record before it is left to this replica.
+const STORE_ATTEMPTS: u32 = 3;
 
 /// Longest client name or version kept for a restore.
 const MAX_CLIENT_TEXT: usize = 128;

@@ -1039,7 +1039,14 @@ async fn a_session_opened_while_the_database_is_down_is_refused_never_left_unsha
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     for replica in [&a, &b] {
         let listed = raw_post(&replica.url, &alice, Some(&session), list.clone()).await;
-        assert_eq!(listed.status(), 200, "{}", replica.url);
+        let status = listed.status();
+        assert_eq!(
+            status,
+            200,
+            "{}: {}",
+            replica.url,
+            listed.text().await.unwrap()
+        );
     }
 }
 
