@@ -478,6 +478,29 @@ async fn an_operator_installs_runs_upgrades_removes_and_purges_the_package() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("PolicyDenied"), "{err}");
 
+    // The airlock user (say, a script that escaped the sandbox) puts a
+    // directory where root hands the module over: a reinstall goes on,
+    // and leaves the compile to the service.
+    root.ok(&format!(
+        "runuser -u airlock -- sh -c 'rm {module} && mkdir {module}'",
+        module = Path::new("/").join(&module).display()
+    ));
+    let said = root.ok(&format!(
+        "apt-get install -y --reinstall /tmp/airlock_{version}-2_amd64.deb </dev/null 2>&1"
+    ));
+    assert!(said.contains("the service will when it starts"), "{said}");
+    assert_eq!(
+        root.ok("dpkg-query -W -f '${Status}' airlock"),
+        "install ok installed"
+    );
+    assert!(
+        std::fs::read_dir(root.path("var/cache"))
+            .unwrap()
+            .all(|e| !e.unwrap().file_name().to_string_lossy().contains("prepare")),
+        "root's working directory removed"
+    );
+    std::fs::remove_dir(root.path(&module)).unwrap();
+
     // Remove keeps the operator's: the conffile, the state, the user.
     root.ok("apt-get remove -y airlock");
     assert!(!root.path("usr/bin/airlock").exists());
@@ -485,7 +508,9 @@ async fn an_operator_installs_runs_upgrades_removes_and_purges_the_package() {
     assert!(audit.exists());
     assert!(root.user("airlock").is_some());
 
-    // Purge leaves the root as it was before the install.
+    // Purge leaves the root as it was before the install; a KEEP file
+    // the airlock user made does not keep the state (one root makes does).
+    root.ok("runuser -u airlock -- touch /var/lib/airlock/KEEP");
     root.ok("apt-get purge -y airlock");
     assert_eq!(
         root.ok("dpkg-query -W -f '${Status}' airlock 2>/dev/null || true"),

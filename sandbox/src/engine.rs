@@ -106,7 +106,13 @@ pub async fn load(opts: &EngineOptions) -> Result<Compiled, SandboxError> {
 
     cache::prepare_dir(&opts.cache_dir).map_err(|e| SandboxError::cache(&opts.cache_dir, e))?;
     let (module, compiled_now) = match load_cached(&engine, &path) {
-        Some(m) => (m, false),
+        Some(m) => {
+            // Modules compiled elsewhere and handed over (the Debian
+            // package compiles at each install) are pruned here, by the
+            // cache's owner, as a compile here prunes them.
+            cache::prune(&opts.cache_dir);
+            (m, false)
+        }
         None => {
             let _lock = cache::Lock::acquire(&opts.cache_dir)
                 .map_err(|e| SandboxError::cache(&opts.cache_dir, e))?;
