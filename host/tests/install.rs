@@ -24,7 +24,7 @@ use std::{
     time::Instant,
 };
 
-use common::{call, repo, text, Server};
+use common::{call, repo, stdout_of, text, Server};
 
 const PATH: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -41,11 +41,13 @@ impl Root {
             .prefix("root.")
             .tempdir_in(&target)
             .unwrap();
-        ok(Command::new("tar")
-            .args(["--numeric-owner", "-xpf"])
-            .arg(tarball)
-            .arg("-C")
-            .arg(dir.path()));
+        stdout_of(
+            Command::new("tar")
+                .args(["--numeric-owner", "-xpf"])
+                .arg(tarball)
+                .arg("-C")
+                .arg(dir.path()),
+        );
         Root { dir }
     }
 
@@ -161,24 +163,15 @@ impl Root {
     }
 }
 
-fn ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// `packaging/deb/build.sh` with extra arguments; the package, copied
 /// into `keep` (cargo-deb removes the other versions it finds beside it).
 fn build(extra: &[&str], keep: &Path) -> PathBuf {
-    let said = ok(Command::new("sh")
-        .arg(repo().join("packaging/deb/build.sh"))
-        .args(extra)
-        .env("AIRLOCK_PREBUILT", "1"));
+    let said = stdout_of(
+        Command::new("sh")
+            .arg(repo().join("packaging/deb/build.sh"))
+            .args(extra)
+            .env("AIRLOCK_PREBUILT", "1"),
+    );
     let built = PathBuf::from(said.lines().last().unwrap().trim());
     let kept = keep.join(built.file_name().unwrap());
     std::fs::copy(&built, &kept).unwrap();
@@ -218,7 +211,7 @@ fn lintian(deb: &Path) {
         let mut out = install();
         if !out.status.success() {
             // A fresh machine's package lists may be missing or stale.
-            ok(Command::new("apt-get").args(["update", "-q"]));
+            stdout_of(Command::new("apt-get").args(["update", "-q"]));
             out = install();
         }
         assert!(out.status.success(), "apt-get install lintian: {out:?}");
@@ -263,7 +256,7 @@ async fn an_operator_installs_runs_upgrades_removes_and_purges_the_package() {
     let size = first.metadata().unwrap().len();
 
     let made = Instant::now();
-    let tarball = ok(Command::new("sh").arg(repo().join("packaging/deb/debian-root.sh")));
+    let tarball = stdout_of(Command::new("sh").arg(repo().join("packaging/deb/debian-root.sh")));
     let root = Root::new(Path::new(tarball.lines().last().unwrap().trim()));
     eprintln!("clean root ready in {:.1} s", made.elapsed().as_secs_f64());
     for deb in [&first, &second] {

@@ -6,6 +6,9 @@
 //! clean Debian root is `install.rs`'s; this one needs only dpkg-deb, and
 //! says SKIPPED without it.
 
+mod common;
+
+use common::stdout_of;
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -23,17 +26,6 @@ fn root_s(owner: &str) -> bool {
     owner == "0/0" || owner == "root/root"
 }
 
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
     if Command::new("dpkg-deb").arg("--version").output().is_err() {
@@ -46,9 +38,11 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
         Path::new(env!("CARGO_BIN_EXE_airlock")),
         root.join("target/release/airlock")
     );
-    let said = run(Command::new("sh")
-        .arg(root.join("packaging/deb/build.sh"))
-        .env("AIRLOCK_PREBUILT", "1"));
+    let said = stdout_of(
+        Command::new("sh")
+            .arg(root.join("packaging/deb/build.sh"))
+            .env("AIRLOCK_PREBUILT", "1"),
+    );
     let deb = PathBuf::from(said.lines().last().unwrap().trim());
     assert!(
         deb.starts_with(root.join("target/debian")) && deb.exists(),
@@ -70,7 +64,7 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
     );
 
     // Control: what it needs and which files are the operator's.
-    let control = run(Command::new("dpkg-deb").arg("-f").arg(&deb));
+    let control = stdout_of(Command::new("dpkg-deb").arg("-f").arg(&deb));
     assert!(control.contains("Package: airlock\n"), "{control}");
     assert!(control.contains("Section: net\n"), "{control}");
     let depends = control
@@ -80,7 +74,7 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
     assert!(depends.contains("adduser"), "{control}");
     let dir = tempfile::tempdir().unwrap();
     let ctrl = dir.path().join("control");
-    run(Command::new("dpkg-deb").arg("-e").arg(&deb).arg(&ctrl));
+    stdout_of(Command::new("dpkg-deb").arg("-e").arg(&deb).arg(&ctrl));
     assert_eq!(
         std::fs::read_to_string(ctrl.join("conffiles"))
             .unwrap()
@@ -89,7 +83,7 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
     );
     for script in ["postinst", "postrm", "prerm"] {
         let path = ctrl.join(script);
-        run(Command::new("sh").arg("-n").arg(&path));
+        stdout_of(Command::new("sh").arg("-n").arg(&path));
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
             !text.contains("#DEBHELPER#"),
@@ -111,7 +105,7 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
     assert!(postrm.contains("rm -rf /var/cache/airlock"), "{postrm}");
 
     // Contents: path → (mode, owner), all root's.
-    let listing = run(Command::new("dpkg-deb").arg("-c").arg(&deb));
+    let listing = stdout_of(Command::new("dpkg-deb").arg("-c").arg(&deb));
     let files: std::collections::BTreeMap<String, (String, String)> = listing
         .lines()
         .map(|l| {
@@ -164,14 +158,16 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
         .filter(|p| p.starts_with("usr/share/man/man1/") && p.ends_with(".1.gz"))
         .count();
     let made = tempfile::tempdir().unwrap();
-    run(Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .args(["man", "--dir"])
-        .arg(made.path()));
+    stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(["man", "--dir"])
+            .arg(made.path()),
+    );
     assert_eq!(pages, std::fs::read_dir(made.path()).unwrap().count());
 
     // The files in it are the ones in the sources, and they work.
     let unpacked = dir.path().join("root");
-    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked));
+    stdout_of(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked));
     assert_eq!(
         std::fs::read_to_string(unpacked.join("usr/lib/systemd/system/airlock.service")).unwrap(),
         std::fs::read_to_string(root.join("packaging/deb/airlock.service")).unwrap()
@@ -204,16 +200,18 @@ fn the_package_holds_the_binary_its_manual_completions_unit_and_conffile() {
     .unwrap();
     let script = state.path().join("nodes.js");
     std::fs::write(&script, "(await tools.node_list()).length > 0").unwrap();
-    let out = run(Command::new(unpacked.join("usr/bin/airlock"))
-        .arg("--config")
-        .arg(&config)
-        .arg("exec")
-        .arg(&script));
+    let out = stdout_of(
+        Command::new(unpacked.join("usr/bin/airlock"))
+            .arg("--config")
+            .arg(&config)
+            .arg("exec")
+            .arg(&script),
+    );
     assert_eq!(
         out.trim(),
         "true",
         "the commented conffile runs the simulated cluster"
     );
-    let version_line = run(Command::new(unpacked.join("usr/bin/airlock")).arg("--version"));
+    let version_line = stdout_of(Command::new(unpacked.join("usr/bin/airlock")).arg("--version"));
     assert!(version_line.contains(version), "{version_line}");
 }
