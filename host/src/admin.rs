@@ -105,13 +105,15 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// The enrollment file named, else the state backend's keys (PostgreSQL).
+/// The enrollment file named (`--file`, `AIRLOCK_ENROLLMENT`, else the
+/// configuration's `enrollment`), else the state backend's keys
+/// (PostgreSQL).
 fn key_store(file: &ConfigFile, path: Option<PathBuf>) -> Result<Arc<dyn KeyStore>, String> {
-    match path {
+    match path.or_else(|| file.enrollment.clone()) {
         Some(p) => Ok(Arc::new(EnrollmentFile::new(p))),
         None => match state(file)?.keys {
             Some(keys) => Ok(keys),
-            None => Err("name the enrollment file (--file FILE or AIRLOCK_ENROLLMENT), or keep keys in the deployment's database with [state] backend = \"postgres\"".into()),
+            None => Err("name the enrollment file (--file FILE, AIRLOCK_ENROLLMENT, or enrollment = \"FILE\" in the configuration), or keep keys in the deployment's database with [state] backend = \"postgres\"".into()),
         },
     }
 }

@@ -486,16 +486,11 @@ fn main() -> ExitCode {
                 identity,
                 file: path,
                 console,
-            } => admin::enroll(
-                &file,
-                &identity,
-                path.or_else(|| file.enrollment.clone()),
-                console,
-            ),
+            } => admin::enroll(&file, &identity, path, console),
             Command::Revoke {
                 identity,
                 file: path,
-            } => admin::revoke(&file, &identity, path.or_else(|| file.enrollment.clone())),
+            } => admin::revoke(&file, &identity, path),
             Command::Search {
                 query,
                 tiers,

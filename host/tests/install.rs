@@ -24,7 +24,7 @@ use std::{
     time::Instant,
 };
 
-use common::{call, repo, stdout_of, text, Server};
+use common::{call, repo, stdout_of, succeeded, text, Server};
 
 const PATH: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -83,14 +83,7 @@ impl Root {
 
     /// [`Root::sh`], which must succeed; its standard output.
     fn ok(&self, script: &str) -> String {
-        let out = self.sh(script);
-        assert!(
-            out.status.success(),
-            "in the root: {script}\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        succeeded(&format!("in the root: {script}\n"), self.sh(script))
     }
 
     /// (mode, uid, gid) of a path inside, not following a last symlink.

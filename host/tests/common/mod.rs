@@ -502,9 +502,15 @@ impl ConsoleUser {
 /// does not); its standard output.
 pub fn stdout_of(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
+    succeeded(&format!("{cmd:?}"), out)
+}
+
+/// The standard output of `what`, which must have succeeded (its output
+/// is in the panic when it did not).
+pub fn succeeded(what: &str, out: std::process::Output) -> String {
     assert!(
         out.status.success(),
-        "{cmd:?}: {}{}",
+        "{what}: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -141,9 +141,9 @@ fn not_inside_others(dir: &Path) -> Result<(), StateDirError> {
         };
         let owner = meta.uid();
         let shared = meta.is_dir()
-            && meta.mode() & (GROUP_WRITE | OTHERS_WRITE) != 0
+            && let_in(meta.mode(), GROUP_WRITE, OTHERS_WRITE).is_some()
             && meta.mode() & STICKY == 0;
-        if (owner != me && owner != 0) || shared {
+        if !mine_or_root_s(owner, me) || shared {
             return Err(StateDirError::InsideOthers {
                 path: dir.display().to_string(),
                 parent: parent.display().to_string(),
@@ -166,13 +166,19 @@ pub fn not_another_users(dir: &Path) -> Result<(), StateDirError> {
         message: e.to_string(),
     })?;
     match meta.uid() {
-        owner if owner == me || owner == 0 => Ok(()),
+        owner if mine_or_root_s(owner, me) => Ok(()),
         owner => Err(StateDirError::NotOwned {
             path: dir.display().to_string(),
             owner,
             me,
         }),
     }
+}
+
+/// Whether a directory `owner` owns is safe to make things in for user
+/// `me`: their own, or root's (whom nothing stops anyway).
+fn mine_or_root_s(owner: u32, me: u32) -> bool {
+    owner == me || owner == 0
 }
 
 /// The sticky bit: in a directory others may write, only a file's owner
