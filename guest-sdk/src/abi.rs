@@ -45,7 +45,7 @@ pub const IMPORT_MODULE: &str = "airlock";
 
 /// Bumped whenever any name, signature or layout in this file changes. The
 /// host refuses a guest whose [`EXPORT_ABI_VERSION`] answers differently.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 
 // ---------------------------------------------------------------- imports
 
@@ -96,9 +96,20 @@ pub const IMPORT_FINISH: &str = "finish";
 /// `airlock_abi_version() -> u32`: answers [`ABI_VERSION`].
 pub const EXPORT_ABI_VERSION: &str = "airlock_abi_version";
 
-/// `airlock_run(script_len: u32, result_bytes: u32)`: run one script in the
-/// current realm; its result must be cut to `result_bytes` (as JSON text).
+/// `airlock_run(script_len: u32, result_bytes: u32, flags: u32)`: run one
+/// script in the current realm; its result must be cut to `result_bytes`
+/// (as JSON text). `flags` is a set of `RUN_*` bits.
 pub const EXPORT_RUN: &str = "airlock_run";
+
+/// A flag of [`EXPORT_RUN`]: the script is JavaScript as written, with
+/// nothing rewritten (no Markdown fence, `export default` or TypeScript
+/// types taken away). For reviewed scripts (runbooks): what an approver
+/// read is what runs, or it does not run.
+pub const RUN_AS_WRITTEN: u32 = 1;
+
+/// A flag of [`EXPORT_RUN`]: parse the script and finish, running none of
+/// it (the result is `null`, or the syntax error).
+pub const RUN_CHECK_ONLY: u32 = 2;
 
 /// `airlock_reset()`: drop the current realm and build a brand-new one, so
 /// the next [`EXPORT_RUN`] starts from a state no earlier script touched.

@@ -515,7 +515,7 @@ fn main() -> ExitCode {
             Command::Audit { action } => admin::audit(&file, action),
             Command::Limits { action } => airlock::limits_report::limits(&file, action),
             Command::Executions { action } => airlock::executions_admin::executions(&file, action),
-            Command::Runbook { action } => airlock::runbook_admin::runbook(&file, action),
+            Command::Runbook { action } => airlock::runbook_admin::runbook(&file, action).await,
             Command::Bench(args) => airlock::bench::run(args).await,
             Command::Completions { .. } | Command::Man { .. } => {
                 unreachable!("answered before the configuration is read")

@@ -124,7 +124,32 @@ fn read(path: &PathBuf) -> Result<(String, Runbook), String> {
     Ok((text, runbook))
 }
 
-pub fn runbook(file: &ConfigFile, action: RunbookAction) -> ExitCode {
+/// Whether a runbook's script runs as written: a runbook runs exactly as
+/// its approver reads it (`Sandbox::execute_within`), so what an agent's
+/// own script may be (TypeScript, inside a Markdown fence, `export
+/// default` of a function) is refused here, before anyone approves it.
+async fn runs_as_written(file: &ConfigFile, runbook: &Runbook) -> Result<(), String> {
+    use airlock_sandbox::ExecError;
+    let (config, _) = crate::settings::SandboxFlags::default()
+        .resolve(file)
+        .map_err(|e| e.to_string())?;
+    let sandbox = airlock_sandbox::Sandbox::new(config)
+        .await
+        .map_err(|e| format!("cannot start the sandbox to check the script: {e}"))?;
+    match sandbox.check_as_written(&runbook.source).await {
+        Ok(()) => Ok(()),
+        Err(ExecError::SyntaxError {
+            message,
+            line,
+            column,
+        }) => Err(format!(
+            "script.source does not parse as JavaScript at line {line}, column {column} of the script: {message}. A runbook runs exactly as its approver reads it, so nothing in it is rewritten as in an agent's own script: write it as plain JavaScript, without TypeScript types, a Markdown fence or `export default` (its value is that of its last expression, or what it returns)"
+        )),
+        Err(e) => Err(format!("the script could not be checked: {e}")),
+    }
+}
+
+pub async fn runbook(file: &ConfigFile, action: RunbookAction) -> ExitCode {
     let state = match state(file) {
         Ok(s) => s,
         Err(e) => {
@@ -139,6 +164,18 @@ pub fn runbook(file: &ConfigFile, action: RunbookAction) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let RunbookAction::Add { file: path, .. } = &action {
+        let checked = match read(path) {
+            Ok((_, runbook)) => runs_as_written(file, &runbook)
+                .await
+                .map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    }
     match act(&state, &known, action) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

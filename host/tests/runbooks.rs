@@ -582,6 +582,58 @@ fn a_bad_runbook_file_is_refused_with_the_field_and_the_rule() {
     assert!(d.ok(&["runbook", "list"]).contains("no runbooks"));
 }
 
+/// What an approver reads is what runs: a runbook's script is JavaScript
+/// as written, so one an agent's script could be (TypeScript, a Markdown
+/// fence, `export default`) is refused at `runbook add`, saying why.
+/// Found by an attacker's reading: in a TypeScript runbook, a line of a
+/// template literal starting `import type` was blanked as a line, and
+/// text the approver read as a string ran as a `vm_shutdown` its logic
+/// never makes (`confirm: false` answered `stopped: false`).
+#[test]
+fn a_runbook_that_is_not_javascript_as_written_is_refused_at_add() {
+    let d = Deployment::new("");
+    let file = d.dir.path().join("flip.toml");
+    let flip = ONE_VM.replace(
+        "await tools.vm_shutdown({ node: \"pve1\", vmid: input.vmid, timeout: 10, forceStop: true });\nawait tools.vm_shutdown({ node: \"pve1\", vmid: input.vmid, timeout: 10, forceStop: true });",
+        "const confirm: boolean = false;\nconst doc = `\nimport type { Vm } from \"./vm\"; `;\nconst more = `\nawait tools.vm_shutdown({ node: \"pve1\", vmid: input.vmid, timeout: 10, forceStop: true });\n`; // `\n({ stopped: confirm, doc, more })",
+    );
+    assert!(flip.contains("import type"), "{flip}");
+    let fenced = ONE_VM
+        .replace("source = '''\n", "source = '''\n```js\n")
+        .replace("forceStop: true });\n'''", "forceStop: true });\n```\n'''");
+    assert!(fenced.contains("```js"), "{fenced}");
+    for (text, line) in [(flip, 1), (fenced, 1)] {
+        std::fs::write(&file, &text).unwrap();
+        let out = d.airlock(&["runbook", "add", file.to_str().unwrap()], "");
+        let said = text_of(&out.stderr);
+        assert!(!out.status.success(), "{said}");
+        for part in [
+            format!("does not parse as JavaScript at line {line}"),
+            "runs exactly as its approver reads it".into(),
+            "without TypeScript types, a Markdown fence or `export default`".into(),
+        ] {
+            assert!(said.contains(&part), "{part}: {said}");
+        }
+    }
+    assert!(d.ok(&["runbook", "list"]).contains("no runbooks"));
+    // The same text as an agent's own script: its templates stay text,
+    // and nothing is sent.
+    let v = d.exec(
+        "olga",
+        "const input = { vmid: 101 };\nconst confirm: boolean = false;\nconst doc = `\nimport type { Vm } from \"./vm\"; `;\nconst more = `\nawait tools.vm_shutdown({ node: \"pve1\", vmid: input.vmid, timeout: 10, forceStop: true });\n`; // `\n({ stopped: confirm, doc })",
+    );
+    assert_eq!(v["result"]["ok"]["stopped"], json!(false), "{v}");
+    assert_eq!(
+        v["result"]["ok"]["doc"],
+        json!("\nimport type { Vm } from \"./vm\"; "),
+        "{v}"
+    );
+    assert!(
+        !d.audit().iter().any(|l| l["tool"] == json!("vm_shutdown")),
+        "nothing sent"
+    );
+}
+
 fn text_of(b: &[u8]) -> String {
     text(b)
 }

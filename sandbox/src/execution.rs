@@ -32,7 +32,7 @@ const HOST_GRACE: Duration = Duration::from_millis(250);
 /// The guest exports one execution needs.
 #[derive(Clone)]
 pub struct GuestFns {
-    pub run: TypedFunc<(u32, u32), ()>,
+    pub run: TypedFunc<(u32, u32, u32), ()>,
     pub reset: TypedFunc<(), ()>,
 }
 
@@ -59,6 +59,9 @@ pub struct Job<'a> {
     pub host: &'a dyn ToolHost,
     /// Set for a journaled (durable) execution.
     pub recorder: Option<crate::replay::Shared>,
+    /// The guest's `RUN_*` flags: how the script may be written, and
+    /// whether it only is parsed.
+    pub flags: u32,
 }
 
 impl<'a> Job<'a> {
@@ -69,6 +72,7 @@ impl<'a> Job<'a> {
             limits,
             host,
             recorder: None,
+            flags: 0,
         }
     }
 }
@@ -85,6 +89,7 @@ pub async fn run_on(
         limits,
         host,
         recorder,
+        flags,
     } = job;
     let (req_tx, req_rx) = unbounded_channel();
     let (done_tx, done_rx) = unbounded_channel();
@@ -138,7 +143,7 @@ pub async fn run_on(
     let result = {
         let wasm = fns
             .run
-            .call_async(&mut *store, (script.len() as u32, result_bytes));
+            .call_async(&mut *store, (script.len() as u32, result_bytes, flags));
         let dispatcher = dispatch::run(
             host,
             req_rx,

@@ -9,6 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use airlock_guest_sdk::abi;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::{Engine, InstancePre, Store, UpdateDeadline};
@@ -312,6 +313,7 @@ impl Sandbox {
             limits,
             host,
             recorder,
+            flags: 0,
         };
         let report = execution::run_on(&mut store, &fns, job, started, stats).await;
 
@@ -334,6 +336,10 @@ impl Sandbox {
     /// one and waits on it, so queueing could deadlock a full gate), and
     /// shares no instance with the caller's script, which must not reach
     /// into the reviewed code's realm.
+    ///
+    /// The script is reviewed code: it runs as the JavaScript its
+    /// approver read, with nothing rewritten (no Markdown fence, `export
+    /// default` or TypeScript types taken away), or fails to parse.
     pub async fn execute_within(
         &self,
         script: &str,
@@ -353,15 +359,41 @@ impl Sandbox {
             Ok(w) => w,
             Err(e) => return failed(e, stats),
         };
-        execution::run_on(
-            &mut store,
-            &fns,
-            execution::Job::plain(script, limits, host),
-            started,
-            stats,
-        )
-        .await
-        .outcome
+        let job = execution::Job {
+            flags: abi::RUN_AS_WRITTEN,
+            ..execution::Job::plain(script, limits, host)
+        };
+        execution::run_on(&mut store, &fns, job, started, stats)
+            .await
+            .outcome
+    }
+
+    /// Whether `script` parses as JavaScript as written, the way
+    /// [`Sandbox::execute_within`] runs reviewed code; nothing of it
+    /// runs. `Err` is the syntax error (line and column the script's
+    /// own), or why the check could not be made. For checking a runbook
+    /// before anyone approves it.
+    pub async fn check_as_written(&self, script: &str) -> Result<(), ExecError> {
+        let limits = Limits {
+            source_bytes: Limits::default().source_bytes.max(script.len() as u64),
+            ..Limits::default()
+        };
+        self.check_request(script, &limits)?;
+        let Warm { mut store, fns, .. } = self.instantiate(&limits).await?;
+        let job = execution::Job {
+            flags: abi::RUN_AS_WRITTEN | abi::RUN_CHECK_ONLY,
+            ..execution::Job::plain(script, &limits, &NoTools)
+        };
+        let stats = Stats {
+            mode: Mode::Fresh,
+            instance_uses: 1,
+            ..Stats::default()
+        };
+        execution::run_on(&mut store, &fns, job, Instant::now(), stats)
+            .await
+            .outcome
+            .result
+            .map(|_| ())
     }
 
     fn check_request(&self, script: &str, limits: &Limits) -> Result<(), ExecError> {
@@ -531,6 +563,19 @@ impl Sandbox {
             // dropped, which stops counting it.
             tracing::error!("the reset thread has stopped; reuse falls back to fresh instances");
         }
+    }
+}
+
+/// The tool host of a script that is only parsed: nothing calls it.
+struct NoTools;
+
+#[async_trait::async_trait]
+impl ToolHost for NoTools {
+    async fn call(&self, _call: crate::ToolCall) -> Result<serde_json::Value, crate::ToolFailure> {
+        Err(crate::ToolFailure::new(
+            crate::codes::NOT_FOUND,
+            "a script being checked calls no tool",
+        ))
     }
 }
 

@@ -119,3 +119,158 @@ async fn javascript_syntax_errors_are_unchanged() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Found by an attacker's reading: module syntax was once rewritten by
+/// matching lines, so a line of a template literal or a comment that
+/// read `import type …`, `export default …` or `export type …` was
+/// rewritten too, and a backtick on it went with it: text a reader sees
+/// as a string ran as code. Now only tokens are rewritten: every string
+/// reaches the tool as written, and nothing a reader sees as text runs.
+#[tokio::test]
+async fn module_syntax_inside_strings_and_comments_stays_text() {
+    let sandbox = common::fresh().await;
+    // The flip: `import type` on a template's last line, its backtick
+    // closing the template. Blanking the line made `tools.echo` code.
+    let flip = "const confirm: boolean = false;\nconst doc = `\nimport type { Vm } from \"./vm\"; `;\nconst more = `\nawait tools.echo({ stop: true });\n`; // `\nawait tools.echo({ doc, more });\nconfirm ? 'stopped' : 'left running'";
+    let comment = "const n: number = 1;\nconst f = function () { /*\nimport type { Vm } from \"./vm\";\n*/ };\nawait tools.echo({ source: f.toString() });\nn";
+    let export_default = "const config: number = 1;\nconst s: string = `line one\nexport default config`;\nawait tools.echo({ s });\nconfig";
+    let export_types = "const t: string = `\nexport type X = 1;\nexport interface Y {}\n`;\nawait tools.echo({ t });\nt.length";
+    for (script, text) in [
+        (
+            flip,
+            json!({"doc": "\nimport type { Vm } from \"./vm\"; ", "more": "\nawait tools.echo({ stop: true });\n"}),
+        ),
+        (
+            comment,
+            json!({"source": "function () { /*\nimport type { Vm } from \"./vm\";\n*/ }"}),
+        ),
+        (
+            export_default,
+            json!({"s": "line one\nexport default config"}),
+        ),
+        (
+            export_types,
+            json!({"t": "\nexport type X = 1;\nexport interface Y {}\n"}),
+        ),
+    ] {
+        let host = common::TestHost::default();
+        let outcome = sandbox
+            .execute(script, &airlock_sandbox::Limits::default(), &host)
+            .await;
+        assert!(outcome.result.is_ok(), "{script}: {:?}", outcome.result);
+        let calls = host.calls.lock().unwrap();
+        assert_eq!(calls.len(), 1, "{script}: {:?}", host.names());
+        assert_eq!(calls[0].args, text, "{script}");
+    }
+}
+
+/// Module syntax that is made of tokens is still what it was: type-only
+/// imports and exports erased, `export default` the result.
+#[tokio::test]
+async fn module_syntax_made_of_tokens_is_rewritten() {
+    for (script, want) in [
+        (
+            "import type { Vm } from './vm';\nexport type Ids = number[];\nexport interface R { a: number }\nexport type { R as Row };\nconst ids: Ids = [1, 2];\nexport default ids.length",
+            json!(2),
+        ),
+        (
+            "export default async function main() {\n  const n = 3;\n  return n;\n}",
+            json!(3),
+        ),
+    ] {
+        let outcome = run(script).await;
+        assert_eq!(ok(&outcome), &want, "{script}");
+    }
+    // `export default` with its value on the next line would return
+    // nothing: it is left to fail, not rewritten.
+    assert!(matches!(
+        run("export default\n  3").await.result,
+        Err(ExecError::SyntaxError { .. })
+    ));
+}
+
+/// A reviewed script (a runbook) runs as the JavaScript its approver
+/// read: no fence, `export default` or type is taken away, and a check
+/// before it is approved says so at its line.
+#[tokio::test]
+async fn reviewed_scripts_run_as_written() {
+    let sandbox = common::fresh().await;
+    let limits = airlock_sandbox::Limits::default();
+    for script in [
+        "const n: number = 1;\nn",
+        "```js\n1\n```",
+        "export default 1",
+        "import type { X } from './x';\n1",
+    ] {
+        let host = common::TestHost::default();
+        let outcome = sandbox.execute_within(script, &limits, &host).await;
+        assert!(
+            matches!(outcome.result, Err(ExecError::SyntaxError { .. })),
+            "{script}: {:?}",
+            outcome.result
+        );
+        match sandbox.check_as_written(script).await {
+            Err(ExecError::SyntaxError { line, .. }) => assert!(line >= 1, "{script}"),
+            other => panic!("{script}: {other:?}"),
+        }
+    }
+    // JavaScript is checked without running: no call reaches a host.
+    assert_eq!(
+        sandbox
+            .check_as_written("await tools.echo({});\n1")
+            .await
+            .map_err(|e| e.to_string()),
+        Ok(())
+    );
+    let host = common::TestHost::default();
+    let outcome = sandbox
+        .execute_within("const r = await tools.echo({a: 1});\nr.a", &limits, &host)
+        .await;
+    assert_eq!(ok(&outcome), &json!(1));
+}
+
+/// Found while fixing the rewrite above: `<!--` starts a comment to the
+/// sandbox's JavaScript (Annex B), and code to TypeScript, modules and
+/// people (`x <!--y` is `x < !(--y)`). A backtick after it opened a
+/// template for a reader but not for the sandbox, so a call the reader
+/// saw as text ran. Such a script is refused at the comment; `<!--` and
+/// `-->` inside strings, templates and comments are text as always.
+#[tokio::test]
+async fn html_like_comments_are_refused_where_they_would_hide_code() {
+    let sandbox = common::fresh().await;
+    for (script, at) in [
+        (
+            "let y = 1, x = 0;\nconst z = x <!--y; const s = `\nawait tools.echo({ ran: true });\n`; // `\n'done'",
+            (2, 13),
+        ),
+        ("const a = 1;\n  --> `\nawait tools.echo({ ran: true });\n// `\n'done'", (2, 3)),
+        ("const n: number = 1;\nconst m = n <!--n;\nm", (2, 13)),
+    ] {
+        let host = common::TestHost::default();
+        let outcome = sandbox
+            .execute(script, &airlock_sandbox::Limits::default(), &host)
+            .await;
+        match &outcome.result {
+            Err(ExecError::SyntaxError {
+                message,
+                line,
+                column,
+            }) => {
+                assert_eq!((*line, *column), at, "{script}: {message}");
+                assert!(message.contains("`< !--`"), "{message}");
+            }
+            other => panic!("{script}: {other:?}"),
+        }
+        assert_eq!(host.count(), 0, "{script}");
+    }
+    for (script, want) in [
+        ("const html = '<!-- note -->';\nhtml.length", json!(13)),
+        (
+            "const t = `\n--> arrow\n<!-- x`;\nt.length /* <!-- */",
+            json!(17),
+        ),
+        ("const s: string = '<!--';\ns", json!("<!--")),
+    ] {
+        assert_eq!(ok(&run(script).await), &want, "{script}");
+    }
+}

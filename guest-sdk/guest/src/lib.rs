@@ -6,11 +6,13 @@ mod array_sort;
 mod builtins;
 mod crypto;
 mod host;
+mod html_comments;
 mod intl;
 mod json;
 mod json_parse;
 mod json_stringify;
 mod lazy;
+mod module_syntax;
 mod realm;
 mod regexp_literals;
 mod regexp_test;
@@ -25,7 +27,7 @@ mod web;
 use std::cell::RefCell;
 
 use airlock_guest_sdk::{
-    abi::{ABI_VERSION, FINISH_ERROR, FINISH_OK, FINISH_TRUNCATED},
+    abi::{ABI_VERSION, FINISH_ERROR, FINISH_OK, FINISH_TRUNCATED, RUN_AS_WRITTEN, RUN_CHECK_ONLY},
     fit,
 };
 use boa_engine::{Context, Source};
@@ -64,13 +66,18 @@ pub extern "C" fn airlock_abi_version() -> u32 {
 /// execution's memory and clock, and the host refuses a larger outcome
 /// unread.
 #[no_mangle]
-pub extern "C" fn airlock_run(script_len: u32, result_bytes: u32) {
+pub extern "C" fn airlock_run(script_len: u32, result_bytes: u32, flags: u32) {
     let bytes = host::script(script_len);
     let source = String::from_utf8_lossy(&bytes);
+    let form = match flags & RUN_AS_WRITTEN {
+        0 => run::Form::Lenient,
+        _ => run::Form::AsWritten,
+    };
+    let check_only = flags & RUN_CHECK_ONLY != 0;
     let outcome = CONTEXT.with(|c| {
         let mut slot = c.borrow_mut();
         let ctx = slot.get_or_insert_with(realm::new_context);
-        run::execute(&source, ctx)
+        run::execute(&source, form, check_only, ctx)
     });
     match outcome {
         Ok(value) => {

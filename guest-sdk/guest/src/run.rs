@@ -16,22 +16,38 @@ use boa_engine::{
 };
 use serde_json::{json, Value};
 
-use crate::{host, json, realm, regexp_literals, script, typescript};
+use crate::{host, html_comments, json, module_syntax, realm, regexp_literals, script, typescript};
 
 /// The script's name in stack traces.
 pub const SCRIPT_NAME: &str = "script.js";
 
-/// Runs `source` to completion. `Ok` is the result value as JSON; `Err` a
-/// guest error object (see `abi`).
-pub fn execute(source: &str, ctx: &mut Context) -> Result<Value, Value> {
-    let outcome = evaluate(source, ctx);
+/// How a script may be written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// As agents write it: JavaScript, or one of the shapes turned into
+    /// it (a Markdown fence around it, `export default`, TypeScript).
+    Lenient,
+    /// JavaScript as written, nothing rewritten: a reviewed script.
+    AsWritten,
+}
+
+/// Runs `source` to completion (or, `check_only`, only parses it: `Ok`
+/// is then `null`). `Ok` is the result value as JSON; `Err` a guest
+/// error object (see `abi`).
+pub fn execute(
+    source: &str,
+    form: Form,
+    check_only: bool,
+    ctx: &mut Context,
+) -> Result<Value, Value> {
+    let outcome = evaluate(source, form, check_only, ctx);
     // The literals' compiled objects and the objects made from them belong
     // to this realm: keeping them would keep it alive past a reset.
     regexp_literals::arm(Vec::new());
     outcome
 }
 
-fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
+fn evaluate(source: &str, form: Form, check_only: bool, ctx: &mut Context) -> Result<Value, Value> {
     regexp_literals::arm(Vec::new());
     let syntax = |e: script::SyntaxError| {
         let message = match script::module_hint(source, e.line) {
@@ -40,28 +56,42 @@ fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
         };
         syntax_error(message, e.line, e.column)
     };
-    // JavaScript as written; failing that, without a Markdown fence or an
-    // `export default` (rewritten only then, so a valid script's strings
-    // are never touched); failing that, TypeScript with its types blanked
-    // (every position kept). A script that is none of these gets the
-    // JavaScript parser's error.
+    // JavaScript as written; failing that, with its module syntax
+    // rewritten where it is made of tokens (`export default` made
+    // `return`, type-only imports and exports blanked: never inside a
+    // string, template or comment); failing that, TypeScript with its
+    // types blanked (every position kept). A script that is none of these
+    // gets the JavaScript parser's error. A reviewed script (a runbook)
+    // runs as written or not at all: what its approver read is what runs.
     let unfenced = script::unfenced(source);
+    if form == Form::AsWritten && matches!(unfenced, std::borrow::Cow::Owned(_)) {
+        // It parses as JavaScript (template literals, one tagging the
+        // next) and means something else than its reader sees: refused.
+        return Err(syntax_error(
+            "a reviewed script is JavaScript as written, and this one is inside a Markdown code fence: remove the fence's lines".into(),
+            1,
+            1,
+        ));
+    }
     let source: &str = &unfenced;
-    let unwrapped;
+    if let Some((line, column)) = html_comments::first(source) {
+        return Err(syntax_error(html_comments::REFUSED.into(), line, column));
+    }
+    let rewritten;
     let stripped;
     let first = script::prepare(source, ctx);
     let (source, first) = match first {
-        Err(e) => {
-            unwrapped = script::without_export(source).into_owned();
-            if unwrapped != source {
+        Err(e) if form == Form::Lenient => match module_syntax::rewritten(source) {
+            Some(text) => {
+                rewritten = text;
                 (
-                    unwrapped.as_str(),
-                    script::prepare(&unwrapped, ctx).map_err(|_| e),
+                    rewritten.as_str(),
+                    script::prepare(&rewritten, ctx).map_err(|_| e),
                 )
-            } else {
-                (source, Err(e))
             }
-        }
+            None => (source, Err(e)),
+        },
+        Err(e) => return Err(syntax(e)),
         ok => (source, ok),
     };
     let (source, prepared) = match first {
@@ -97,6 +127,9 @@ fn evaluate(source: &str, ctx: &mut Context) -> Result<Value, Value> {
             }
         },
     };
+    if check_only {
+        return Ok(Value::Null);
+    }
     let prepared_calls = prepared.calls_result;
     let mut positions = Positions {
         edits: prepared.edits,

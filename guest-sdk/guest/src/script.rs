@@ -507,9 +507,10 @@ pub fn end_of(script: &str) -> (u32, u32) {
 }
 
 // The shapes scripts come in besides a plain body, turned into one, every
-// line and column kept: a script inside one Markdown code fence, and
-// `export default` of the script's function (it becomes `return`, padded,
-// so the function is the result, which the runner calls). A script that
+// line and column kept: a script inside one Markdown code fence (here),
+// and `export default` of the script's function (`module_syntax`: it
+// becomes `return`, padded, so the function is the result, which the
+// runner calls). A script that
 // is one function expression or arrow function needs nothing here: its
 // value is a function, and the runner calls it (`Prepared::calls_result`).
 
@@ -537,31 +538,6 @@ pub fn unfenced(source: &str) -> std::borrow::Cow<'_, str> {
     }
     if changed {
         std::borrow::Cow::Owned(lines.join("\n"))
-    } else {
-        std::borrow::Cow::Borrowed(source)
-    }
-}
-
-/// `export default` at the start of a line made `return`, padded: done
-/// only once the script failed to parse as it is (a module's `export`
-/// cannot parse in a script), so a valid script's strings are never
-/// touched.
-pub fn without_export(source: &str) -> std::borrow::Cow<'_, str> {
-    let mut changed = false;
-    let mut text = source.to_string();
-    const EXPORT: &str = "export default ";
-    const RETURN: &str = "return         ";
-    let mut at = 0;
-    while let Some(found) = text[at..].find(EXPORT) {
-        let start = at + found;
-        if start == 0 || text.as_bytes()[start - 1] == b'\n' {
-            text.replace_range(start..start + EXPORT.len(), RETURN);
-            changed = true;
-        }
-        at = start + EXPORT.len();
-    }
-    if changed {
-        std::borrow::Cow::Owned(text)
     } else {
         std::borrow::Cow::Borrowed(source)
     }

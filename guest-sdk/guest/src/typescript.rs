@@ -7,6 +7,10 @@
 //! and only when it does not parse as JavaScript (a JavaScript script
 //! pays nothing).
 //!
+//! Module forms that are only about types (`import type`, `export
+//! interface`) are erased before this, where they are tokens
+//! (`module_syntax`).
+//!
 //! Nothing is type-checked: a type name a script uses without declaring
 //! it (the ones `get_schema` hands out, say) is fine, as it is to `tsc
 //! --isolatedModules`. TypeScript that is not only types (`enum`,
@@ -76,39 +80,8 @@ impl Emitter for First {
     }
 }
 
-/// Module syntax that is only about types, which a script (a function's
-/// body once wrapped) cannot hold but TypeScript erases anyway: a
-/// one-line `import type …` becomes spaces, and `export` before an
-/// `interface` or `type` too. Every position is kept.
-fn type_only_module_syntax_blanked(script: &str) -> String {
-    let mut out = String::with_capacity(script.len());
-    for (i, line) in script.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        let body = line.trim_start();
-        let indent = &line[..line.len() - body.len()];
-        if body.starts_with("import type ") {
-            out.push_str(indent);
-            out.extend(body.chars().map(|c| if c == '\r' { c } else { ' ' }));
-        } else if let Some(rest) = ["export interface ", "export type "]
-            .iter()
-            .find(|p| body.starts_with(*p))
-            .map(|_| &body["export".len()..])
-        {
-            out.push_str(indent);
-            out.push_str("      ");
-            out.push_str(rest);
-        } else {
-            out.push_str(line);
-        }
-    }
-    out
-}
-
 /// Strips the types of `script`.
 pub fn strip(script: &str) -> Stripped {
-    let script = type_only_module_syntax_blanked(script);
     let wrapped = format!("{PREFIX}{script}{SUFFIX}");
     let cm: Lrc<SourceMap> = Default::default();
     let first = First::default();

@@ -209,7 +209,7 @@ pub fn ok(o: &Outcome) -> &Value {
 /// and, at 64, a guest error claiming the host's `queue_depth` limit (55
 /// bytes),
 /// the exports the host needs, and `body` as the body of
-/// `airlock_run($len, $result_bytes)`.
+/// `airlock_run($len, $result_bytes, $flags)`.
 pub fn wat_guest(body: &str) -> Vec<u8> {
     wat::parse_str(format!(
         r#"(module
@@ -234,9 +234,9 @@ pub fn wat_guest(body: &str) -> Vec<u8> {
   (memory (export "memory") 1)
   (data (i32.const 0) "echo{{}}null")
   (data (i32.const 64) "{{\"kind\":\"RuntimeLimit\",\"limit\":\"queue_depth\",\"value\":1}}")
-  (func (export "airlock_abi_version") (result i32) i32.const 2)
+  (func (export "airlock_abi_version") (result i32) i32.const 3)
   (func (export "airlock_reset"))
-  (func (export "airlock_run") (param $len i32) (param $result_bytes i32)
+  (func (export "airlock_run") (param $len i32) (param $result_bytes i32) (param $flags i32)
     (local $i i32)
     {body}))"#
     ))
