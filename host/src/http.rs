@@ -607,7 +607,7 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<(), Stri
     let grace = options.shutdown_grace;
     let (closed, sessions_closed) = tokio::sync::oneshot::channel::<()>();
     let served = axum::serve(
-        listener,
+        crate::listener::no_delay(listener),
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown(async move {

@@ -15,6 +15,7 @@ pub mod exposition;
 pub mod health;
 pub mod http;
 pub mod limits_report;
+pub mod listener;
 pub mod log_output;
 pub mod lookup;
 pub mod mcp;

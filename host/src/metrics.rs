@@ -578,7 +578,7 @@ pub async fn serve(
     };
     let app = Router::new().route("/metrics", get(scrape));
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
+        if let Err(e) = axum::serve(crate::listener::no_delay(listener), app).await {
             tracing::error!(error = %e, "the metrics listener stopped");
         }
     });
