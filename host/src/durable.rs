@@ -84,11 +84,13 @@ const CAPS: ParkCaps = ParkCaps {
     bytes_total: PARKED_BYTES_TOTAL as i64,
 };
 
-/// The approval questions one execution has put to the person in a
-/// 2026-07-28 client, across its parks.
+/// The approval questions one execution has put to the person in its
+/// client, across its parks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Prompts {
     pub asked: u32,
+    /// The person declined a request of this execution, or dismissed a
+    /// question without a choice: they are not asked again in it.
     pub declined: bool,
 }
 

@@ -82,10 +82,30 @@ pub const MAX_PROMPT_DETAIL_BYTES: usize = 16 * 1024;
 #[derive(Default)]
 pub struct Asking(tokio::sync::Mutex<Prompts>);
 
+impl Asking {
+    /// The prompts of an execution going on after a wait: a person who
+    /// declined or dismissed a question of it before is not asked again.
+    pub fn after(prompts: crate::durable::Prompts) -> Self {
+        Self(tokio::sync::Mutex::new(Prompts {
+            asked: prompts.asked,
+            declined: prompts.declined,
+            ..Prompts::default()
+        }))
+    }
+
+    /// Whether the person is asked no more in this execution because they
+    /// declined or dismissed a question (for its row when it waits).
+    pub fn done(&self) -> bool {
+        self.0.try_lock().is_ok_and(|p| p.declined || p.dismissed)
+    }
+}
+
 #[derive(Default)]
 struct Prompts {
     asked: u32,
     declined: bool,
+    /// The person dismissed a question without a choice.
+    dismissed: bool,
     /// The person was told once that an operator must decide.
     referred: bool,
 }
@@ -95,6 +115,8 @@ impl Prompts {
     fn done_asking(&self) -> Option<String> {
         if self.declined {
             Some("the person declined a call of this execution".into())
+        } else if self.dismissed {
+            Some("the person dismissed a question of this execution without a choice".into())
         } else if self.referred {
             Some(
                 "the person was told once that someone else must approve this execution's calls"
@@ -238,14 +260,13 @@ impl ClientTools {
         .with_details(json!({"later": true, "how": how}))
     }
 
-    /// Asks the person in the client whether to approve their own call;
-    /// `Ok(true)` when they do.
+    /// Asks the person in the client whether to approve their own call.
     async fn ask(
         &self,
         peer: &Peer<RoleServer>,
         tool: &str,
         summary: &str,
-    ) -> Result<bool, String> {
+    ) -> Result<Answer<Approval>, String> {
         // The summary is escaped already; a request filed by an older
         // version may not be, and escaping again changes nothing.
         let message = format!(
@@ -253,9 +274,7 @@ impl ClientTools {
             visible(&self.caller.identity),
             visible(summary)
         );
-        super::question::ask::<Approval>(peer, message)
-            .await
-            .map(|a| matches!(a, Answer::Accepted(Approval { approve: true })))
+        super::question::ask::<Approval>(peer, message).await
     }
     async fn report(&self, name: &str, outcome: Result<(), &CallError>) {
         self.report_code(name, outcome.err().map(CallError::code).unwrap_or("ok"))
@@ -518,7 +537,7 @@ impl ClientTools {
         self.log.send(&self.peer, Level::Notice, told).await;
         let decider = Decider::client(&self.caller.identity, true);
         match self.ask(&self.peer, &asked.tool, &shown).await {
-            Ok(true) => {
+            Ok(Answer::Accepted(Approval { approve: true })) => {
                 drop(prompts);
                 // Approved: no longer waiting for anyone. Should the
                 // execution end while it runs, it was cut short.
@@ -535,7 +554,18 @@ impl ClientTools {
                 };
                 (result, None)
             }
-            Ok(false) => {
+            // Dismissed without a choice: nothing is decided. The request
+            // stays open for an operator (a durable execution waits for
+            // the decision), and the person is not asked again here.
+            Ok(Answer::Dismissed) => {
+                prompts.dismissed = true;
+                let how = format!(
+                    "{}. The person in the MCP client dismissed the question without a choice, so nothing was decided and the request stays open for an operator; the client is not asked again in this execution",
+                    asked.how
+                );
+                (Err(asked.required(how)), None)
+            }
+            Ok(Answer::Accepted(Approval { approve: false }) | Answer::Declined) => {
                 prompts.declined = true;
                 note.status(airlock_sandbox::codes::APPROVAL_DENIED);
                 if let Err(e) = self.gateway.decide(id, &decider, Status::Denied) {
@@ -655,9 +685,10 @@ pub async fn decide_plan(
         );
         match super::question::ask::<Approval>(peer, message).await {
             Ok(Answer::Accepted(Approval { approve: true })) => Status::Approved,
-            Ok(_) => Status::Denied,
-            // The client could not ask after all: an operator decides.
-            Err(_) => return,
+            Ok(Answer::Accepted(Approval { approve: false }) | Answer::Declined) => Status::Denied,
+            // Dismissed without a choice, or the client could not ask
+            // after all: an operator decides.
+            Ok(Answer::Dismissed) | Err(_) => return,
         }
     } else {
         let message = format!(

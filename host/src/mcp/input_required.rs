@@ -208,25 +208,37 @@ pub fn open(
         .map_err(|e| StateError::Unsealed(e.to_string()))
 }
 
+/// What the person's answers to one round of questions came to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Decided {
+    /// Requests decided (approved or denied).
+    pub decided: usize,
+    /// The person is not asked again in this execution: they declined a
+    /// request, or dismissed a question without a choice.
+    pub done_asking: bool,
+}
+
 /// Decides each request of `state` the execution still waits for, as the
 /// client's answer says: an accepted form with `approve: true` approves,
-/// `approve: false`, a decline or a cancel denies (as on the 2025 path);
-/// no answer, or one Airlock cannot read, leaves it pending. Returns how
-/// many were decided, and whether one was denied.
+/// `approve: false` or a decline denies (as on the 2025 path). A cancel
+/// (the question dismissed without a choice, as a headless client
+/// answers every question) decides nothing: the request stays open for
+/// an operator, and the person is not asked again in this execution. No
+/// answer, or one Airlock cannot read, leaves it pending.
 pub fn decide(
     gateway: &Gateway,
     caller: &Caller,
     state: &State,
     still_waiting: &[String],
     answers: Option<&InputResponses>,
-) -> (usize, bool) {
+) -> Decided {
     // Asked only of a person who may decide their own requests: should
     // the configuration have changed since, nothing is decided.
     if !gateway.may_approve_own(caller) {
-        return (0, false);
+        return Decided::default();
     }
     let decider = Decider::client(&caller.identity, true);
-    let (mut decided, mut denied) = (0, false);
+    let mut out = Decided::default();
     for id in &state.requests {
         // Only what this execution waits for now, and only pending: a
         // state answered again decides nothing.
@@ -243,33 +255,46 @@ pub fn decide(
         if !askable {
             continue;
         }
-        let to = match approved(answer) {
-            Some(true) => Status::Approved,
-            Some(false) => Status::Denied,
+        let to = match said(answer) {
+            Some(Said::Yes) => Status::Approved,
+            Some(Said::No) => Status::Denied,
+            Some(Said::NoChoice) => {
+                out.done_asking = true;
+                continue;
+            }
             None => continue,
         };
         match gateway.decide(id, &decider, to) {
             Ok(_) => {
-                decided += 1;
-                denied |= to == Status::Denied;
+                out.decided += 1;
+                out.done_asking |= to == Status::Denied;
             }
             Err(e) => {
                 tracing::info!(request = %id, error = %e, "a client's answer decided nothing")
             }
         }
     }
-    (decided, denied)
+    out
 }
 
-/// The person's answer: yes, no, or nothing Airlock can read.
-fn approved(answer: &Value) -> Option<bool> {
+/// What the person said to one question.
+enum Said {
+    Yes,
+    No,
+    /// Dismissed without a choice (MCP's `cancel`).
+    NoChoice,
+}
+
+/// The person's answer, or `None` for nothing Airlock can read.
+fn said(answer: &Value) -> Option<Said> {
     let result = serde_json::from_value::<rmcp::model::ElicitResult>(answer.clone()).ok()?;
     match result.action {
         ElicitationAction::Accept => result
             .content
             .and_then(|c| serde_json::from_value::<Approval>(c).ok())
-            .map(|a| a.approve),
-        ElicitationAction::Decline | ElicitationAction::Cancel => Some(false),
+            .map(|a| if a.approve { Said::Yes } else { Said::No }),
+        ElicitationAction::Decline => Some(Said::No),
+        ElicitationAction::Cancel => Some(Said::NoChoice),
         _ => None,
     }
 }

@@ -396,10 +396,13 @@ impl AirlockServer {
                 ),
             );
         };
-        let (decided, denied) = input_required::decide(gateway, &caller, &state, &still, answers);
+        let input_required::Decided {
+            decided,
+            done_asking,
+        } = input_required::decide(gateway, &caller, &state, &still, answers);
         self.shared
             .durable
-            .prompted(&state.execution, &caller.identity, 0, denied);
+            .prompted(&state.execution, &caller.identity, 0, done_asking);
         let follow = json!({"execution": state.execution});
         if decided == 0 && still.iter().any(|r| state.requests.contains(r)) {
             // Nothing readable answered what was asked, and it still
@@ -664,7 +667,7 @@ impl AirlockServer {
             progress: context.meta.get_progress_token(),
             log: log.clone(),
             done: AtomicU32::new(0),
-            asking: Default::default(),
+            asking: client_tools::Asking::after(prompts),
             runbooks: crate::runbooks::Runner::new(&self.shared.sandbox, &self.shared.limits),
             durable: journal.is_some(),
             answer_within: journal
@@ -746,7 +749,10 @@ impl AirlockServer {
                     waiting: waiting.clone(),
                     calls: o.stats.tool_calls,
                     born_ms,
-                    prompts,
+                    prompts: crate::durable::Prompts {
+                        declined: prompts.declined || tools.asking.done(),
+                        ..prompts
+                    },
                     idle,
                     sends,
                 };

@@ -30,7 +30,11 @@ const LATE_ANSWER_WAIT: Duration = Duration::from_secs(60);
 pub enum Answer<T> {
     /// They filled in the form.
     Accepted(T),
-    /// Declined or dismissed it.
+    /// They declined it: a no.
+    Declined,
+    /// They dismissed it without a choice (MCP's `cancel`, and what a
+    /// headless client such as `claude -p` answers every question): no
+    /// answer at all, so nothing is decided.
     Dismissed,
 }
 
@@ -68,7 +72,8 @@ where
                 // Not the form: an operator decides.
                 _ => Err("the client's answer did not fill in the form".into()),
             },
-            ElicitationAction::Decline | ElicitationAction::Cancel => Ok(Answer::Dismissed),
+            ElicitationAction::Decline => Ok(Answer::Declined),
+            ElicitationAction::Cancel => Ok(Answer::Dismissed),
             _ => Err(
                 "the client answered the approval question in a way Airlock does not know".into(),
             ),

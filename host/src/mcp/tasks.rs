@@ -454,12 +454,12 @@ impl super::AirlockServer {
             execution: id.to_string(),
             requests: asked,
         };
-        let (decided, denied) =
+        let decided =
             super::input_required::decide(gateway, &caller, &state, &still, Some(responses));
-        if decided > 0 {
+        if decided.decided > 0 || decided.done_asking {
             self.shared
                 .durable
-                .prompted(id, &caller.identity, 1, denied);
+                .prompted(id, &caller.identity, 1, decided.done_asking);
         }
         Ok(())
     }

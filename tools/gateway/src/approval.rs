@@ -457,6 +457,25 @@ pub fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Option<Plan
     None
 }
 
+/// Who refused a request, as its requester is told: the person in the
+/// requester's own MCP client (who declined or withdrew it), or an
+/// operator, by whom and why. An agent told "an operator denied" when
+/// its own person said no would wait for, or argue with, the wrong
+/// people.
+pub fn denial(r: &Request) -> String {
+    match r.decided_via.as_deref() {
+        Some(via) if via == Channel::Client.as_str() => format!(
+            "the person in the client declined this exact call (request {}); the client is not asked again in this execution",
+            r.id
+        ),
+        _ => format!(
+            "an operator denied this exact call (request {}){}",
+            r.id,
+            told_reason(r)
+        ),
+    }
+}
+
 /// ` by WHO: "REASON"`, as a requester is told why a request was refused:
 /// the decider and their reason, escaped (a person's words, shown to an
 /// agent as data), or nothing when neither is known.

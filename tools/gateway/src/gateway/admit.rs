@@ -178,11 +178,7 @@ impl Gateway {
                     return Err(CallError::ApprovalDenied {
                         tool: spec.name.clone(),
                         request_id: r.id.clone(),
-                        reason: format!(
-                            "an operator denied this exact call (request {}){}",
-                            r.id,
-                            crate::approval::told_reason(&r)
-                        ),
+                        reason: crate::approval::denial(&r),
                     });
                 }
             }
