@@ -496,3 +496,145 @@ fn audit_verify_flags_one_person_approving_under_another_spelling() {
     assert!(said.contains("FOUR EYES line 2:"), "{said}");
     assert!(!said.contains("line 3:"), "rita is another person: {said}");
 }
+
+/// SHUTDOWN, saying also what the refusal said.
+const SHUTDOWN_SAYING: &str = r#"const tried = await Promise.allSettled([tools.vm_shutdown({node: "pve1", vmid: 101, forceStop: true, timeout: 5})]);
+const after = await tools.vm_status({node: "pve1", vmid: 101});
+({outcome: tried[0].status === "fulfilled" ? "made" : tried[0].reason.code, said: tried[0].status === "fulfilled" ? null : tried[0].reason.message, status: after.status})"#;
+
+/// `host/tests/clients/answer.{py,mjs}`: one `execute` of SHUTDOWN_SAYING
+/// as olga, every question answered with `action`, on `protocol`; with
+/// `approve_by`, an operator approves a request the execution waits for
+/// and the client follows it. `None` (SKIPPED) for TypeScript without npm.
+fn answering(
+    client: &str,
+    config: &Path,
+    action: &str,
+    protocol: &str,
+    approve_by: Option<&str>,
+) -> Option<Value> {
+    let mut cmd = match client {
+        "python" => {
+            let mut c = Command::new(common::test_python());
+            c.arg(common::repo().join("host/tests/clients/answer.py"));
+            c
+        }
+        _ => {
+            let (node, packages) = common::node_packages()?;
+            let program = packages.join("answer.mjs");
+            std::fs::copy(
+                common::repo().join("host/tests/clients/answer.mjs"),
+                &program,
+            )
+            .unwrap();
+            let mut c = Command::new(node);
+            c.arg(program);
+            c
+        }
+    };
+    cmd.args([action, protocol, SHUTDOWN_SAYING])
+        .args(server_args(config))
+        .env_remove("AIRLOCK_CONFIG")
+        .env("AIRLOCK_LOG", "info");
+    if let Some(by) = approve_by {
+        let approve = json!([BIN, "--config", config, "approvals", "approve", "--by", by]);
+        cmd.env("APPROVE_WITH", approve.to_string());
+    }
+    let out = cmd.output().unwrap();
+    // The server's log (its stderr, passed through the client's) says
+    // which revision the session speaks, at info.
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    let said = match protocol {
+        "2025" => "an MCP session started",
+        _ => "an MCP client speaks a stateless revision",
+    };
+    assert!(log.contains(said), "{client} {protocol}: {log}");
+    let revision = match protocol {
+        "2025" => "protocol=2025-11-25",
+        _ => "protocol=2026-07-28",
+    };
+    assert!(log.contains(revision), "{client}: {log}");
+    Some(common::client_answer(client, out))
+}
+
+/// Found with Claude Code and the 2026-07-28 clients: a person's `decline`
+/// reached the agent as "an operator denied … by olga", and a `cancel`
+/// (dismissed without a choice: what headless `claude -p` answers every
+/// question) counted as a decline. Now, on both revisions, through both
+/// official SDKs: a decline denies, worded as the client's person; a
+/// cancel decides nothing, the execution waits for an operator, the
+/// client is not asked again, and once an operator approves, the
+/// follow-up makes the change once.
+fn a_decline_and_a_cancel_are_told_apart(client: &str) {
+    for protocol in ["2025", "2026"] {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = config(dir.path(), true);
+        let Some(r) = answering(client, &conf, "decline", protocol, None) else {
+            return;
+        };
+        let case = format!("{client} {protocol} decline");
+        let got = &r["first"]["result"]["result"];
+        assert_eq!(got["outcome"], "approval_denied", "{case}: {r}");
+        let said = got["said"].as_str().unwrap_or_default();
+        assert!(
+            said.contains("the person in the client declined") && !said.contains("operator"),
+            "{case}: {said}"
+        );
+        assert_eq!(got["status"], "running", "{case}: {r}");
+        assert_eq!(r["asked"].as_array().unwrap().len(), 1, "{case}: {r}");
+        let decision = common::simulated_audit(&conf)
+            .into_iter()
+            .find(|l| l["event"] == "approval_decision")
+            .unwrap_or_else(|| panic!("{case}: no decision line"));
+        assert_eq!(
+            (&decision["channel"], &decision["status"]),
+            (&json!("client"), &json!("denied")),
+            "{case}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let conf = config(dir.path(), true);
+        let r = answering(client, &conf, "cancel", protocol, Some("rita")).unwrap();
+        let case = format!("{client} {protocol} cancel");
+        let first = &r["first"]["result"];
+        assert_eq!(first["status"], "waiting", "{case}: {r}");
+        assert_eq!(first["waiting"][0]["tool"], "vm_shutdown", "{case}: {r}");
+        assert_eq!(r["asked"].as_array().unwrap().len(), 1, "{case}: {r}");
+        assert_eq!(r["asked_before_follow"], 1, "{case}: {r}");
+        let how = first["waiting"][0]["how"].as_str().unwrap_or_default();
+        assert!(
+            how.contains("approvals approve") && (protocol == "2026" || how.contains("dismissed")),
+            "{case}: {how}"
+        );
+        // The operator's approval, and nobody else's decision.
+        let decisions: Vec<Value> = common::simulated_audit(&conf)
+            .into_iter()
+            .filter(|l| l["event"] == "approval_decision")
+            .collect();
+        assert_eq!(decisions.len(), 1, "{case}: {decisions:?}");
+        assert_eq!(
+            (&decisions[0]["decided_by"], &decisions[0]["channel"]),
+            (&json!("rita"), &json!("cli")),
+            "{case}"
+        );
+        let followed = &r["followed"]["result"]["result"];
+        assert_eq!(followed["outcome"], "made", "{case}: {r}");
+        let sent = common::simulated_audit(&conf)
+            .into_iter()
+            .filter(|l| {
+                l["event"] == "call" && l["tool"] == "vm_shutdown" && l["decision"] == "allowed"
+            })
+            .count();
+        assert_eq!(sent, 1, "{case}: sent once");
+    }
+}
+
+#[test]
+fn python_sdk_a_decline_and_a_cancel_are_told_apart_on_both_revisions() {
+    a_decline_and_a_cancel_are_told_apart("python");
+}
+
+#[test]
+fn typescript_sdk_a_decline_and_a_cancel_are_told_apart_on_both_revisions() {
+    a_decline_and_a_cancel_are_told_apart("typescript");
+}

@@ -208,8 +208,19 @@ impl AirlockServer {
                 .follow(follow, args, crate::durable::FOLLOW_WAIT, context)
                 .await;
         }
-        let Some(script) = args.get("script").and_then(Value::as_str) else {
-            return Self::invalid("`script` (JavaScript source) is required, or `execution` (the id of a waiting execution) to follow one");
+        let script = match args.get("script") {
+            Some(Value::String(script)) => script.as_str(),
+            None | Some(Value::Null) => {
+                return Self::invalid("`script` (JavaScript source) is required, or `execution` (the id of a waiting execution) to follow one")
+            }
+            // Given, as the wrong type (a client that parses `script=[1,2]`
+            // as JSON): said so, not "required".
+            Some(other) => {
+                return Self::invalid(format!(
+                    "`script` must be a string of JavaScript or TypeScript source, and this one is {}: send the program's text as one JSON string",
+                    json_type(other)
+                ))
+            }
         };
         let full = match Self::full_trace(args) {
             Ok(full) => full,
@@ -776,7 +787,7 @@ impl AirlockServer {
                         execution.park(&requests, o);
                         self.shared.durable.ready(&id);
                         let data = json!({
-                            "message": format!("execution {id} as {identity}: waiting for {}", requests.join(", ")),
+                            "message": format!("execution {id} as {identity}: waiting for {}", crate::durable::waits_for(waiting)),
                             "execution": id,
                             "identity": identity,
                             "outcome": "Parked",
@@ -916,6 +927,28 @@ impl ServerHandler for AirlockServer {
             ))
     }
 
+    /// As rmcp answers it, and one info line per session with the
+    /// protocol revision it speaks (operators asked which clients speak
+    /// what; before, only rmcp's debug logging said).
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let answer = self.negotiate_initialize(&request);
+        if let Ok(result) = &answer {
+            tracing::info!(
+                protocol = %result.protocol_version,
+                asked = %request.protocol_version,
+                client = %airlock_catalog::visible::visible(&request.client_info.name),
+                client_version = %airlock_catalog::visible::visible(&request.client_info.version),
+                "an MCP session started"
+            );
+        }
+        answer
+    }
+
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
         if let Some(collector) = &self.shared.collector {
             let http = context
@@ -955,6 +988,7 @@ impl ServerHandler for AirlockServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.activity.touch();
+        stateless_client_seen(&context);
         let args = Self::args(&request);
         let name = request
             .name
@@ -1105,5 +1139,57 @@ impl ServerHandler for AirlockServer {
         self.activity.touch();
         self.log.set(request.level);
         Ok(())
+    }
+}
+
+/// A JSON value's type, as an error names it.
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// One info line for each client that speaks 2026-07-28 or later, the
+/// first time it calls a tool here: such a client has no session (and
+/// may not even ask `server/discover`), so this is where an operator
+/// learns which clients speak what. At most [`CLIENTS_NOTED`] are
+/// remembered per process; past that, none is logged.
+fn stateless_client_seen(context: &RequestContext<RoleServer>) {
+    const CLIENTS_NOTED: usize = 256;
+    static SEEN: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashSet<(String, String, String)>>,
+    > = std::sync::OnceLock::new();
+    let Some(version) = context
+        .protocol_version()
+        .filter(|v| *v >= rmcp::model::ProtocolVersion::V_2026_07_28)
+    else {
+        return;
+    };
+    let client = context.client_info();
+    let (name, client_version) = client
+        .map(|c| {
+            (
+                airlock_catalog::visible::visible(&c.name),
+                airlock_catalog::visible::visible(&c.version),
+            )
+        })
+        .unwrap_or_default();
+    let key = (version.to_string(), name, client_version);
+    let mut seen = SEEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if seen.len() < CLIENTS_NOTED && seen.insert(key.clone()) {
+        tracing::info!(
+            protocol = %key.0,
+            client = %key.1,
+            client_version = %key.2,
+            "an MCP client speaks a stateless revision (no session)"
+        );
     }
 }
