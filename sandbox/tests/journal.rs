@@ -16,6 +16,10 @@ const NONDETERMINISTIC: &[&str] = &[
     "const t = Date.now(); const r = [Math.random(), Math.random()];
      const d = new Date().toISOString();
      const e = await tools.echo({t, r}); [t, r, d, e]",
+    // performance.now(), on Date.now()'s journaled clock.
+    "const p0 = performance.now(); const e = await tools.sleep({ms: 3});
+     const p1 = performance.now();
+     [p0, p1, p1 >= p0 + 3, Number.isInteger(p1), performance.timeOrigin === Date.now() - p1 || 'moved', e]",
     // crypto's random bytes (WASI random_get, journaled like Math.random's).
     "const id = crypto.randomUUID();
      const b = Array.from(crypto.getRandomValues(new Uint32Array(4)));

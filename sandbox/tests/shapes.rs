@@ -66,7 +66,10 @@ async fn unwrapped_scripts_keep_their_lines() {
 async fn what_a_sandbox_has_not_is_named_with_the_way_that_works() {
     for (script, says) in [
         ("await fetch('http://169.254.169.254/')", "tools.NAME(args)"),
-        ("require('fs')", "no modules here"),
+        (
+            "require('fs')",
+            "`search` finds one, then `await tools.NAME(args)` calls it",
+        ),
         ("process.env.HOME", "no process environment"),
     ] {
         match run(script).await.result {
@@ -79,6 +82,26 @@ async fn what_a_sandbox_has_not_is_named_with_the_way_that_works() {
             other => panic!("{script}: {other:?}"),
         }
     }
+    // A dynamic import() says the same (boa has no module loader here).
+    match run("await import('fs')").await.result {
+        Err(ExecError::RuntimeError { message, .. }) => assert!(
+            message.contains("no modules here") && message.contains("tools.NAME(args)"),
+            "{message}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // `performance.now()`, which agents time steps with, is there: whole
+    // milliseconds of Date.now()'s clock, from its first use.
+    let timed = run(
+        "const a = performance.now(); let x = 0; for (let i = 0; i < 1e5; i++) x += i;\n\
+         const b = performance.now();\n\
+         [typeof a, a >= 0 && a <= b, Number.isInteger(b), String(performance), Object.keys(JSON.parse(JSON.stringify(performance)))]",
+    )
+    .await;
+    assert_eq!(
+        ok(&timed),
+        &json!(["number", true, true, "[object Performance]", ["timeOrigin"]])
+    );
     match run("import { readFile } from 'fs';\nreadFile").await.result {
         Err(ExecError::SyntaxError { message, line, .. }) => {
             assert_eq!(line, 1);

@@ -366,6 +366,9 @@ fn failure(value: &JsValue, positions: &Positions, ctx: &mut Context) -> Value {
     json!({"kind": KIND_RUNTIME, "message": message, "stack": null})
 }
 
+/// What `require` and a dynamic `import()` are told.
+const MODULES: &str = "there are no modules here: a script is one file, and systems are reached through tools: `search` finds one, then `await tools.NAME(args)` calls it";
+
 /// What a script reached for that a sandbox has not, and the way that
 /// works, added to the `ReferenceError` that names it.
 fn with_hint(message: String) -> String {
@@ -373,13 +376,17 @@ fn with_hint(message: String) -> String {
         ("fetch", "there is no network here: reach systems through tools.NAME(args) (`search` finds them)"),
         ("XMLHttpRequest", "there is no network here: reach systems through tools.NAME(args) (`search` finds them)"),
         ("WebSocket", "there is no network here: reach systems through tools.NAME(args) (`search` finds them)"),
-        ("require", "there are no modules here: a script is one file; tools are on `tools`"),
+        ("require", MODULES),
         ("module", "there are no modules here: a script is one file; its last expression is the result"),
         ("exports", "there are no modules here: a script is one file; its last expression is the result"),
         ("process", "there is no process environment here: pass what the script needs as values in it, and secrets stay with the tools"),
         ("Deno", "this is not Deno: a sandboxed JavaScript runtime whose only capability is tools.NAME(args)"),
         ("Bun", "this is not Bun: a sandboxed JavaScript runtime whose only capability is tools.NAME(args)"),
     ];
+    // A dynamic `import()`: boa has no module loader here.
+    if message.starts_with("TypeError: module resolution is disabled") {
+        return format!("{message} ({MODULES})");
+    }
     let Some(rest) = message.strip_prefix("ReferenceError: ") else {
         return message;
     };

@@ -3,7 +3,9 @@
 //! `TextEncoder`/`TextDecoder` (UTF-8) and `structuredClone`. Written in
 //! JavaScript, evaluated once when the realm is built (so in the
 //! pre-initialised snapshot a fresh instance starts from), and drawing on
-//! nothing outside the realm: no time, no randomness.
+//! nothing outside the realm: no time, no randomness. And `performance`,
+//! which agents time their steps with: built at its first use (lazy.rs),
+//! reading `Date.now()`'s clock (journaled, whole milliseconds).
 
 use boa_engine::{Context, JsResult, Source};
 
@@ -177,11 +179,32 @@ const WEB: &str = r#"(function () {
   });
 })"#;
 
+/// `performance.now()`: milliseconds since the script first reached for
+/// `performance`, from `Date.now()`'s clock. That clock is the one a
+/// durable execution journals, at the resolution the script sees (whole
+/// milliseconds), so a replay reads the same times; a finer clock would
+/// only be a second journal of the same thing.
+const PERFORMANCE: &str = r#"(function () {
+  'use strict';
+  const origin = Date.now();
+  const performance = {
+    timeOrigin: origin,
+    now() { return Date.now() - origin; },
+    toJSON() { return { timeOrigin: origin }; },
+  };
+  Object.defineProperty(performance, Symbol.toStringTag, { value: 'Performance' });
+  Object.defineProperty(globalThis, 'performance', {
+    value: Object.freeze(performance), writable: true, enumerable: false, configurable: true,
+  });
+})"#;
+
 /// Defines the globals above on the realm being built.
 pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
     let installer = ctx.eval(Source::from_bytes(WEB))?;
     if let Some(f) = installer.as_callable() {
         f.call(&boa_engine::JsValue::undefined(), &[], ctx)?;
     }
-    Ok(())
+    crate::lazy::install(ctx, &["performance"], &[], PERFORMANCE, |ctx| {
+        boa_engine::object::ObjectInitializer::new(ctx).build()
+    })
 }
