@@ -338,9 +338,7 @@ pub async fn simulate(file: &mut ConfigFile, options: SimOptions) -> Result<Simu
         let config_path = scratch.path().join("airlock.toml");
         std::fs::write(&config_path, toml)
             .map_err(|e| format!("cannot write the simulator's configuration: {e}"))?;
-        let program = std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| "airlock".into());
+        let program = crate::settings::program();
         file.state_dir = Some(scratch.path().to_path_buf());
         file.audit.file = None;
         file.approve_command = Some(crate::settings::approve_command(&program, &config_path));
@@ -386,9 +384,7 @@ pub fn keep_demo_state(file: &mut ConfigFile) -> Result<PathBuf, String> {
         Ok(())
     };
     write().map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
-    let program = std::env::current_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "airlock".into());
+    let program = crate::settings::program();
     file.state_dir = Some(dir.clone());
     file.approve_command = Some(crate::settings::approve_command(&program, &config_path));
     Ok(dir)

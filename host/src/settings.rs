@@ -166,7 +166,10 @@ fn config_path_in(named: Option<&Path>, system: &Path) -> Option<PathBuf> {
 
 pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
     let Some(path) = path else {
-        return Ok(ConfigFile::default());
+        return Ok(ConfigFile {
+            approve_command: Some(format!("{} approvals approve", shell_word(&program()))),
+            ..ConfigFile::default()
+        });
     };
     let text = std::fs::read_to_string(path).map_err(|source| {
         if path == Path::new(SYSTEM_CONFIG) && source.kind() != std::io::ErrorKind::NotFound {
@@ -216,11 +219,33 @@ pub fn load_file(path: Option<&Path>) -> Result<ConfigFile, SettingsError> {
     }
     file.approve_command = Some(if path == Path::new(SYSTEM_CONFIG) {
         // The package's state is the airlock user's own (0700).
-        "sudo -u airlock airlock approvals approve".to_string()
+        format!(
+            "sudo -u airlock {} approvals approve",
+            shell_word(&program())
+        )
     } else {
-        approve_command("airlock", path)
+        approve_command(&program(), path)
     });
     Ok(file)
+}
+
+/// How a person runs this binary again from a shell: `airlock` when that
+/// is what `airlock` on `PATH` finds, else the binary's full path (a
+/// build from a checkout, which is on no `PATH`), so every command
+/// Airlock prints runs as printed.
+pub fn program() -> String {
+    let Ok(me) = std::env::current_exe().and_then(|p| p.canonicalize()) else {
+        return "airlock".into();
+    };
+    let on_path = std::env::var_os("PATH").and_then(|dirs| {
+        std::env::split_paths(&dirs)
+            .map(|d| d.join("airlock"))
+            .find(|p| p.is_file())
+    });
+    match on_path.and_then(|p| p.canonicalize().ok()) {
+        Some(found) if found == me => "airlock".into(),
+        _ => me.display().to_string(),
+    }
 }
 
 /// `PROGRAM --config PATH approvals approve`, with PATH absolute and
