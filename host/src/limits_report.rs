@@ -339,12 +339,25 @@ pub fn report(
                 .iter()
                 .filter_map(|(_, (_, id))| id.as_deref())
                 .collect();
+            // Whoever used more than the limit (a wall clock or a result
+            // measured past it, say): one identity's values above the
+            // limit never raise the suggestion past it.
+            let over: std::collections::HashSet<_> = ends
+                .ends
+                .iter()
+                .zip(&ends.stopped)
+                .filter(|(used, _)| used[i].is_some_and(|v| v > configured))
+                .filter_map(|(_, (_, id))| id.as_deref())
+                .collect();
             use_of(
                 *m,
                 configured,
                 &values,
                 hits.len(),
-                who.len(),
+                Identities {
+                    hit: who.len(),
+                    over: over.len(),
+                },
                 headroom_percent,
             )
         })
@@ -359,14 +372,23 @@ pub fn report(
     })
 }
 
+/// How many identities' executions a limit stopped (`hit`), and how many
+/// identities' executions used more than it (`over`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Identities {
+    hit: usize,
+    over: usize,
+}
+
 fn use_of(
     m: Measured,
     configured: u64,
     sorted: &[u64],
     hits: usize,
-    hit_identities: usize,
+    who: Identities,
     headroom: u32,
 ) -> LimitUse {
+    let hit_identities = who.hit;
     let pick = |q: f64| percentile(sorted, q);
     let p99 = pick(0.99);
     let max = sorted.last().copied();
@@ -380,7 +402,14 @@ fn use_of(
             }
             let unit = m.unit();
             let rounded = round_up(want.div_ceil(unit)).saturating_mul(unit);
-            Some(rounded.max(m.floor()).min(m.ceiling()))
+            let suggested = rounded.max(m.floor()).min(m.ceiling());
+            // Past the limit only on the strength of two identities or
+            // more, by what they used or where it stopped them: one
+            // identity's 4 MiB result once suggested 6.3 MB of results.
+            Some(match who.over.max(who.hit) >= 2 {
+                true => suggested,
+                false => suggested.min(configured.max(m.floor())),
+            })
         }
         _ => None,
     };
@@ -499,6 +528,10 @@ mod tests {
         assert_eq!(percentile(&[], 0.5), None);
     }
 
+    fn ids(n: usize) -> Identities {
+        Identities { hit: n, over: n }
+    }
+
     #[test]
     fn suggestions_round_up_and_keep_the_largest_use() {
         assert_eq!(round_up(96), 96);
@@ -506,45 +539,56 @@ mod tests {
         assert_eq!(round_up(1200), 1200);
         let v: Vec<u64> = (1..=100).map(|i| i * 10).collect();
         // p99 990 + 50 % = 1485 → 1500.
-        let u = use_of(Measured::ToolCalls, 5000, &v, 0, 0, 50);
+        let u = use_of(Measured::ToolCalls, 5000, &v, 0, ids(0), 50);
         assert_eq!(u.suggested, Some(1500));
         // Memory in whole MiB: 3.25 MiB + 50 % is 4.9, so 5 MiB; but
         // never under the floor.
         let mem = vec![3_407_872; 30];
-        let u = use_of(Measured::MemoryBytes, 256 << 20, &mem, 0, 0, 50);
+        let u = use_of(Measured::MemoryBytes, 256 << 20, &mem, 0, ids(0), 50);
         assert_eq!(u.suggested, Some(32 << 20));
         let mem = vec![100 << 20; 30];
-        let u = use_of(Measured::MemoryBytes, 256 << 20, &mem, 0, 0, 50);
+        let u = use_of(Measured::MemoryBytes, 256 << 20, &mem, 0, ids(0), 50);
         assert_eq!(u.suggested, Some(150 << 20));
         // A quiet period does not talk the wall clock down to nothing.
-        let u = use_of(Measured::WallTimeMs, 60_000, &[5; 30], 0, 0, 50);
+        let u = use_of(Measured::WallTimeMs, 60_000, &[5; 30], 0, ids(0), 50);
         assert_eq!(u.suggested, Some(1_000));
         // One outlier far above p99 still fits.
         let mut w = v.clone();
         w.push(9000);
-        let u = use_of(Measured::ToolCalls, 10_000, &w, 0, 0, 50);
+        let u = use_of(Measured::ToolCalls, 10_000, &w, 0, ids(0), 50);
         assert_eq!(u.suggested, Some(9000));
         // A limit that stopped runs of several identities is raised past
         // itself; one identity's hits (a runaway script, or one pushing
         // the limit up) raise nothing.
-        let u = use_of(Measured::ToolCalls, 2000, &v, 3, 2, 50);
+        let u = use_of(Measured::ToolCalls, 2000, &v, 3, ids(2), 50);
         assert_eq!(u.suggested, Some(3000));
-        let u = use_of(Measured::ToolCalls, 2000, &v, 3, 1, 50);
+        let u = use_of(Measured::ToolCalls, 2000, &v, 3, ids(1), 50);
         assert_eq!(u.suggested, Some(1500));
         // A result size is suggested at most what the configuration takes,
         // whatever a guest claimed its cut value measured.
         let claimed = vec![u64::MAX / 2; 30];
-        let u = use_of(Measured::ResultBytes, 1 << 20, &claimed, 30, 5, 50);
+        let u = use_of(Measured::ResultBytes, 1 << 20, &claimed, 30, ids(5), 50);
         assert_eq!(u.suggested, Some(airlock_sandbox::MAX_HANDOVER_BYTES));
         // Too few runs: no suggestion.
         assert_eq!(
-            use_of(Measured::ToolCalls, 10, &v[..5], 0, 0, 50).suggested,
+            use_of(Measured::ToolCalls, 10, &v[..5], 0, ids(0), 50).suggested,
             None
         );
         // Never past what the configuration accepts.
         let huge = vec![airlock_sandbox::MAX_MEMORY_BYTES; 30];
-        let u = use_of(Measured::MemoryBytes, 1 << 30, &huge, 0, 0, 50);
+        let u = use_of(Measured::MemoryBytes, 1 << 30, &huge, 0, ids(2), 50);
         assert_eq!(u.suggested, Some(airlock_sandbox::MAX_MEMORY_BYTES));
+        // Found by trying it: one identity's 4 MiB result among small
+        // ones suggested 6,348,800 bytes against 262,144 configured. One
+        // identity's values past the limit never raise it past the limit.
+        let mut results = vec![2_000u64; 40];
+        results.push(4 << 20);
+        let one = Identities { hit: 1, over: 1 };
+        let u = use_of(Measured::ResultBytes, 262_144, &results, 1, one, 50);
+        assert_eq!(u.suggested, Some(262_144));
+        let two = Identities { hit: 2, over: 2 };
+        let u = use_of(Measured::ResultBytes, 262_144, &results, 2, two, 50);
+        assert!(u.suggested.unwrap() > 262_144, "{:?}", u.suggested);
     }
 
     #[test]
