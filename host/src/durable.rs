@@ -682,6 +682,28 @@ pub fn request_ids(waiting: &[Waiting]) -> Vec<String> {
         .collect()
 }
 
+/// What a waiting execution waits for, as a log line says it: its
+/// approval requests, and the calls that were still running when its
+/// answer was due (by tool).
+pub fn waits_for(waiting: &[Waiting]) -> String {
+    let said: Vec<String> = waiting
+        .iter()
+        .map(
+            |w| match w.details.get("request_id").and_then(|r| r.as_str()) {
+                Some(id) => id.to_string(),
+                None => format!(
+                    "{} (still running when the answer was due)",
+                    airlock_catalog::catalog::quote_name(&w.tool)
+                ),
+            },
+        )
+        .collect();
+    match said.is_empty() {
+        true => "nothing named".into(),
+        false => said.join(", "),
+    }
+}
+
 /// How long ago `born_ms` was.
 pub fn since(born_ms: i64) -> Duration {
     Duration::from_millis(now_ms().saturating_sub(born_ms).max(0) as u64)

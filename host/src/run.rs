@@ -282,7 +282,7 @@ impl Runner {
                 eprintln!(
                     "[airlock] execution {id} as {} is kept, waiting for {}: {} follows it with execute({{\"execution\": \"{id}\"}}) on any server sharing this state; `airlock executions show {id}` says where it stands",
                     visible(&identity),
-                    requests.join(", "),
+                    crate::durable::waits_for(waiting),
                     visible(&identity),
                 );
             }

@@ -79,10 +79,20 @@ fn waits_for(answer: &Value) -> String {
         .flatten()
         .map(|w| {
             let tool = visible(w["tool"].as_str().unwrap_or("?"));
-            let how = visible(w["how"].as_str().unwrap_or(""));
             match w["request_id"].as_str() {
-                Some(id) => format!("{tool}: request {} — {how}", visible(id)),
-                None => format!("{tool}: {how}"),
+                // Who decides, and how: the task goes on by itself once
+                // they have.
+                Some(id) => format!(
+                    "{tool}: request {} — {}; this task goes on once it is decided",
+                    visible(id),
+                    visible(w["how"].as_str().unwrap_or(""))
+                ),
+                // A read still running when the answer was due (the
+                // execute path's advice is to follow the execution; a
+                // task's client only polls).
+                None => format!(
+                    "{tool}: still running; it is made again and the task goes on at the next tasks/get"
+                ),
             }
         })
         .collect();
