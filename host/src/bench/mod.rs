@@ -4,6 +4,7 @@
 //! use the simulated cluster over HTTPS; every row says which.
 
 mod chart;
+mod clients;
 mod measure;
 mod workloads;
 
@@ -52,6 +53,14 @@ pub struct BenchArgs {
     /// Measure only the data-work workloads (to compare guest builds).
     #[arg(long)]
     pub compute_only: bool,
+    /// Measure only one request over HTTP from the clients agents use
+    /// (Node's fetch, the TypeScript and Python SDKs, curl).
+    #[arg(long)]
+    pub clients_only: bool,
+    /// The `airlock` binary whose `serve --http` the clients talk to
+    /// (default: this one), to set two builds side by side.
+    #[arg(long)]
+    pub server: Option<PathBuf>,
 }
 
 fn bar(len: usize, what: &str) -> ProgressBar {
@@ -105,13 +114,29 @@ async fn measure_all(args: &BenchArgs) -> Result<Vec<Row>, String> {
     }
     let runs = args.runs;
     let mut rows = Vec::new();
-    {
+    if !args.clients_only {
         let n = args.compute_runs.max(1);
         let b = bar(n * airlock_benches::COMPUTE.len(), "data work in the guest");
         rows.extend(workloads::compute(n, &b).await?);
         b.finish_and_clear();
     }
     if args.compute_only {
+        return Ok(rows);
+    }
+    {
+        let server = match &args.server {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().map_err(|e| e.to_string())?,
+        };
+        let b = bar(4, "one request over HTTP, by client");
+        let (measured, left_out) = clients::kept_alive(&server, (runs / 2).max(50), &b).await?;
+        b.finish_and_clear();
+        for why in left_out {
+            eprintln!("left out: {why}");
+        }
+        rows.extend(measured);
+    }
+    if args.clients_only {
         return Ok(rows);
     }
     for &mode in &args.modes {
