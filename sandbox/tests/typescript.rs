@@ -201,6 +201,8 @@ async fn reviewed_scripts_run_as_written() {
         "```js\n1\n```",
         "export default 1",
         "import type { X } from './x';\n1",
+        // As a runbook runs: its input on the line before the fence.
+        "const input = {};\n```js\n1\n```",
     ] {
         let host = common::TestHost::default();
         let outcome = sandbox.execute_within(script, &limits, &host).await;
@@ -214,6 +216,13 @@ async fn reviewed_scripts_run_as_written() {
             other => panic!("{script}: {other:?}"),
         }
     }
+    // Checked as it would run: an early error of the compiler too (the
+    // reviewer's `new.target` passed a parse-only check, then failed
+    // every run).
+    assert!(matches!(
+        sandbox.check_as_written("new.target;\n1").await,
+        Err(ExecError::SyntaxError { .. })
+    ));
     // JavaScript is checked without running: no call reaches a host.
     assert_eq!(
         sandbox
@@ -233,10 +242,13 @@ async fn reviewed_scripts_run_as_written() {
 /// sandbox's JavaScript (Annex B), and code to TypeScript, modules and
 /// people (`x <!--y` is `x < !(--y)`). A backtick after it opened a
 /// template for a reader but not for the sandbox, so a call the reader
-/// saw as text ran. Such a script is refused at the comment; `<!--` and
-/// `-->` inside strings, templates and comments are text as always.
+/// saw as text ran. Where such a comment starts depends on lexing that
+/// other parsers get wrong (an attacker's review hid one behind a
+/// TypeScript instantiation expression, and behind line separators a
+/// line-based look missed), so `<!--` and `-->` are refused anywhere,
+/// saying how to write them.
 #[tokio::test]
-async fn html_like_comments_are_refused_where_they_would_hide_code() {
+async fn html_like_comments_are_refused_anywhere() {
     let sandbox = common::fresh().await;
     for (script, at) in [
         (
@@ -245,6 +257,18 @@ async fn html_like_comments_are_refused_where_they_would_hide_code() {
         ),
         ("const a = 1;\n  --> `\nawait tools.echo({ ran: true });\n// `\n'done'", (2, 3)),
         ("const n: number = 1;\nconst m = n <!--n;\nm", (2, 13)),
+        // The reviewer's: behind an instantiation expression, and after a
+        // line separator where swc cannot parse the script at all.
+        (
+            "const a = 1, b = 2; let n = 3\nconst t = a < b > /`/ < n <!--n + `\nawait tools.echo({ ran: true })\n// `",
+            (2, 27),
+        ),
+        (
+            "for (var k = 0 in {}) {}\nlet n = 1\u{2028}--> `\nawait tools.echo({ ran: true }) // `",
+            (2, 11),
+        ),
+        ("const html = '<!-- note -->';\nhtml.length", (1, 15)),
+        ("let n = 3;\nwhile (n-->0) {}\nn", (2, 9)),
     ] {
         let host = common::TestHost::default();
         let outcome = sandbox
@@ -257,20 +281,43 @@ async fn html_like_comments_are_refused_where_they_would_hide_code() {
                 column,
             }) => {
                 assert_eq!((*line, *column), at, "{script}: {message}");
-                assert!(message.contains("`< !--`"), "{message}");
+                assert!(message.contains("`n-- > 0`"), "{message}");
             }
             other => panic!("{script}: {other:?}"),
         }
         assert_eq!(host.count(), 0, "{script}");
+        match sandbox.check_as_written(script).await {
+            Err(ExecError::SyntaxError { .. }) => {}
+            other => panic!("a runbook's check: {script}: {other:?}"),
+        }
     }
+    // Written as the refusal says, the same text runs.
     for (script, want) in [
-        ("const html = '<!-- note -->';\nhtml.length", json!(13)),
-        (
-            "const t = `\n--> arrow\n<!-- x`;\nt.length /* <!-- */",
-            json!(17),
-        ),
-        ("const s: string = '<!--';\ns", json!("<!--")),
+        ("const html = '\\x3C!-- note --\\x3E';\nhtml.length", json!(13)),
+        ("let n = 3;\nwhile (n-- > 0) {}\nn", json!(-1)),
     ] {
         assert_eq!(ok(&run(script).await), &want, "{script}");
+    }
+}
+
+/// Found by an attacker's review: swc drops a leading byte order mark
+/// before counting positions, so a rewrite landed three bytes early and a
+/// blanked `import type` line kept a backtick that opened a template; and
+/// a rewritten script that then parsed as JavaScript ran with
+/// JavaScript's reading where the rewrite had followed TypeScript's
+/// (`a < b > /`/` is a division and a template to one, a regular
+/// expression to the other). Neither calls anything now.
+#[tokio::test]
+async fn a_rewrite_is_never_read_two_ways() {
+    let sandbox = common::fresh().await;
+    for script in [
+        "\u{feff}import type { X } from \";`\"\nconst note = \"`; await tools.echo({ ran: true }); `\";\n// `\nnote",
+        "import type { Vm } from 'airlock';\nconst a = 1, b = 2;\nconst x = a < b > /`/; await tools.echo({ ran: true }) // `\n'done'",
+    ] {
+        let host = common::TestHost::default();
+        let outcome = sandbox
+            .execute(script, &airlock_sandbox::Limits::default(), &host)
+            .await;
+        assert_eq!(host.count(), 0, "{script}: {:?}", outcome.result);
     }
 }

@@ -64,11 +64,16 @@ fn evaluate(source: &str, form: Form, check_only: bool, ctx: &mut Context) -> Re
     // gets the JavaScript parser's error. A reviewed script (a runbook)
     // runs as written or not at all: what its approver read is what runs.
     let unfenced = script::unfenced(source);
-    if form == Form::AsWritten && matches!(unfenced, std::borrow::Cow::Owned(_)) {
+    // A fence anywhere in reviewed code (a runbook's script follows the
+    // line its input is put on, so a fence around it is not its first
+    // line) is refused as one around it is.
+    let fenced = matches!(unfenced, std::borrow::Cow::Owned(_))
+        || source.lines().any(|l| l.trim_start().starts_with("```"));
+    if form == Form::AsWritten && fenced {
         // It parses as JavaScript (template literals, one tagging the
         // next) and means something else than its reader sees: refused.
         return Err(syntax_error(
-            "a reviewed script is JavaScript as written, and this one is inside a Markdown code fence: remove the fence's lines".into(),
+            "a reviewed script is JavaScript as written, and this one has a Markdown code fence (a line starting with ```): remove the fence's lines".into(),
             1,
             1,
         ));
@@ -80,14 +85,17 @@ fn evaluate(source: &str, form: Form, check_only: bool, ctx: &mut Context) -> Re
     let rewritten;
     let stripped;
     let first = script::prepare(source, ctx);
+    // A script whose module syntax was rewritten goes on to the stripper
+    // even when the rewrite parses as JavaScript: the rewrite followed
+    // swc's TypeScript reading of it, so swc's reading decides the rest
+    // too (TypeScript and JavaScript can lex the same text apart: `a < b
+    // > /`/` is a division and a template to one, a regular expression
+    // to the other).
     let (source, first) = match first {
         Err(e) if form == Form::Lenient => match module_syntax::rewritten(source) {
             Some(text) => {
                 rewritten = text;
-                (
-                    rewritten.as_str(),
-                    script::prepare(&rewritten, ctx).map_err(|_| e),
-                )
+                (rewritten.as_str(), Err(e))
             }
             None => (source, Err(e)),
         },
@@ -127,8 +135,17 @@ fn evaluate(source: &str, form: Form, check_only: bool, ctx: &mut Context) -> Re
             }
         },
     };
+    // Checked as it would run: parsed, rewritten and compiled (early
+    // errors such as a stray `new.target` come from the compiler).
     if check_only {
-        return Ok(Value::Null);
+        return match compile(&prepared.code, ctx).or_else(|_| compile(&script::wrap(source), ctx)) {
+            Ok(_) => Ok(Value::Null),
+            Err(e) => Err(syntax_error(
+                format!("the script does not compile: {e}"),
+                1,
+                1,
+            )),
+        };
     }
     let prepared_calls = prepared.calls_result;
     let mut positions = Positions {

@@ -93,10 +93,21 @@ impl Asking {
         }))
     }
 
-    /// Whether the person is asked no more in this execution because they
-    /// declined or dismissed a question (for its row when it waits).
-    pub fn done(&self) -> bool {
-        self.0.try_lock().is_ok_and(|p| p.declined || p.dismissed)
+    /// What the execution's row keeps of its questions when it waits:
+    /// how many were put, and whether the person declined or dismissed
+    /// one. A question still open then counts as dismissed (fail
+    /// towards not asking again).
+    pub fn kept(&self) -> crate::durable::Prompts {
+        match self.0.try_lock() {
+            Ok(p) => crate::durable::Prompts {
+                asked: p.asked,
+                declined: p.declined || p.dismissed,
+            },
+            Err(_) => crate::durable::Prompts {
+                asked: MAX_PROMPTS,
+                declined: true,
+            },
+        }
     }
 }
 

@@ -407,10 +407,24 @@ impl AirlockServer {
                 ),
             );
         };
+        // A person who declined or dismissed a question of this execution
+        // is not asked again, and an answer sent anyway (the same state
+        // again, with another answer) decides nothing either.
         let input_required::Decided {
             decided,
             done_asking,
-        } = input_required::decide(gateway, &caller, &state, &still, answers);
+        } = match self
+            .shared
+            .durable
+            .prompts(&state.execution, &caller.identity)
+            .declined
+        {
+            true => input_required::Decided {
+                decided: 0,
+                done_asking: true,
+            },
+            false => input_required::decide(gateway, &caller, &state, &still, answers),
+        };
         self.shared
             .durable
             .prompted(&state.execution, &caller.identity, 0, done_asking);
@@ -760,9 +774,12 @@ impl AirlockServer {
                     waiting: waiting.clone(),
                     calls: o.stats.tool_calls,
                     born_ms,
-                    prompts: crate::durable::Prompts {
-                        declined: prompts.declined || tools.asking.done(),
-                        ..prompts
+                    prompts: {
+                        let kept = tools.asking.kept();
+                        crate::durable::Prompts {
+                            asked: prompts.asked.max(kept.asked),
+                            declined: prompts.declined || kept.declined,
+                        }
                     },
                     idle,
                     sends,

@@ -465,7 +465,7 @@ pub fn untakeable(current: &Request, identity: &str, now_ms: i64) -> Option<Plan
 pub fn denial(r: &Request) -> String {
     match r.decided_via.as_deref() {
         Some(via) if via == Channel::Client.as_str() => format!(
-            "the person in the client declined this exact call (request {}); the client is not asked again in this execution",
+            "the person in the client declined this exact call (request {})",
             r.id
         ),
         _ => format!(
