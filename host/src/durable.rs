@@ -599,13 +599,19 @@ impl Durable {
     }
 
     /// The questions put to the person about `execution` so far.
+    /// A row that cannot be read counts as done asking (fail closed: no
+    /// question is put, and no answer decides).
     pub fn prompts(&self, execution: &str, identity: &str) -> Prompts {
         match self.store.get(execution, identity, now_ms()) {
             Ok(Some(row)) => Prompts {
                 asked: row.asked,
                 declined: row.declined,
             },
-            _ => Prompts::default(),
+            Ok(None) => Prompts::default(),
+            Err(_) => Prompts {
+                declined: true,
+                ..Prompts::default()
+            },
         }
     }
 

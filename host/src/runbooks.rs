@@ -189,9 +189,14 @@ impl Runner {
         // schema saw as a property would set the object's prototype, and
         // lend the runbook properties the schema never checked.
         let json = serde_json::to_string(&args).unwrap_or_else(|_| "{}".into());
+        // `<` and `>` as escapes: the guest refuses `<!--` and `-->`
+        // anywhere in a script (an argument holding one failed every run).
+        let literal = serde_json::to_string(&json)
+            .unwrap_or_default()
+            .replace('<', "\\u003c")
+            .replace('>', "\\u003e");
         let script = format!(
-            "const input = Object.freeze(JSON.parse({}));\n{}",
-            serde_json::to_string(&json).unwrap_or_default(),
+            "const input = Object.freeze(JSON.parse({literal}));\n{}",
             run.runbook.source
         );
         let mut limits = self.limits.clone();

@@ -674,6 +674,17 @@ fn a_runbook_s_input_is_what_its_schema_checked_and_its_calls_share_the_caller_s
         "{r}"
     );
     assert!(r["result"]["ok"].get("timeout").is_none(), "{r}");
+    // An argument holding `-->` or `<!--` (which a script's text may not
+    // hold) reaches the runbook as given: its input is put in escaped.
+    let r = d.exec(
+        "rita",
+        r#"await runbooks.echo({ ["a -\u002d> b \u003c!-- c"]: 1 })"#,
+    );
+    assert_eq!(
+        r["result"]["ok"]["keys"],
+        serde_json::json!(["a --> b <!-- c"]),
+        "{r}"
+    );
 
     // tool_calls = 10: the script's 4 reads and its runbook call leave
     // the runbook 5; past them it fails, and the script, at 10 with the

@@ -293,7 +293,10 @@ async fn html_like_comments_are_refused_anywhere() {
     }
     // Written as the refusal says, the same text runs.
     for (script, want) in [
-        ("const html = '\\x3C!-- note --\\x3E';\nhtml.length", json!(13)),
+        (
+            "const html = '\\x3C!-- note --\\x3E';\nhtml.length",
+            json!(13),
+        ),
         ("let n = 3;\nwhile (n-- > 0) {}\nn", json!(-1)),
     ] {
         assert_eq!(ok(&run(script).await), &want, "{script}");
@@ -320,4 +323,69 @@ async fn a_rewrite_is_never_read_two_ways() {
             .await;
         assert_eq!(host.count(), 0, "{script}: {:?}", outcome.result);
     }
+}
+
+/// Found by the second attacker's review: boa reads a `/` after the name
+/// `async` as a regular expression, where other engines read a division,
+/// so a template a reader saw became code; and a
+/// reviewed script could hide a line break from its reviewer (U+2028
+/// shows as nothing in a terminal) or a fence behind a byte order mark.
+/// Both are refused before they are parsed.
+#[tokio::test]
+async fn text_read_two_ways_is_refused() {
+    let sandbox = common::fresh().await;
+    let limits = airlock_sandbox::Limits::default();
+    for (script, at) in [
+        (
+            "const async = (x) => x\nconst note = async\n/`/; await tools.echo({ ran: true }); //`\nnote",
+            (2, 14),
+        ),
+        ("let async = 1;\nconst n = async /* a\n */ / 2;\nn", (2, 11)),
+        ("let async = 6;\nconst h = async / 2;\nh", (2, 11)),
+    ] {
+        let host = common::TestHost::default();
+        match sandbox.execute(script, &limits, &host).await.result {
+            Err(ExecError::SyntaxError {
+                message,
+                line,
+                column,
+            }) => {
+                assert_eq!((line, column), at, "{message}");
+                assert!(message.contains("Name the value otherwise"), "{message}");
+            }
+            other => panic!("{script}: {other:?}"),
+        }
+        assert_eq!(host.count(), 0, "{script}");
+    }
+    // Async functions run; `async` followed by `/` is refused wherever it
+    // stands (a look at the text, as for `<!--`), strings and comments too.
+    for (script, want) in [
+        ("const f = async () => 1;\ntypeof f", json!("function")),
+        ("const g = async () => 2;\nawait g()", json!(2)),
+    ] {
+        assert_eq!(ok(&run(script).await), &want, "{script}");
+    }
+    // What a reviewer cannot see is refused in reviewed code, and runs in
+    // an agent's own.
+    for script in [
+        "// no shutdown unless confirmed\u{2028}await tools.echo({ ran: true })",
+        "const a = 1;\n\u{feff}```js\nthrow 1\n\u{feff}```\na",
+        "const s = 'abc\u{202e}def';\ns",
+        "const a = 1;\rconst b = 2;\na + b",
+    ] {
+        let host = common::TestHost::default();
+        let outcome = sandbox.execute_within(script, &limits, &host).await;
+        match outcome.result {
+            Err(ExecError::SyntaxError { message, .. }) => {
+                assert!(message.contains("cannot see"), "{script}: {message}")
+            }
+            other => panic!("{script}: {other:?}"),
+        }
+        assert_eq!(host.count(), 0, "{script}");
+        assert!(sandbox.check_as_written(script).await.is_err(), "{script}");
+    }
+    assert_eq!(
+        ok(&run("const a = 1;\rconst b = 2;\na + b").await),
+        &json!(3)
+    );
 }

@@ -13,6 +13,7 @@ mod json_parse;
 mod json_stringify;
 mod lazy;
 mod module_syntax;
+mod readings;
 mod realm;
 mod regexp_literals;
 mod regexp_test;

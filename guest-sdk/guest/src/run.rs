@@ -16,7 +16,9 @@ use boa_engine::{
 };
 use serde_json::{json, Value};
 
-use crate::{host, html_comments, json, module_syntax, realm, regexp_literals, script, typescript};
+use crate::{
+    host, html_comments, json, module_syntax, readings, realm, regexp_literals, script, typescript,
+};
 
 /// The script's name in stack traces.
 pub const SCRIPT_NAME: &str = "script.js";
@@ -81,6 +83,9 @@ fn evaluate(source: &str, form: Form, check_only: bool, ctx: &mut Context) -> Re
     let source: &str = &unfenced;
     if let Some((line, column)) = html_comments::first(source) {
         return Err(syntax_error(html_comments::REFUSED.into(), line, column));
+    }
+    if let Some(found) = readings::first(source, form == Form::AsWritten) {
+        return Err(syntax_error(found.message.into(), found.line, found.column));
     }
     let rewritten;
     let stripped;
