@@ -218,7 +218,7 @@ impl AirlockServer {
             Some(other) => {
                 return Self::invalid(format!(
                     "`script` must be a string of JavaScript or TypeScript source, and this one is {}: send the program's text as one JSON string",
-                    json_type(other)
+                    airlock_catalog::validate::kind_of(other)
                 ))
             }
         };
@@ -1156,18 +1156,6 @@ impl ServerHandler for AirlockServer {
         self.activity.touch();
         self.log.set(request.level);
         Ok(())
-    }
-}
-
-/// A JSON value's type, as an error names it.
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

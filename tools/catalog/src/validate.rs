@@ -202,7 +202,8 @@ fn secret_path(pointer: &str) -> bool {
         .any(|seg| crate::redact::is_secret(&seg.replace("~1", "/").replace("~0", "~")))
 }
 
-fn kind_of(v: &Value) -> &'static str {
+/// A JSON value's type, as an error names it ("a string", "an array").
+pub fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
