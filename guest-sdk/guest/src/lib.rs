@@ -6,7 +6,6 @@ mod array_sort;
 mod builtins;
 mod crypto;
 mod host;
-mod html_comments;
 mod intl;
 mod json;
 mod json_parse;

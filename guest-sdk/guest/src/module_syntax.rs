@@ -15,13 +15,16 @@
 //! syntax error is what the agent gets).
 //!
 //! Done only after a script failed to parse as JavaScript, so a valid
-//! script is never touched.
+//! script is never touched, and only after `readings` refused what a
+//! script's parser and a module's read apart (HTML-like comments).
 
 use swc_common::{
     input::StringInput, sync::Lrc, BytePos, FileName, Globals, SourceMap, Spanned, GLOBALS,
 };
 use swc_ecma_ast::{Decl, DefaultDecl, ModuleDecl, ModuleItem};
 use swc_ecma_parser::{Parser, Syntax, TsSyntax};
+
+use crate::readings::is_line_break;
 
 /// What one top-level declaration becomes.
 enum Change {
@@ -35,12 +38,6 @@ enum Change {
 /// The script with its module syntax rewritten, or `None` when there was
 /// none to rewrite (or the script does not parse as a module).
 pub fn rewritten(script: &str) -> Option<String> {
-    // Annex B's HTML-like comments (`<!--`, `-->`) are comments to a
-    // script's parser but code to a module's: refused before this
-    // (`html_comments`), and never read as a module here.
-    if crate::html_comments::possible(script) {
-        return None;
-    }
     // swc drops a leading byte order mark before it counts positions, so
     // its spans would land three bytes early in the text (an attacker's
     // review made a blanked line keep its last bytes, a backtick among
@@ -160,8 +157,4 @@ fn blank(c: char) -> char {
     } else {
         ' '
     }
-}
-
-fn is_line_break(c: char) -> bool {
-    matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}')
 }

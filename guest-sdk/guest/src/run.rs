@@ -16,9 +16,7 @@ use boa_engine::{
 };
 use serde_json::{json, Value};
 
-use crate::{
-    host, html_comments, json, module_syntax, readings, realm, regexp_literals, script, typescript,
-};
+use crate::{host, json, module_syntax, readings, realm, regexp_literals, script, typescript};
 
 /// The script's name in stack traces.
 pub const SCRIPT_NAME: &str = "script.js";
@@ -69,9 +67,11 @@ fn evaluate(source: &str, form: Form, check_only: bool, ctx: &mut Context) -> Re
     // A fence anywhere in reviewed code (a runbook's script follows the
     // line its input is put on, so a fence around it is not its first
     // line) is refused as one around it is.
-    let fenced = matches!(unfenced, std::borrow::Cow::Owned(_))
-        || source.lines().any(|l| l.trim_start().starts_with("```"));
-    if form == Form::AsWritten && fenced {
+    let fenced = || {
+        matches!(unfenced, std::borrow::Cow::Owned(_))
+            || source.lines().any(|l| l.trim_start().starts_with("```"))
+    };
+    if form == Form::AsWritten && fenced() {
         // It parses as JavaScript (template literals, one tagging the
         // next) and means something else than its reader sees: refused.
         return Err(syntax_error(
@@ -81,9 +81,6 @@ fn evaluate(source: &str, form: Form, check_only: bool, ctx: &mut Context) -> Re
         ));
     }
     let source: &str = &unfenced;
-    if let Some((line, column)) = html_comments::first(source) {
-        return Err(syntax_error(html_comments::REFUSED.into(), line, column));
-    }
     if let Some(found) = readings::first(source, form == Form::AsWritten) {
         return Err(syntax_error(found.message.into(), found.line, found.column));
     }
