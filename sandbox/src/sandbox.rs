@@ -346,6 +346,36 @@ impl Sandbox {
         limits: &Limits,
         host: &dyn ToolHost,
     ) -> Outcome {
+        self.run_alone(script, limits, host, abi::RUN_AS_WRITTEN)
+            .await
+    }
+
+    /// Whether `script` parses as JavaScript as written, the way
+    /// [`Sandbox::execute_within`] runs reviewed code; nothing of it
+    /// runs. `Err` is the syntax error (line and column the script's
+    /// own), or why the check could not be made. For checking a runbook
+    /// before anyone approves it.
+    pub async fn check_as_written(&self, script: &str) -> Result<(), ExecError> {
+        let limits = Limits {
+            source_bytes: Limits::default().source_bytes.max(script.len() as u64),
+            ..Limits::default()
+        };
+        let flags = abi::RUN_AS_WRITTEN | abi::RUN_CHECK_ONLY;
+        self.run_alone(script, &limits, &NoTools, flags)
+            .await
+            .result
+            .map(|_| ())
+    }
+
+    /// Runs `script` in a fresh instance of its own, with no slot and the
+    /// guest's `RUN_*` `flags`.
+    async fn run_alone(
+        &self,
+        script: &str,
+        limits: &Limits,
+        host: &dyn ToolHost,
+        flags: u32,
+    ) -> Outcome {
         let stats = Stats {
             mode: Mode::Fresh,
             instance_uses: 1,
@@ -360,40 +390,12 @@ impl Sandbox {
             Err(e) => return failed(e, stats),
         };
         let job = execution::Job {
-            flags: abi::RUN_AS_WRITTEN,
+            flags,
             ..execution::Job::plain(script, limits, host)
         };
         execution::run_on(&mut store, &fns, job, started, stats)
             .await
             .outcome
-    }
-
-    /// Whether `script` parses as JavaScript as written, the way
-    /// [`Sandbox::execute_within`] runs reviewed code; nothing of it
-    /// runs. `Err` is the syntax error (line and column the script's
-    /// own), or why the check could not be made. For checking a runbook
-    /// before anyone approves it.
-    pub async fn check_as_written(&self, script: &str) -> Result<(), ExecError> {
-        let limits = Limits {
-            source_bytes: Limits::default().source_bytes.max(script.len() as u64),
-            ..Limits::default()
-        };
-        self.check_request(script, &limits)?;
-        let Warm { mut store, fns, .. } = self.instantiate(&limits).await?;
-        let job = execution::Job {
-            flags: abi::RUN_AS_WRITTEN | abi::RUN_CHECK_ONLY,
-            ..execution::Job::plain(script, &limits, &NoTools)
-        };
-        let stats = Stats {
-            mode: Mode::Fresh,
-            instance_uses: 1,
-            ..Stats::default()
-        };
-        execution::run_on(&mut store, &fns, job, Instant::now(), stats)
-            .await
-            .outcome
-            .result
-            .map(|_| ())
     }
 
     fn check_request(&self, script: &str, limits: &Limits) -> Result<(), ExecError> {
