@@ -164,19 +164,7 @@ pub async fn runbook(file: &ConfigFile, action: RunbookAction) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let RunbookAction::Add { file: path, .. } = &action {
-        let checked = match read(path) {
-            Ok((_, runbook)) => runs_as_written(file, &runbook)
-                .await
-                .map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = checked {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
-    }
-    match act(&state, &known, action) {
+    match act(file, &state, &known, action).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -185,11 +173,20 @@ pub async fn runbook(file: &ConfigFile, action: RunbookAction) -> ExitCode {
     }
 }
 
-fn act(state: &State, known: &Known, action: RunbookAction) -> Result<(), String> {
+async fn act(
+    config: &ConfigFile,
+    state: &State,
+    known: &Known,
+    action: RunbookAction,
+) -> Result<(), String> {
     let store = &state.runbooks;
     match action {
         RunbookAction::Add { file, by } => {
+            // The bytes checked are the bytes kept: read once.
             let (text, runbook) = read(&file)?;
+            runs_as_written(config, &runbook)
+                .await
+                .map_err(|e| format!("{}: {e}", file.display()))?;
             let by = known.decider(by.as_deref())?;
             let (s, new) = store
                 .add(&runbook.name, &text, &by, now_ms())

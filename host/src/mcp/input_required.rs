@@ -224,14 +224,23 @@ pub struct Decided {
 /// (the question dismissed without a choice, as a headless client
 /// answers every question) decides nothing: the request stays open for
 /// an operator, and the person is not asked again in this execution. No
-/// answer, or one Airlock cannot read, leaves it pending.
+/// answer, or one Airlock cannot read, leaves it pending. Once the person
+/// declined or dismissed a question of this execution (`prompts`), an
+/// answer sent anyway (the same state again, say) decides nothing.
 pub fn decide(
     gateway: &Gateway,
     caller: &Caller,
     state: &State,
     still_waiting: &[String],
     answers: Option<&InputResponses>,
+    prompts: crate::durable::Prompts,
 ) -> Decided {
+    if prompts.declined {
+        return Decided {
+            decided: 0,
+            done_asking: true,
+        };
+    }
     // Asked only of a person who may decide their own requests: should
     // the configuration have changed since, nothing is decided.
     if !gateway.may_approve_own(caller) {

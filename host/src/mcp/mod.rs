@@ -407,24 +407,14 @@ impl AirlockServer {
                 ),
             );
         };
-        // A person who declined or dismissed a question of this execution
-        // is not asked again, and an answer sent anyway (the same state
-        // again, with another answer) decides nothing either.
+        let prompts = self
+            .shared
+            .durable
+            .prompts(&state.execution, &caller.identity);
         let input_required::Decided {
             decided,
             done_asking,
-        } = match self
-            .shared
-            .durable
-            .prompts(&state.execution, &caller.identity)
-            .declined
-        {
-            true => input_required::Decided {
-                decided: 0,
-                done_asking: true,
-            },
-            false => input_required::decide(gateway, &caller, &state, &still, answers),
-        };
+        } = input_required::decide(gateway, &caller, &state, &still, answers, prompts);
         self.shared
             .durable
             .prompted(&state.execution, &caller.identity, 0, done_asking);
@@ -774,13 +764,9 @@ impl AirlockServer {
                     waiting: waiting.clone(),
                     calls: o.stats.tool_calls,
                     born_ms,
-                    prompts: {
-                        let kept = tools.asking.kept();
-                        crate::durable::Prompts {
-                            asked: prompts.asked.max(kept.asked),
-                            declined: prompts.declined || kept.declined,
-                        }
-                    },
+                    // Began as `prompts` (`Asking::after`), with this
+                    // run's questions added.
+                    prompts: tools.asking.kept(),
                     idle,
                     sends,
                 };

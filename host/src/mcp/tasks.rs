@@ -464,8 +464,14 @@ impl super::AirlockServer {
             execution: id.to_string(),
             requests: asked,
         };
-        let decided =
-            super::input_required::decide(gateway, &caller, &state, &still, Some(responses));
+        let decided = super::input_required::decide(
+            gateway,
+            &caller,
+            &state,
+            &still,
+            Some(responses),
+            prompts,
+        );
         if decided.decided > 0 || decided.done_asking {
             self.shared
                 .durable
